@@ -1,0 +1,183 @@
+"""The run configuration of SPEC §6: a validated pydantic schema, and nothing else.
+
+Unknown keys are errors; `load_config` turns every validation problem into a one-line
+`UserError` naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from envduels.errors import UserError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Price(_Strict):
+    """US dollars per million tokens."""
+
+    input_per_mtok: float = Field(0.0, ge=0)
+    output_per_mtok: float = Field(0.0, ge=0)
+
+
+class PlayerConfig(_Strict):
+    name: str
+    provider: Literal["local", "openai", "anthropic"]
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float = Field(0.7, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int = Field(1024, ge=1, le=200_000)
+    context_tokens: int | None = Field(None, ge=256)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(6, ge=0, le=50)
+    max_concurrency: int = Field(4, ge=1, le=4096)
+    requests_per_minute: float | None = Field(None, gt=0)
+    tokens_per_minute: float | None = Field(None, gt=0)
+    params_b: float | None = Field(None, gt=0)
+    roles: list[Literal["author", "solver"]] = Field(default_factory=lambda: ["author", "solver"])
+    price: Price = Field(default_factory=Price)
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("use letters, digits, '_', '-', '.' (at most 64 characters)")
+        return v
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_ok(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("give at least one of author, solver")
+        if len(set(v)) != len(v):
+            raise ValueError("list each role once")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name_ok(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v):
+            raise ValueError("give the NAME of an environment variable that holds the key, never the key")
+        return v
+
+    @property
+    def authors(self) -> bool:
+        return "author" in self.roles
+
+    @property
+    def solves(self) -> bool:
+        return "solver" in self.roles
+
+
+class TournamentConfig(_Strict):
+    rounds: int = Field(1, ge=1, le=100)
+    envs_per_author: int = Field(1, ge=1, le=1000)
+    seeds_per_env: int = Field(4, ge=1, le=1000)
+    trials_per_seed: int = Field(1, ge=1, le=100)
+    max_turns: int = Field(24, ge=1, le=1000)
+    history: Literal["none", "own", "all"] = "all"
+    history_chars: int = Field(6000, ge=0)
+    author_repairs: int = Field(2, ge=0, le=20)
+    require_oracle: bool = True
+    hint_max_chars: int = Field(600, ge=1)
+    self_play: bool = True
+    environments: list[str] = Field(default_factory=list)
+
+
+class SandboxConfig(_Strict):
+    memory_mb: int = Field(512, ge=64, le=65536)
+    step_timeout_s: float = Field(5.0, gt=0, le=600)
+    cpu_s: int = Field(60, ge=1)
+    max_procs: int = Field(64, ge=1, le=4096)
+    observation_max_chars: int = Field(8000, ge=100)
+    warm_workers: int = Field(2, ge=0, le=256)
+
+
+class BudgetConfig(_Strict):
+    max_usd: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=0)
+
+
+class RunConfig(_Strict):
+    name: str
+    seed: int = 0
+    output_dir: str | None = None
+    players: list[PlayerConfig] = Field(default_factory=list)
+    tournament: TournamentConfig = Field(default_factory=TournamentConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> RunConfig:
+        names = [p.name for p in self.players]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"player names must be unique; repeated: {', '.join(dupes)}")
+        if not any(p.solves for p in self.players):
+            raise ValueError("at least one player needs the solver role")
+        if not any(p.authors for p in self.players) and not self.tournament.environments:
+            raise ValueError(
+                "nothing to play: give a player the author role or list tournament.environments"
+            )
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir or f"runs/{self.name}")
+
+    def player(self, name: str) -> PlayerConfig:
+        for p in self.players:
+            if p.name == name:
+                return p
+        raise UserError(f"no player named {name!r} in the config; choose one of {', '.join(p.name for p in self.players)}")
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return f"{source}: unknown key '{where}'; remove it or check its spelling against SPEC §6"
+    if kind == "missing":
+        return f"{source}: missing key '{where}'; add it (see examples/quickstart.yaml)"
+    msg = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(err.errors()) - 1} more problem(s))" if len(err.errors()) > 1 else ""
+    return f"{source}: '{where}': {msg}{more}"
+
+
+def parse_config(data: object, source: str = "config") -> RunConfig:
+    """Validate an already-parsed mapping; raises `UserError` with one line on any problem."""
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: expected a YAML mapping with keys name, players, tournament, ...")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as err:
+        raise UserError(_describe(err, source)) from None
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run configuration."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file {str(p)!r} not found; pass the path to a YAML file such as examples/quickstart.yaml")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{p}: not valid YAML{where}; fix the syntax (indentation, colons, quotes)") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not UTF-8 text; save the config as UTF-8") from None
+    return parse_config(data, str(p))

@@ -1,0 +1,20 @@
+"""Errors a user can act on.
+
+A `UserError` carries one line that names the problem and the fix; the CLI prints it and exits
+non-zero. Anything else escaping to the CLI is a bug in envduels and stays loud.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem with the user's input or machine, stated in one actionable line."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
