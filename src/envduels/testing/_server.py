@@ -1,0 +1,351 @@
+"""A scripted, fault-injecting OpenAI-compatible HTTP server for tests and benchmarks.
+
+It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) to serve the official
+`openai` and `anthropic` clients on 127.0.0.1, with no dependency beyond the standard library, so
+tests exercise real sockets, real retries and real parsing instead of mocked clients.
+
+Routes: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` (Anthropic),
+``GET /v1/models`` and ``GET /health``. Token usage counts whitespace-separated words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Responder = Callable[[str, list[dict]], str]
+
+DEFAULT_REPLY = "OK"
+
+# Faults a test may queue; each is consumed by one request, in order, before normal service.
+FAULTS = {
+    "429": "rate limited, with a retry-after header (seconds; '429:0.3' sets 0.3 s)",
+    "500": "internal server error",
+    "503": "service unavailable",
+    "hang": "never answer (the client must time out)",
+    "truncated": "a 200 whose JSON body is cut in half",
+    "drop": "close the connection after half of the response",
+    "nochoices": "a 200 with valid JSON but no choices",
+    "400": "bad request (an invalid parameter)",
+    "overflow": "bad request: context length exceeded",
+    "401": "invalid API key",
+    "404": "model not found",
+}
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    mode: str = "normal"  # normal | hang | drop
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+class ScriptedServer:
+    """An OpenAI-compatible server on 127.0.0.1 whose answers and faults a test scripts.
+
+    `responder(model, messages)` gives the reply text (default: "OK"). `faults` are consumed one
+    per request, in order, before normal service (see `FAULTS`). With `api_key` set, requests
+    without ``Authorization: Bearer <api_key>`` (or ``x-api-key``) get 401; with `models` set,
+    other model names get 404. `latency_s` delays every normal answer.
+
+    `requests` records every request received (model, messages, params, path, fault applied;
+    never the credentials); `request_count` counts all HTTP requests, faulted ones included.
+    Use it as a context manager, or `start()` (returns the base URL) and `stop()`.
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        latency_s: float = 0.0,
+        faults: Sequence[str] = (),
+        api_key: str | None = None,
+        models: Sequence[str] | None = None,
+        hang_s: float = 3600.0,
+        port: int = 0,
+        record: bool = True,
+    ) -> None:
+        for f in faults:
+            if f.split(":")[0] not in FAULTS:
+                raise ValueError(f"unknown fault {f!r}; choose from {', '.join(FAULTS)}")
+        self.responder: Responder = responder or (lambda model, messages: DEFAULT_REPLY)
+        self.latency_s = latency_s
+        self.faults: list[str] = list(faults)
+        self.api_key = api_key
+        self.models = set(models) if models is not None else None
+        self.hang_s = hang_s
+        self.record = record
+        self.requests: list[dict] = []
+        self.request_count = 0
+        self.base_url = ""
+        self._port = port
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._conns: set[asyncio.Task] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> str:
+        """Start serving in a background thread; returns the base URL ("http://127.0.0.1:P/v1")."""
+        if self._thread is not None:
+            return self.base_url
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._open())
+            except BaseException as err:  # report bind errors to start()
+                failure.append(err)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self._close())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="ScriptedServer", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread = None
+            raise failure[0]
+        return self.base_url
+
+    def stop(self) -> None:
+        """Stop serving and close every open connection; idempotent."""
+        if self._thread is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._thread = None
+
+    def __enter__(self) -> ScriptedServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def serve_forever(self) -> None:
+        """Serve on the current event loop until cancelled (the subprocess entry point uses it)."""
+        await self._open()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self._close()
+
+    async def _open(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self._port,
+                                                  backlog=1024)
+        port = self._server.sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._conns):
+            task.cancel()
+        if self._conns:
+            await asyncio.gather(*self._conns, return_exceptions=True)
+
+    def add_faults(self, *faults: str) -> None:
+        """Queue more faults (thread-safe)."""
+        with self._lock:
+            self.faults.extend(faults)
+
+    # -- HTTP -------------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                try:
+                    method, target, _ = lines[0].split(" ", 2)
+                except ValueError:
+                    return
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                body = await reader.readexactly(length) if length else b""
+                reply = await self._dispatch(method, target.split("?")[0], headers, body)
+                if reply.mode == "hang":
+                    # Hold the connection open without answering until the client gives up.
+                    with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+                        await asyncio.wait_for(reader.read(), self.hang_s)
+                    return
+                data = self._encode(reply)
+                if reply.mode == "drop":
+                    writer.write(data[: len(data) - len(reply.body) // 2])
+                    with contextlib.suppress(ConnectionError):
+                        await writer.drain()
+                    return
+                writer.write(data)
+                await writer.drain()
+                if headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            self._conns.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    @staticmethod
+    def _encode(reply: _Reply) -> bytes:
+        head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}",
+                "content-type: application/json",
+                f"content-length: {len(reply.body)}"]
+        head += [f"{k}: {v}" for k, v in reply.headers.items()]
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + reply.body
+
+    async def _dispatch(self, method: str, path: str, headers: dict[str, str],
+                        body: bytes) -> _Reply:
+        self.request_count += 1
+        if method == "GET" and path in ("/health", "/v1/health"):
+            return _json(200, {"status": "ok"})
+        if method == "GET" and path == "/v1/models":
+            names = sorted(self.models) if self.models else ["scripted"]
+            return _json(200, {"object": "list",
+                               "data": [{"id": n, "object": "model", "owned_by": "envduels"}
+                                        for n in names]})
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/messages"):
+            return _json(404, {"error": {"message": f"no route {method} {path}",
+                                         "type": "not_found"}})
+        anthropic = path == "/v1/messages"
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return _json(400, {"error": {"message": "body is not JSON",
+                                         "type": "invalid_request_error"}})
+        with self._lock:
+            fault = self.faults.pop(0) if self.faults else None
+        model = str(request.get("model", ""))
+        messages = list(request.get("messages") or [])
+        if anthropic and request.get("system"):
+            messages = [{"role": "system", "content": _message_text(request["system"])}, *messages]
+        if self.record:
+            params = {k: v for k, v in request.items() if k not in ("model", "messages", "system")}
+            self.requests.append({"path": path, "model": model, "messages": messages,
+                                  "params": params, "fault": fault})
+        if fault is None:
+            fault = self._policy_fault(headers, model)
+        if fault is not None:
+            reply = _fault_reply(fault, anthropic)
+            if reply is not None:
+                return reply
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        text = self.responder(model, messages)
+        n_in = sum(_words(_message_text(m.get("content"))) for m in messages)
+        n_out = _words(text)
+        if fault == "truncated" or fault == "drop":
+            raw = json.dumps(_completion(model, text, n_in, n_out, anthropic)).encode()
+            if fault == "truncated":
+                return _Reply(200, raw[: len(raw) // 2])
+            return _Reply(200, raw, mode="drop")
+        if fault == "nochoices":
+            return _json(200, {"id": "x", "object": "chat.completion", "model": model,
+                               "usage": {"prompt_tokens": n_in, "completion_tokens": 0,
+                                         "total_tokens": n_in}})
+        return _json(200, _completion(model, text, n_in, n_out, anthropic))
+
+    def _policy_fault(self, headers: dict[str, str], model: str) -> str | None:
+        if self.api_key is not None:
+            bearer = headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if self.api_key not in (bearer, headers.get("x-api-key", "")):
+                return "401"
+        if self.models is not None and model not in self.models:
+            return "404"
+        return None
+
+
+def _json(status: int, obj: dict, headers: dict[str, str] | None = None) -> _Reply:
+    return _Reply(status, json.dumps(obj).encode(), headers or {})
+
+
+def _error(status: int, message: str, kind: str, code: str | None, anthropic: bool,
+           headers: dict[str, str] | None = None) -> _Reply:
+    if anthropic:
+        return _json(status, {"type": "error", "error": {"type": kind, "message": message}},
+                     headers)
+    return _json(status, {"error": {"message": message, "type": kind, "param": None,
+                                    "code": code}}, headers)
+
+
+def _fault_reply(fault: str, anthropic: bool) -> _Reply | None:
+    name, _, arg = fault.partition(":")
+    if name == "429":
+        return _error(429, "Rate limit reached; slow down.", "rate_limit_error",
+                      "rate_limit_exceeded", anthropic, {"retry-after": arg or "1"})
+    if name in ("500", "503"):
+        return _error(int(name), "The server had an error while processing your request.",
+                      "server_error", None, anthropic)
+    if name == "hang":
+        return _Reply(0, b"", mode="hang")
+    if name == "400":
+        return _error(400, "Invalid value for 'temperature': must be at most 2.",
+                      "invalid_request_error", "invalid_value", anthropic)
+    if name == "overflow":
+        return _error(400, "This model's maximum context length is 2048 tokens. However, your "
+                      "messages resulted in 9000 tokens.", "invalid_request_error",
+                      "context_length_exceeded", anthropic)
+    if name == "401":
+        return _error(401, "Incorrect API key provided.", "authentication_error",
+                      "invalid_api_key", anthropic)
+    if name == "404":
+        return _error(404, "The model does not exist or you do not have access to it.",
+                      "not_found_error", "model_not_found", anthropic)
+    return None  # truncated / drop / nochoices: shaped after the normal answer
+
+
+def _completion(model: str, text: str, n_in: int, n_out: int, anthropic: bool) -> dict:
+    if anthropic:
+        return {"id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+    return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out,
+                      "total_tokens": n_in + n_out}}

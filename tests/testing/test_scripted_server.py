@@ -1,0 +1,124 @@
+"""The scripted server speaks real HTTP to the official clients and injects each fault exactly."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import openai
+import pytest
+
+from envduels.testing import ScriptedServer
+
+
+def _client(base_url: str, timeout: float = 5.0) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="test", max_retries=0, timeout=timeout)
+
+
+def test_openai_client_gets_the_responder_reply_and_word_usage() -> None:
+    with ScriptedServer(lambda model, messages: f"{model} says hi there") as srv:
+        r = _client(srv.base_url).chat.completions.create(
+            model="m1", messages=[{"role": "user", "content": "one two three"}], seed=7,
+            temperature=0.5)
+    assert r.choices[0].message.content == "m1 says hi there"
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (3, 4)
+    assert srv.request_count == 1
+    req = srv.requests[0]
+    assert req["model"] == "m1" and req["params"]["seed"] == 7 and req["fault"] is None
+
+
+def test_faults_are_consumed_in_order_then_service_resumes() -> None:
+    with ScriptedServer(faults=["429:2", "500", "400", "overflow", "401", "404"]) as srv:
+        c = _client(srv.base_url)
+        msgs = [{"role": "user", "content": "x"}]
+        with pytest.raises(openai.RateLimitError) as e429:
+            c.chat.completions.create(model="m", messages=msgs)
+        assert e429.value.response.headers["retry-after"] == "2"
+        with pytest.raises(openai.InternalServerError):
+            c.chat.completions.create(model="m", messages=msgs)
+        with pytest.raises(openai.BadRequestError):
+            c.chat.completions.create(model="m", messages=msgs)
+        with pytest.raises(openai.BadRequestError) as eo:
+            c.chat.completions.create(model="m", messages=msgs)
+        assert eo.value.code == "context_length_exceeded"
+        with pytest.raises(openai.AuthenticationError):
+            c.chat.completions.create(model="m", messages=msgs)
+        with pytest.raises(openai.NotFoundError):
+            c.chat.completions.create(model="m", messages=msgs)
+        assert c.chat.completions.create(model="m", messages=msgs).choices[0].message.content == "OK"
+    assert [r["fault"] for r in srv.requests] == ["429:2", "500", "400", "overflow", "401", "404", None]
+
+
+def test_hang_truncated_drop_and_nochoices_are_broken_responses() -> None:
+    with ScriptedServer(faults=["hang", "truncated", "drop", "nochoices"]) as srv:
+        url = srv.base_url + "/chat/completions"
+        body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url, json=body, timeout=0.3)
+        r = httpx.post(url, json=body)
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(r.content)
+        with pytest.raises(httpx.RemoteProtocolError):
+            httpx.post(url, json=body)
+        assert "choices" not in httpx.post(url, json=body).json()
+        assert httpx.post(url, json=body).json()["choices"][0]["message"]["content"] == "OK"
+    assert srv.request_count == 5
+
+
+def test_api_key_and_model_list_are_enforced() -> None:
+    with ScriptedServer(api_key="sk-right", models=["known"]) as srv:
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=srv.base_url, api_key="sk-wrong", max_retries=0).chat.completions.create(
+                model="known", messages=[{"role": "user", "content": "x"}])
+        ok = openai.OpenAI(base_url=srv.base_url, api_key="sk-right", max_retries=0)
+        with pytest.raises(openai.NotFoundError):
+            ok.chat.completions.create(model="other", messages=[{"role": "user", "content": "x"}])
+        assert ok.chat.completions.create(model="known", messages=[{"role": "user", "content": "x"}])
+    assert all("sk-right" not in json.dumps(r) for r in srv.requests)
+
+
+def test_latency_delays_each_answer() -> None:
+    with ScriptedServer(latency_s=0.2) as srv:
+        t0 = time.monotonic()
+        _client(srv.base_url).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert time.monotonic() - t0 >= 0.2
+
+
+def test_anthropic_client_is_served_on_v1_messages() -> None:
+    import anthropic
+
+    with ScriptedServer(lambda model, messages: messages[0]["content"].upper()) as srv:
+        c = anthropic.Anthropic(base_url=srv.base_url.removesuffix("/v1"), api_key="k", max_retries=0)
+        r = c.messages.create(model="claude-x", max_tokens=10, system="be terse",
+                              messages=[{"role": "user", "content": "hello"}])
+    assert r.content[0].text == "BE TERSE"
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (3, 2)
+
+
+def test_stop_frees_the_port() -> None:
+    srv = ScriptedServer()
+    url = srv.start()
+    srv.stop()
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_subprocess_prints_base_url_and_uses_the_script(tmp_path) -> None:
+    script = tmp_path / "reply.py"
+    script.write_text("def respond(model, messages):\n    return 'scripted ' + model\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envduels.testing.server", "--port", "0", "--latency-ms", "10",
+         "--script", str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        r = _client(url).chat.completions.create(model="abc", messages=[{"role": "user", "content": "x"}])
+        assert r.choices[0].message.content == "scripted abc"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
