@@ -1,0 +1,375 @@
+"""The run database: `RUN_DIR/run.db`, SQLite in WAL mode. The only module that writes SQL.
+
+Everything a run produces is written here as soon as it exists, one committed transaction per
+record, so a kill loses at most the work in flight:
+
+- `meta`: the config JSON, its fingerprint and the result-affecting settings (for resume checks).
+- `calls`: every model call by request key (the `players.ResponseCache`): a resumed run asks the
+  cache first and never pays twice.
+- `environments`: one row per environment (authored, or from a fixed pool), final once written.
+- `validations`: every authoring attempt with the validator's verdict.
+- `episodes`: one row per episode key with its transcript, outcome and reason.
+
+Readers (analysis, report, export) use `Store.tables()`; nothing outside this module runs SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from envduels.errors import UserError
+
+DB_NAME = "run.db"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY, player TEXT, role TEXT, call_id TEXT,
+    record TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER,
+    cost_usd REAL, latency_s REAL, created REAL);
+CREATE TABLE IF NOT EXISTS environments (
+    env_id TEXT PRIMARY KEY, author TEXT, round INTEGER, slot INTEGER, domain TEXT, title TEXT,
+    valid INTEGER, invalid_reason TEXT, hint TEXT, hints TEXT, source TEXT, source_sha256 TEXT,
+    class_name TEXT, max_turns INTEGER, fixed_pool INTEGER, benchmark_seeds TEXT,
+    metadata TEXT, created REAL);
+CREATE TABLE IF NOT EXISTS validations (
+    env_id TEXT, attempt INTEGER, author TEXT, round INTEGER, valid INTEGER, reasons TEXT,
+    verdict TEXT, reply TEXT, created REAL, PRIMARY KEY (env_id, attempt));
+CREATE TABLE IF NOT EXISTS episodes (
+    episode_key TEXT PRIMARY KEY, env_id TEXT, author TEXT, solver TEXT, round INTEGER,
+    domain TEXT, seed INTEGER, trial INTEGER, hinted INTEGER, outcome TEXT, reason TEXT,
+    turns INTEGER, self_play INTEGER, transcript TEXT, created REAL);
+"""
+
+PLAYER_COLUMNS = ["name", "provider", "model", "params_b", "roles", "cost_usd", "input_tokens",
+                  "output_tokens"]
+ENVIRONMENT_COLUMNS = ["env_id", "author", "round", "domain", "title", "valid", "invalid_reason",
+                       "hint", "source", "source_sha256", "class_name", "max_turns", "fixed_pool",
+                       "benchmark_seeds"]
+EPISODE_COLUMNS = ["episode_key", "env_id", "author", "solver", "round", "domain", "seed", "trial",
+                   "hinted", "outcome", "reason", "turns", "self_play", "transcript"]
+
+
+@dataclass
+class Tables:
+    """The analysis view of a run: pandas DataFrames, one row per item.
+
+    players:      name, provider, model, params_b, roles (list), cost_usd, input_tokens,
+                  output_tokens (totals over every call recorded in the run)
+    environments: env_id, author, round, domain, title, valid (bool), invalid_reason, hint, source,
+                  source_sha256, class_name, max_turns, fixed_pool (bool), benchmark_seeds (list)
+    episodes:     episode_key, env_id, author, solver, round, domain, seed, trial, hinted (bool),
+                  outcome ("success"|"failure"|"incomplete"|"error"), reason, turns,
+                  self_play (bool), transcript (list of {role, content, ...})
+    """
+
+    players: pd.DataFrame
+    environments: pd.DataFrame
+    episodes: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class EnvironmentRow:
+    """One environment as the engine records it (authored or from a fixed pool)."""
+
+    env_id: str
+    author: str
+    round: int
+    slot: int
+    domain: str
+    title: str
+    valid: bool
+    invalid_reason: str | None
+    hints: dict[str, str]
+    source: str
+    source_sha256: str
+    class_name: str | None
+    max_turns: int
+    fixed_pool: bool
+    benchmark_seeds: tuple[int, ...]
+    metadata: dict[str, Any]
+
+    @property
+    def hint(self) -> str:
+        return self.hints.get("hint") or self.hints.get("hint_1") or ""
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """One finished episode (any outcome, `error` included)."""
+
+    episode_key: str
+    env_id: str
+    author: str
+    solver: str
+    round: int
+    domain: str
+    seed: int
+    trial: int
+    hinted: bool
+    outcome: str
+    reason: str
+    turns: int
+    self_play: bool
+    transcript: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Totals:
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class Store:
+    """The run database of one run folder. Safe to share between threads of one process.
+
+    Every write commits before returning. Opening a folder that holds no `run.db` creates it.
+    """
+
+    def __init__(self, run_dir: str | Path, *, create: bool = True) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / DB_NAME
+        if not create and not self.path.is_file():
+            raise UserError(
+                f"{self.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
+                "started with `envduels run CONFIG`"
+            )
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
+                                       timeout=30.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as err:
+            raise UserError(
+                f"cannot open the run database {self.path} ({err}); choose a writable output_dir"
+            ) from None
+        self._lock = threading.Lock()
+        self._totals: Totals | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta -------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> Any | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: Any) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                       (key, json.dumps(value, sort_keys=True)))
+
+    # -- calls: the players.ResponseCache ---------------------------------------------------
+
+    def get(self, key: str) -> dict | None:
+        """The recorded call for a request key, or None (players.ResponseCache)."""
+        rows = self._query("SELECT record FROM calls WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def put(self, key: str, record: dict) -> None:
+        """Record one finished model call (players.ResponseCache); a key already present is kept."""
+        usage = record.get("usage") or {}
+        inp = int(record.get("input_tokens", usage.get("input_tokens", 0)) or 0)
+        out = int(record.get("output_tokens", usage.get("output_tokens", 0)) or 0)
+        cost = float(record.get("cost_usd", usage.get("cost_usd", 0.0)) or 0.0)
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO calls (key, player, role, call_id, record, input_tokens,"
+                " output_tokens, cost_usd, latency_s, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (key, record.get("player"), record.get("role"), record.get("call_id"),
+                 json.dumps(record, sort_keys=True, default=str), inp, out, cost,
+                 float(record.get("latency_s", 0.0) or 0.0), time.time()),
+            )
+            inserted = cur.rowcount == 1
+        if inserted and self._totals is not None:
+            t = self._totals
+            self._totals = Totals(t.calls + 1, t.input_tokens + inp, t.output_tokens + out,
+                                  t.cost_usd + cost)
+
+    def call_records(self) -> list[dict]:
+        """Every recorded call, oldest first."""
+        return [json.loads(r[0]) for r in self._query("SELECT record FROM calls ORDER BY rowid")]
+
+    def totals(self) -> Totals:
+        """Calls, tokens and cost over every call recorded in this run (all sessions)."""
+        if self._totals is None:
+            (n, i, o, c), = self._query(
+                "SELECT COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0),"
+                " COALESCE(SUM(cost_usd),0) FROM calls")
+            self._totals = Totals(int(n), int(i), int(o), float(c))
+        return self._totals
+
+    def usage_by_player(self) -> dict[str, Totals]:
+        rows = self._query(
+            "SELECT player, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd)"
+            " FROM calls GROUP BY player")
+        return {p: Totals(int(n), int(i or 0), int(o or 0), float(c or 0)) for p, n, i, o, c in rows}
+
+    # -- environments and validations -------------------------------------------------------
+
+    def put_environment(self, env: EnvironmentRow) -> None:
+        """Record an environment's final state (valid or invalid); replaces an earlier row."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO environments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (env.env_id, env.author, env.round, env.slot, env.domain, env.title,
+                 int(env.valid), env.invalid_reason, env.hint, json.dumps(env.hints),
+                 env.source, env.source_sha256, env.class_name, env.max_turns,
+                 int(env.fixed_pool), json.dumps(list(env.benchmark_seeds)),
+                 json.dumps(env.metadata, sort_keys=True, default=str), time.time()),
+            )
+
+    def environment(self, env_id: str) -> EnvironmentRow | None:
+        rows = self._query("SELECT * FROM environments WHERE env_id = ?", (env_id,))
+        return _env_row(rows[0]) if rows else None
+
+    def environments(self) -> list[EnvironmentRow]:
+        return [_env_row(r) for r in self._query("SELECT * FROM environments ORDER BY rowid")]
+
+    def put_validation(self, env_id: str, attempt: int, *, author: str, round: int, valid: bool,
+                       reasons: list[str], verdict: dict | None, reply: str) -> None:
+        """Record one authoring attempt; the same (env, attempt) written again replaces it."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO validations VALUES (?,?,?,?,?,?,?,?,?)",
+                (env_id, attempt, author, round, int(valid), json.dumps(reasons),
+                 json.dumps(verdict, default=str), reply, time.time()),
+            )
+
+    def validations(self, env_id: str | None = None) -> list[dict]:
+        sql = "SELECT env_id, attempt, author, round, valid, reasons, verdict, reply FROM validations"
+        args: tuple = ()
+        if env_id is not None:
+            sql += " WHERE env_id = ?"
+            args = (env_id,)
+        rows = self._query(sql + " ORDER BY env_id, attempt", args)
+        return [
+            {"env_id": e, "attempt": a, "author": au, "round": r, "valid": bool(v),
+             "reasons": json.loads(rs), "verdict": json.loads(vd), "reply": rp}
+            for e, a, au, r, v, rs, vd, rp in rows
+        ]
+
+    # -- episodes ---------------------------------------------------------------------------
+
+    def put_episode(self, ep: EpisodeRow) -> None:
+        """Record an episode; a later result for the same key (an `error` retried) replaces it."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (ep.episode_key, ep.env_id, ep.author, ep.solver, ep.round, ep.domain, ep.seed,
+                 ep.trial, int(ep.hinted), ep.outcome, ep.reason, ep.turns, int(ep.self_play),
+                 json.dumps(ep.transcript, default=str), time.time()),
+            )
+
+    def finished_episode_keys(self) -> set[str]:
+        """Keys of episodes that need no replay: every outcome except `error`."""
+        return {r[0] for r in self._query("SELECT episode_key FROM episodes WHERE outcome != 'error'")}
+
+    def episode_counts(self) -> dict[str, int]:
+        return dict(self._query("SELECT outcome, COUNT(*) FROM episodes GROUP BY outcome"))
+
+    def episodes(self) -> list[EpisodeRow]:
+        return [_episode_row(r) for r in self._query("SELECT * FROM episodes ORDER BY rowid")]
+
+    # -- the analysis view ------------------------------------------------------------------
+
+    def tables(self) -> Tables:
+        """Players, environments and episodes as DataFrames (see `Tables`)."""
+        config = self.get_meta("config") or {}
+        usage = self.usage_by_player()
+        players = []
+        for p in config.get("players", []):
+            u = usage.get(p["name"], Totals(0, 0, 0, 0.0))
+            players.append({
+                "name": p["name"], "provider": p.get("provider"), "model": p.get("model"),
+                "params_b": p.get("params_b"), "roles": list(p.get("roles", ["author", "solver"])),
+                "cost_usd": u.cost_usd, "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+            })
+        envs = [
+            {"env_id": e.env_id, "author": e.author, "round": e.round, "domain": e.domain,
+             "title": e.title, "valid": e.valid, "invalid_reason": e.invalid_reason,
+             "hint": e.hint, "source": e.source, "source_sha256": e.source_sha256,
+             "class_name": e.class_name, "max_turns": e.max_turns, "fixed_pool": e.fixed_pool,
+             "benchmark_seeds": list(e.benchmark_seeds)}
+            for e in self.environments()
+        ]
+        eps = [
+            {c: getattr(e, c) for c in EPISODE_COLUMNS} for e in self.episodes()
+        ]
+        env_df = pd.DataFrame(envs, columns=ENVIRONMENT_COLUMNS)
+        ep_df = pd.DataFrame(eps, columns=EPISODE_COLUMNS)
+        for df, cols in ((env_df, ("valid", "fixed_pool")), (ep_df, ("hinted", "self_play"))):
+            for c in cols:
+                df[c] = df[c].astype(bool)
+        return Tables(
+            players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
+            environments=env_df,
+            episodes=ep_df,
+        )
+
+
+def _env_row(r: tuple) -> EnvironmentRow:
+    (env_id, author, rnd, slot, domain, title, valid, invalid_reason, _hint, hints, source, sha,
+     class_name, max_turns, fixed_pool, seeds, metadata, _created) = r
+    return EnvironmentRow(
+        env_id=env_id, author=author, round=rnd, slot=slot, domain=domain, title=title,
+        valid=bool(valid), invalid_reason=invalid_reason, hints=json.loads(hints), source=source,
+        source_sha256=sha, class_name=class_name, max_turns=max_turns,
+        fixed_pool=bool(fixed_pool), benchmark_seeds=tuple(json.loads(seeds)),
+        metadata=json.loads(metadata),
+    )
+
+
+def _episode_row(r: tuple) -> EpisodeRow:
+    (key, env_id, author, solver, rnd, domain, seed, trial, hinted, outcome, reason, turns,
+     self_play, transcript, _created) = r
+    return EpisodeRow(
+        episode_key=key, env_id=env_id, author=author, solver=solver, round=rnd, domain=domain,
+        seed=seed, trial=trial, hinted=bool(hinted), outcome=outcome, reason=reason, turns=turns,
+        self_play=bool(self_play), transcript=json.loads(transcript),
+    )

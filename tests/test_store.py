@@ -1,0 +1,100 @@
+"""The run database: what analysis, report, export and resume rely on."""
+
+from __future__ import annotations
+
+import pytest
+
+from envduels.errors import UserError
+from envduels.store import EnvironmentRow, EpisodeRow, Store
+
+
+def _env(env_id: str = "r1-a-0", valid: bool = True) -> EnvironmentRow:
+    return EnvironmentRow(
+        env_id=env_id, author="a", round=1, slot=0, domain="logic", title="Lock",
+        valid=valid, invalid_reason=None if valid else "reset raised", hints={"hint": "try 7"},
+        source="class E: ...", source_sha256="abc", class_name="E", max_turns=5,
+        fixed_pool=False, benchmark_seeds=(2**62 + 5, 11), metadata={"k": 1},
+    )
+
+
+def _episode(key: str, outcome: str = "success", hinted: bool = True) -> EpisodeRow:
+    return EpisodeRow(
+        episode_key=key, env_id="r1-a-0", author="a", solver="b", round=1, domain="logic",
+        seed=2**62 + 5, trial=0, hinted=hinted, outcome=outcome, reason="won", turns=2,
+        self_play=False, transcript=[{"role": "user", "content": "Observation: x"}],
+    )
+
+
+def test_tables_have_the_documented_columns_and_types(tmp_path):
+    store = Store(tmp_path)
+    store.set_meta("config", {"players": [
+        {"name": "a", "provider": "openai", "model": "m-a", "params_b": 8, "roles": ["author"]},
+        {"name": "b", "provider": "local", "model": "m-b", "roles": ["author", "solver"]},
+    ]})
+    store.put("k1", {"player": "a", "role": "author", "call_id": "c1", "input_tokens": 10,
+                     "output_tokens": 5, "cost_usd": 0.25, "reply": "hi"})
+    store.put_environment(_env())
+    store.put_episode(_episode("e1"))
+    t = store.tables()
+    assert list(t.players.columns) == ["name", "provider", "model", "params_b", "roles",
+                                       "cost_usd", "input_tokens", "output_tokens"]
+    a = t.players.set_index("name").loc["a"]
+    assert (a.cost_usd, a.input_tokens, a.output_tokens, a.roles) == (0.25, 10, 5, ["author"])
+    assert t.players.set_index("name").loc["b"].cost_usd == 0.0
+    env = t.environments.iloc[0]
+    assert env.benchmark_seeds == [2**62 + 5, 11]
+    assert bool(env.valid)
+    assert env.hint == "try 7"
+    assert str(t.environments["fixed_pool"].dtype) == "bool"
+    ep = t.episodes.iloc[0]
+    assert list(t.episodes.columns) == ["episode_key", "env_id", "author", "solver", "round",
+                                        "domain", "seed", "trial", "hinted", "outcome", "reason",
+                                        "turns", "self_play", "transcript"]
+    assert ep.seed == 2**62 + 5 and ep.transcript == [{"role": "user", "content": "Observation: x"}]
+    assert str(t.episodes["hinted"].dtype) == "bool"
+
+
+def test_empty_run_gives_empty_tables_with_columns(tmp_path):
+    t = Store(tmp_path).tables()
+    assert len(t.episodes) == 0 and "outcome" in t.episodes.columns
+    assert len(t.environments) == 0 and "benchmark_seeds" in t.environments.columns
+
+
+def test_response_cache_keeps_the_first_record_and_counts_it_once(tmp_path):
+    store = Store(tmp_path)
+    assert store.get("k") is None
+    store.put("k", {"player": "a", "reply": "one", "input_tokens": 3, "output_tokens": 4,
+                    "cost_usd": 1.0})
+    store.put("k", {"player": "a", "reply": "two", "input_tokens": 3, "output_tokens": 4,
+                    "cost_usd": 1.0})
+    assert store.get("k")["reply"] == "one"
+    totals = store.totals()
+    assert (totals.calls, totals.tokens, totals.cost_usd) == (1, 7, 1.0)
+
+
+def test_error_episodes_are_not_finished_and_a_retry_replaces_them(tmp_path):
+    store = Store(tmp_path)
+    store.put_episode(_episode("e1", outcome="error"))
+    store.put_episode(_episode("e2", outcome="failure"))
+    assert store.finished_episode_keys() == {"e2"}
+    store.put_episode(_episode("e1", outcome="success"))
+    assert store.finished_episode_keys() == {"e1", "e2"}
+    assert len(store.episodes()) == 2
+
+
+def test_records_survive_reopening_the_database(tmp_path):
+    with Store(tmp_path) as store:
+        store.put_environment(_env())
+        store.put_validation("r1-a-0", 0, author="a", round=1, valid=False,
+                             reasons=["no class"], verdict=None, reply="...")
+        store.set_meta("fingerprint", "f")
+    again = Store(tmp_path, create=False)
+    assert again.environment("r1-a-0") == _env()
+    assert again.validations("r1-a-0")[0]["reasons"] == ["no class"]
+    assert again.get_meta("fingerprint") == "f"
+    assert again.path.with_name("run.db-wal").exists() or again._query("PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_opening_a_folder_without_a_run_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="holds no run database"):
+        Store(tmp_path / "nothing", create=False)
