@@ -1,0 +1,276 @@
+"""The per-run metrics of SPEC §5: solver, author and environment numbers.
+
+Every function takes the run's tables (anything with `players`, `environments` and `episodes`
+DataFrames in the columns of docs/architecture.md) and returns plain values. A metric with no
+data is None, never 0. Cross-model metrics use matched pairs without self-play.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binom
+
+from envduels.analysis.pairs import domain_balanced, matched_pairs, scored_episodes
+
+
+class TablesLike(Protocol):
+    """What the analysis reads: `envduels.store.Tables` or any stand-in with these frames."""
+
+    players: pd.DataFrame
+    environments: pd.DataFrame
+    episodes: pd.DataFrame
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return None if den == 0 else float(num) / float(den)
+
+
+def _mean(values: pd.Series) -> float | None:
+    return None if len(values) == 0 else float(values.mean())
+
+
+def _roles(row: pd.Series) -> list[str]:
+    roles = row.get("roles")
+    if roles is None or (isinstance(roles, float) and np.isnan(roles)):
+        return ["author", "solver"]
+    return list(roles)
+
+
+def solver_names(tables: TablesLike) -> list[str]:
+    """Players with the solver role, then anyone else who solved, in table order."""
+    names = [r["name"] for _, r in tables.players.iterrows() if "solver" in _roles(r)]
+    for s in tables.episodes["solver"].unique() if len(tables.episodes) else []:
+        if s not in names:
+            names.append(s)
+    return names
+
+
+def author_names(tables: TablesLike) -> list[str]:
+    """Players with the author role, then any other player who has environments."""
+    players = list(tables.players["name"])
+    names = [r["name"] for _, r in tables.players.iterrows() if "author" in _roles(r)]
+    for a in tables.environments["author"].unique() if len(tables.environments) else []:
+        if a not in names and a in players:
+            names.append(a)
+    return names
+
+
+def mcnemar_exact(rescues: int, harms: int) -> float | None:
+    """Two-sided exact McNemar p-value: binomial test of rescues vs harms at ½; None if both 0."""
+    n = rescues + harms
+    if n == 0:
+        return None
+    return float(min(1.0, 2.0 * binom.cdf(min(rescues, harms), n, 0.5)))
+
+
+def solver_metrics(tables: TablesLike, pairs: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """One SPEC §8 `solvers` row per solver, plus `mcnemar_p`, `rescues`, `harms`, `pairs`,
+    `common_panel_solve` and `self_play_episodes`.
+
+    `episodes`, `incomplete` and `errors` count the solver's cross-model episodes (self-play is
+    counted apart in `self_play_episodes`).
+    """
+    pairs = matched_pairs(tables.episodes) if pairs is None else pairs
+    eps = tables.episodes
+    common = common_panel_solve(tables, pairs)
+    rows = []
+    for s in solver_names(tables):
+        p = pairs[pairs["solver"] == s]
+        mine = eps[(eps["solver"] == s) & ~eps["self_play"].astype(bool)]
+        rescues = int(((p["y0"] == 0) & (p["yh"] == 1)).sum())
+        harms = int(((p["y0"] == 1) & (p["yh"] == 0)).sum())
+        per_env = p.groupby("env_id").agg(rate=("y0", "mean"), domain=("domain", "first"))
+        rows.append(
+            {
+                "model": s,
+                "hint_gain": _mean(p["yh"] - p["y0"]),
+                "hint_rescue": _ratio(rescues, int((p["y0"] == 0).sum())),
+                "hint_harm": _ratio(harms, int((p["y0"] == 1).sum())),
+                "without_hint_accuracy": _mean(p["y0"]),
+                "with_hint_accuracy": _mean(p["yh"]),
+                "canonical_autonomous_solve": domain_balanced(per_env["rate"], per_env["domain"]),
+                "common_panel_solve": common.get(s),
+                "episodes": len(mine),
+                "incomplete": int((mine["outcome"] == "incomplete").sum()),
+                "errors": int((mine["outcome"] == "error").sum()),
+                "self_play_episodes": int(((eps["solver"] == s) & eps["self_play"].astype(bool)).sum()),
+                "pairs": len(p),
+                "rescues": rescues,
+                "harms": harms,
+                "mcnemar_p": mcnemar_exact(rescues, harms),
+            }
+        )
+    return rows
+
+
+def common_panel_solve(tables: TablesLike, pairs: pd.DataFrame | None = None) -> dict[str, float | None]:
+    """Solver vs solver on common ground: for every other solver t, s's no-hint rate minus t's
+    over the environments both played (authored by neither), averaged over the opponents t that
+    share at least one environment. Positive: s solves more of the same environments."""
+    pairs = matched_pairs(tables.episodes) if pairs is None else pairs
+    if pairs.empty:
+        return {}
+    rates = pairs.groupby(["env_id", "solver"])["y0"].mean().unstack("solver")
+    out: dict[str, float | None] = {}
+    for s in rates.columns:
+        diffs = []
+        for t in rates.columns:
+            if t == s:
+                continue
+            both = rates[[s, t]].dropna()
+            if len(both):
+                diffs.append(float((both[s] - both[t]).mean()))
+        out[s] = float(np.mean(diffs)) if diffs else None
+    return out
+
+
+def env_lift(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per environment: mean (yh − y0) over the panel's matched pairs, with author and domain."""
+    return pairs.assign(d=pairs["yh"] - pairs["y0"]).groupby("env_id").agg(
+        lift=("d", "mean"), author=("author", "first"), domain=("domain", "first"), round=("round", "first")
+    )
+
+
+def design_scores(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per environment: the design score D averaged over seeds, with author and domain.
+
+    Per seed, r are the panel solvers' no-hint success rates (over trials) and
+    D = Σ_{i<j} |r_i − r_j| / ⌊n²/4⌋; a seed with fewer than two panel solvers has no D.
+    """
+    rates = pairs.groupby(["env_id", "seed", "solver"])["y0"].mean()
+    per_seed = {}
+    for (env, seed), r in rates.groupby(level=[0, 1]):
+        v = r.to_numpy(dtype=float)
+        n = len(v)
+        if n < 2:
+            continue
+        total = np.abs(v[:, None] - v[None, :]).sum() / 2.0
+        per_seed[(env, seed)] = total / (n * n // 4)
+    if not per_seed:
+        return pd.DataFrame(columns=["design", "author", "domain"])
+    d = pd.Series(per_seed).groupby(level=0).mean().rename("design")
+    info = pairs.groupby("env_id").agg(author=("author", "first"), domain=("domain", "first"))
+    return info.join(d, how="inner")
+
+
+def author_metrics(tables: TablesLike, pairs: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """One SPEC §8 `authors` row per author (environment counts, faults, lift, design)."""
+    pairs = matched_pairs(tables.episodes) if pairs is None else pairs
+    envs = tables.environments
+    eps = tables.episodes
+    lifts = env_lift(pairs)
+    designs = design_scores(pairs)
+    rows = []
+    for a in author_names(tables):
+        mine = envs[envs["author"] == a]
+        lv = lifts[lifts["author"] == a]
+        dv = designs[designs["author"] == a]
+        rows.append(
+            {
+                "model": a,
+                "environments": len(mine),
+                "valid_environments": int(mine["valid"].astype(bool).sum()),
+                "invalid_environments": int((~mine["valid"].astype(bool)).sum()),
+                "author_faults": int(((eps["author"] == a) & (eps["outcome"] == "incomplete")).sum()),
+                "hint_authoring": domain_balanced(lv["lift"], lv["domain"]),
+                "design_score": domain_balanced(dv["design"], dv["domain"]),
+                "pairs": int((pairs["author"] == a).sum()),
+            }
+        )
+    return rows
+
+
+def lift_matrix(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Author × solver mean lift (yh − y0) over matched pairs; NaN where they never met."""
+    if pairs.empty:
+        return pd.DataFrame()
+    return pairs.assign(d=pairs["yh"] - pairs["y0"]).pivot_table(
+        index="author", columns="solver", values="d", aggfunc="mean"
+    )
+
+
+def learnability(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per environment × solver: the no-hint rate p and p(1 − p) (highest at p = ½)."""
+    out = pairs.groupby(["env_id", "solver"])["y0"].mean().rename("p").reset_index()
+    out["learnability"] = out["p"] * (1 - out["p"])
+    return out
+
+
+_BOXED = "\\boxed{"
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last balanced `\\boxed{...}` in `text`, or None."""
+    start = text.rfind(_BOXED)
+    while start != -1:
+        depth, i = 1, start + len(_BOXED)
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            return text[start + len(_BOXED) : i - 1]
+        start = text.rfind(_BOXED, 0, start)
+    return None
+
+
+def winning_action(transcript: Any) -> str | None:
+    """The boxed action of the last solver step of a transcript (the winning step of a success).
+
+    A step is a message with role `assistant` (or `solver`); an explicit `action` key wins over
+    parsing its `content`.
+    """
+    if not isinstance(transcript, list | tuple):
+        return None
+    for msg in reversed(transcript):
+        if not isinstance(msg, dict) or msg.get("role") not in ("assistant", "solver"):
+            continue
+        action = msg.get("action")
+        if isinstance(action, str) and action:
+            inner = last_boxed(action)
+            return inner if inner is not None else action
+        inner = last_boxed(str(msg.get("content", "")))
+        if inner is not None:
+            return inner
+    return None
+
+
+_WS = re.compile(r"\s+")
+
+
+def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
+    """Per valid environment, its flags among `unsolved_with_hint`, `hint_gated`, `hint_leak`.
+
+    Only the panel (solvers other than the author) counts. An environment nobody played with
+    the hint is not flagged `unsolved_with_hint` (no data is not evidence).
+    """
+    envs = tables.environments
+    eps = scored_episodes(tables.episodes)
+    eps = eps[~eps["self_play"].astype(bool)]
+    pairs = matched_pairs(tables.episodes)
+    hints = dict(zip(envs["env_id"], envs["hint"].fillna(""), strict=False))
+    flags: dict[str, list[str]] = {e: [] for e in envs["env_id"]}
+    hinted = eps[eps["hinted"].astype(bool)]
+    for env_id, group in hinted.groupby("env_id"):
+        if env_id not in flags:
+            continue
+        if group["y"].sum() == 0:
+            flags[env_id].append("unsolved_with_hint")
+    rates = pairs.groupby(["env_id", "solver"]).agg(r0=("y0", "mean"), rh=("yh", "mean"))
+    for env_id, group in rates.groupby(level=0):
+        if env_id in flags and (group["r0"] == 0).all() and (group["rh"] == 1).all():
+            flags[env_id].append("hint_gated")
+    wins = hinted[hinted["y"] == 1]
+    for env_id, group in wins.groupby("env_id"):
+        hint = hints.get(env_id, "").lower()
+        if not hint or env_id not in flags:
+            continue
+        for transcript in group["transcript"]:
+            action = winning_action(transcript)
+            if action is not None and len(action.strip()) >= 3 and action.strip().lower() in hint:
+                flags[env_id].append("hint_leak")
+                break
+    return flags

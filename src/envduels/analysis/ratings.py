@@ -1,0 +1,298 @@
+"""Duel, author and solver ratings: Bradley–Terry with ties as halves, bootstrap over environments.
+
+All three ratings share one machinery. A *comparison builder* turns a matrix of environment
+weights (one row per bootstrap draw; the observed data is a row of ones) into a stack of score
+matrices `S[b, i, j]` = points of i against j (a win 1, a tie ½). Bradley–Terry is then fitted to
+every draw at once by batched Newton steps with a small ridge, warm-started from the observed
+fit. Environments are the resampling unit because the episodes inside one environment (seeds,
+solvers, conditions) share its difficulty and are not independent; they are resampled within
+each (author, round) stratum so every author keeps the number of environments they wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+from envduels.analysis.metrics import TablesLike, author_names, solver_names
+
+RIDGE = 0.1
+"""Ridge on θ (logit units): the MLE stays finite under perfect separation; prior sd ≈ 3.2."""
+ELO_SCALE = 400.0 / np.log(10.0)
+ELO_CENTER = 1000.0
+"""Ratings are `ELO_CENTER + ELO_SCALE · θ` with θ centred on the mean of the rated models."""
+
+
+def fit_bradley_terry(
+    scores: np.ndarray, *, ridge: float = RIDGE, theta0: np.ndarray | None = None, max_iter: int = 100
+) -> np.ndarray:
+    """Ridge-penalised BT maximum likelihood for a stack of score matrices.
+
+    `scores[b, i, j]` is i's points against j (ties already split in halves); a 2-D matrix is one
+    draw. Returns θ of shape (B, n) (or (n,)), each row centred to mean 0. Newton's method on a
+    strictly concave objective: converges from any start, in a few steps from a warm one.
+    """
+    single = scores.ndim == 2
+    s = scores[None] if single else scores
+    B, n, _ = s.shape
+    games = s + np.swapaxes(s, 1, 2)
+    theta = np.zeros((B, n)) if theta0 is None else np.broadcast_to(theta0, (B, n)).copy()
+    eye = np.eye(n)
+    for _ in range(max_iter):
+        p = expit(theta[:, :, None] - theta[:, None, :])
+        grad = (s - games * p).sum(axis=2) - ridge * theta
+        h = games * p * (1.0 - p)
+        hess = h - eye * (h.sum(axis=2)[:, :, None] + ridge)
+        step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
+        theta -= step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    theta -= theta.mean(axis=1, keepdims=True)
+    return theta[0] if single else theta
+
+
+@dataclass
+class Design:
+    """Environments as resampling units: ids and the (author, round) stratum of each."""
+
+    env_ids: list[str]
+    strata: np.ndarray
+
+    def weights(self, draws: int, rng: np.random.Generator) -> np.ndarray:
+        """(draws + 1, n_env) multiplicities; row 0 is the observed data (all ones)."""
+        w = np.ones((draws + 1, len(self.env_ids)))
+        for st in np.unique(self.strata):
+            idx = np.flatnonzero(self.strata == st)
+            w[1:, idx] = rng.multinomial(len(idx), np.full(len(idx), 1.0 / len(idx)), size=draws)
+        return w
+
+
+def make_design(tables: TablesLike) -> Design:
+    """Every environment of the run, stratified by (author, round)."""
+    envs = tables.environments
+    key = envs["author"].astype(str) + "\x00" + envs["round"].astype(str)
+    _, strata = np.unique(key.to_numpy(), return_inverse=True)
+    return Design(list(envs["env_id"]), strata)
+
+
+def _score(diff: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Points from a signed difference: 1 if > 0, ½ if = 0, 0 if < 0; only where present."""
+    return np.where(present, np.where(diff > 1e-12, 1.0, np.where(diff < -1e-12, 0.0, 0.5)), 0.0)
+
+
+@dataclass
+class DuelBuilder:
+    """Duels (SPEC §5): per round, a match between A and B adds A-as-author-vs-B and the reverse;
+    more points wins, equal points tie. An invalid environment of A gives each panel solver B the
+    win on every pair it would have had (the median number of pairs per environment and solver)."""
+
+    players: list[str]
+    net: np.ndarray  # (n_env, R*n*n): author points minus solver points, placed at (round, author, solver)
+    count: np.ndarray  # (n_env, R*n*n): matched pairs placed likewise
+    rounds: int
+
+    def scores(self, w: np.ndarray) -> np.ndarray:
+        n, R = len(self.players), self.rounds
+        net = (w @ self.net).reshape(-1, R, n, n)
+        cnt = (w @ self.count).reshape(-1, R, n, n)
+        match_net = net - np.swapaxes(net, 2, 3)
+        present = (cnt + np.swapaxes(cnt, 2, 3)) > 0
+        present &= ~np.eye(n, dtype=bool)
+        return _score(match_net, present).sum(axis=1)
+
+
+def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> DuelBuilder:
+    players = list(dict.fromkeys(author_names(tables) + solver_names(tables)))
+    index = {p: i for i, p in enumerate(players)}
+    envs = tables.environments
+    rounds = sorted(envs["round"].unique()) if len(envs) else [1]
+    r_index = {r: i for i, r in enumerate(rounds)}
+    n, R = len(players), len(rounds)
+    env_index = {e: i for i, e in enumerate(design.env_ids)}
+    net = np.zeros((len(design.env_ids), R * n * n))
+    count = np.zeros_like(net)
+
+    def slot(rnd: Any, a: str, s: str) -> int:
+        return (r_index[rnd] * n + index[a]) * n + index[s]
+
+    p = pairs[pairs["author"].isin(index) & pairs["solver"].isin(index)]
+    p = p.assign(pt=np.where((p["y0"] == 0) & (p["yh"] == 1), 1, np.where(p["y0"] == 1, -1, 0)))
+    per = p.groupby(["env_id", "solver"]).agg(pt=("pt", "sum"), k=("pt", "size")).reset_index()
+    env_round = dict(zip(envs["env_id"], envs["round"], strict=False))
+    env_author = dict(zip(envs["env_id"], envs["author"], strict=False))
+    for e, s, pt, k in per.itertuples(index=False):
+        if e in env_index:
+            col = slot(env_round[e], env_author[e], s)
+            net[env_index[e], col] += pt
+            count[env_index[e], col] += k
+    typical = float(per["k"].median()) if len(per) else 1.0
+    solvers = solver_names(tables)
+    for row in envs[~envs["valid"].astype(bool)].itertuples(index=False):
+        if row.author not in index:
+            continue
+        for s in solvers:
+            if s != row.author and s in index:
+                col = slot(row.round, row.author, s)
+                net[env_index[row.env_id], col] -= typical
+                count[env_index[row.env_id], col] += typical
+    return DuelBuilder(players, net, count, R)
+
+
+@dataclass
+class AuthorBuilder:
+    """Author vs author on each common panel solver s: the higher lift on s wins."""
+
+    players: list[str]
+    num: np.ndarray  # (n_env, n*n): Σ (yh − y0) placed at (author, solver)
+    den: np.ndarray  # matched pairs likewise
+
+    def scores(self, w: np.ndarray) -> np.ndarray:
+        n = len(self.players)
+        num = (w @ self.num).reshape(-1, n, n)
+        den = (w @ self.den).reshape(-1, n, n)
+        has = den > 0
+        lift = np.where(has, num / np.where(has, den, 1.0), 0.0)
+        diff = lift[:, :, None, :] - lift[:, None, :, :]  # (B, a, a', s)
+        present = has[:, :, None, :] & has[:, None, :, :]
+        eye = np.eye(n, dtype=bool)
+        present &= ~eye[None, :, :, None]
+        present &= ~eye[None, :, None, :] & ~eye[None, None, :, :]
+        return _score(diff, present).sum(axis=3)
+
+
+def author_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> AuthorBuilder:
+    players = author_names(tables)
+    index = {p: i for i, p in enumerate(players)}
+    n = len(players)
+    env_index = {e: i for i, e in enumerate(design.env_ids)}
+    num = np.zeros((len(design.env_ids), n * n))
+    den = np.zeros_like(num)
+    p = pairs[pairs["author"].isin(index) & pairs["solver"].isin(index)]
+    per = p.assign(d=p["yh"] - p["y0"]).groupby(["env_id", "author", "solver"])["d"].agg(["sum", "size"])
+    for (e, a, s), row in per.iterrows():
+        if e in env_index:
+            num[env_index[e], index[a] * n + index[s]] += row["sum"]
+            den[env_index[e], index[a] * n + index[s]] += row["size"]
+    return AuthorBuilder(players, num, den)
+
+
+@dataclass
+class SolverBuilder:
+    """Solver vs solver on each common environment: the higher no-hint success rate wins."""
+
+    players: list[str]
+    points: np.ndarray  # (n_env, n*n): per environment, points of i against j
+
+    def scores(self, w: np.ndarray) -> np.ndarray:
+        n = len(self.players)
+        return (w @ self.points).reshape(-1, n, n)
+
+
+def solver_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> SolverBuilder:
+    players = solver_names(tables)
+    index = {p: i for i, p in enumerate(players)}
+    n = len(players)
+    env_index = {e: i for i, e in enumerate(design.env_ids)}
+    points = np.zeros((len(design.env_ids), n * n))
+    rates = pairs[pairs["solver"].isin(index)].groupby(["env_id", "solver"])["y0"].mean().unstack("solver")
+    for e, row in rates.iterrows():
+        if e not in env_index:
+            continue
+        r = np.full(n, np.nan)
+        for s, v in row.dropna().items():
+            r[index[s]] = v
+        played = ~np.isnan(r)
+        present = played[:, None] & played[None, :] & ~np.eye(n, dtype=bool)
+        points[env_index[e]] = _score(np.nan_to_num(r[:, None] - r[None, :]), present).ravel()
+    return SolverBuilder(players, points)
+
+
+@dataclass
+class Rating:
+    """One rating kind: observed scores, the fitted and bootstrapped θ, and report rows."""
+
+    kind: str
+    players: list[str]
+    scores: np.ndarray  # (n, n) observed points
+    theta: np.ndarray  # (n,) observed fit, centred over rated players
+    draws: np.ndarray  # (B, n) bootstrap fits, centred likewise
+    rated: np.ndarray  # (n,) bool: took part in at least one comparison
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def elo(self, theta: np.ndarray) -> np.ndarray:
+        return ELO_CENTER + ELO_SCALE * theta
+
+    def by_model(self) -> dict[str, dict[str, Any]]:
+        return {r["model"]: r for r in self.rows}
+
+
+def _rate(kind: str, players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
+    n = len(players)
+    games = stacked[0] + stacked[0].T
+    rated = games.sum(axis=1) > 0
+    keep = np.flatnonzero(rated)
+    theta = np.zeros(n)
+    draws = np.zeros((stacked.shape[0] - 1, n))
+    if len(keep) >= 2:
+        sub = stacked[:, keep][:, :, keep]
+        obs = fit_bradley_terry(sub[0], ridge=ridge)
+        theta[keep] = obs
+        if len(sub) > 1:
+            draws[:, keep] = fit_bradley_terry(sub[1:], ridge=ridge, theta0=obs)
+    rating = Rating(kind, players, stacked[0], theta, draws, rated)
+    rows = []
+    if len(keep) >= 2:
+        elo = rating.elo(theta)
+        if draws.shape[0]:
+            lo, hi = rating.elo(np.percentile(draws, [2.5, 97.5], axis=0))
+        else:
+            lo = hi = np.full(n, np.nan)
+        for i in keep:
+            above = sum(1 for j in keep if j != i and lo[j] > hi[i])
+            rows.append(
+                {
+                    "model": players[i],
+                    "rating": float(elo[i]),
+                    "ci_low": None if np.isnan(lo[i]) else float(lo[i]),
+                    "ci_high": None if np.isnan(hi[i]) else float(hi[i]),
+                    "rank": 1 + above,
+                    "points": float(stacked[0][i].sum()),
+                    "games": float(games[i].sum()),
+                }
+            )
+        rows.sort(key=lambda r: (r["rank"], -r["rating"]))
+    rating.rows = rows
+    return rating
+
+
+def compute_ratings(
+    tables: TablesLike,
+    pairs: pd.DataFrame,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    ridge: float = RIDGE,
+) -> dict[str, Rating]:
+    """The duel, author and solver ratings with `bootstrap` environment-resampling draws each.
+
+    All three use the same draws, so per-draw statistics across them (the divergence
+    correlation) are valid bootstrap replicates too.
+    """
+    design = make_design(tables)
+    w = design.weights(bootstrap, np.random.default_rng(seed))
+    builders = {
+        "duel": duel_builder(tables, pairs, design),
+        "author": author_builder(tables, pairs, design),
+        "solver": solver_builder(tables, pairs, design),
+    }
+    out = {}
+    for kind, b in builders.items():
+        if not b.players:
+            out[kind] = Rating(kind, [], np.zeros((0, 0)), np.zeros(0), np.zeros((bootstrap, 0)), np.zeros(0, bool))
+            continue
+        out[kind] = _rate(kind, b.players, b.scores(w), ridge)
+    return out
