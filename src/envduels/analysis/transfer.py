@@ -1,0 +1,314 @@
+"""The transfer check: do duel statistics predict measured training gains?
+
+Pure functions, no I/O. `unit_predictors` turns a run's tables into one row of candidate
+predictors per author pool (or per environment); `correlate_gains` correlates each predictor with
+user-measured gains: Pearson and Spearman, percentile bootstrap 95% intervals over units,
+permutation p-values (every permutation when n <= 8, else seeded Monte Carlo), the critical |r|
+at alpha = 0.05 for n units, and one plain sentence saying what may be concluded.
+
+Definitions (panel = solvers other than the environment's author; self-play, `incomplete` and
+`error` episodes excluded; matched pair = the no-hint and hinted episode of one
+(environment, solver, seed, trial), both success/failure):
+
+- `mean_hint_lift`: per environment mean(yh - y0) over its panel pairs; a pool averages its
+  environments (each environment counts once).
+- `learnability`: p(1 - p) with p a panel solver's no-hint pass rate on an environment; averaged
+  over (environment, solver) cells.
+- `rescue_rate`: P(yh = 1 | y0 = 0) pooled over the unit's pairs.
+- `all_fail_fraction`: share of (environment, seed) groups whose panel no-hint episodes all
+  fail: the prompts a hint-resampled trainer would replay with the hint.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+Unit = Literal["author", "env_id"]
+PREDICTORS: tuple[str, ...] = ("mean_hint_lift", "learnability", "rescue_rate", "all_fail_fraction")
+ALPHA = 0.05
+MIN_UNITS = 4
+EXACT_PERMUTATION_MAX_N = 8
+
+
+def matched_pairs(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Panel matched pairs: one row per (env_id, author, solver, seed, trial) with int `y0`, `yh`.
+
+    Drops self-play, episodes whose solver authored the environment, and pairs where either
+    episode is not success/failure.
+    """
+    cols = ["env_id", "author", "solver", "seed", "trial", "y0", "yh"]
+    if episodes.empty:
+        return pd.DataFrame(columns=cols)
+    ep = episodes[episodes["outcome"].isin(["success", "failure"])]
+    ep = ep[(ep["solver"] != ep["author"]) & ~ep["self_play"].astype(bool)]
+    if ep.empty:
+        return pd.DataFrame(columns=cols)
+    ep = ep.assign(y=(ep["outcome"] == "success").astype(int), h=ep["hinted"].astype(bool))
+    keys = ["env_id", "author", "solver", "seed", "trial"]
+    wide = ep.pivot_table(index=keys, columns="h", values="y", aggfunc="first")
+    if True not in wide.columns or False not in wide.columns:
+        return pd.DataFrame(columns=cols)
+    wide = wide.dropna(subset=[False, True])
+    out = wide.rename(columns={False: "y0", True: "yh"}).reset_index()
+    out["y0"] = out["y0"].astype(int)
+    out["yh"] = out["yh"].astype(int)
+    return out[cols]
+
+
+def env_solver_rates(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per (env_id, solver): `no_hint_rate`, `hinted_rate`, `learnability` = p(1-p), `pairs`."""
+    if pairs.empty:
+        return pd.DataFrame(
+            columns=["env_id", "solver", "no_hint_rate", "hinted_rate", "learnability", "pairs"]
+        )
+    g = pairs.groupby(["env_id", "solver"])
+    out = g.agg(no_hint_rate=("y0", "mean"), hinted_rate=("yh", "mean"), pairs=("y0", "size"))
+    out["learnability"] = out["no_hint_rate"] * (1.0 - out["no_hint_rate"])
+    return out.reset_index()
+
+
+def unit_predictors(episodes: pd.DataFrame, unit: Unit) -> pd.DataFrame:
+    """One row per unit (index: author or env_id) with the columns of `PREDICTORS`; NaN = no data."""
+    pairs = matched_pairs(episodes)
+    if pairs.empty:
+        return pd.DataFrame(columns=list(PREDICTORS), index=pd.Index([], name=unit))
+    env_lift = pairs.assign(d=pairs["yh"] - pairs["y0"]).groupby(["env_id", "author"])["d"].mean()
+    env_lift = env_lift.reset_index()
+    rates = env_solver_rates(pairs).merge(
+        pairs[["env_id", "author"]].drop_duplicates(), on="env_id"
+    )
+    seed_groups = pairs.groupby(["env_id", "author", "seed"])["y0"].max().reset_index()
+    seed_groups["all_fail"] = (seed_groups["y0"] == 0).astype(float)
+    cold_fail = pairs[pairs["y0"] == 0]
+
+    result = pd.DataFrame(
+        {
+            "mean_hint_lift": env_lift.groupby(unit)["d"].mean(),
+            "learnability": rates.groupby(unit)["learnability"].mean(),
+            "rescue_rate": cold_fail.groupby(unit)["yh"].mean(),
+            "all_fail_fraction": seed_groups.groupby(unit)["all_fail"].mean(),
+        }
+    )
+    result.index.name = unit
+    return result[list(PREDICTORS)].astype(float)
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """One coefficient with its bootstrap 95% interval and two-sided permutation p-value.
+
+    `r` is None when undefined (n < 3 or a constant variable); the interval is None when n < 4
+    or too few bootstrap draws were defined.
+    """
+
+    method: Literal["pearson", "spearman"]
+    r: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    permutation: Literal["exact", "monte_carlo", "none"]
+
+
+@dataclass(frozen=True)
+class PredictorResult:
+    """A predictor against the gains over the units where both are known."""
+
+    predictor: str
+    n: int
+    pearson: Correlation
+    spearman: Correlation
+    critical_r: float | None
+    conclusion: str
+
+
+@dataclass
+class TransferResult:
+    """Everything `envduels correlate` prints and saves."""
+
+    unit: Unit
+    n_units: int
+    alpha: float
+    bootstrap: int
+    seed: int
+    results: list[PredictorResult]
+    points: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict; NaN never appears (missing values are null)."""
+        return _nan_to_none(asdict(self))
+
+
+def critical_r(n: int, alpha: float = ALPHA) -> float | None:
+    """Smallest |r| that is significant at `alpha` (two-sided t test) for n units; None if n < 3."""
+    if n < 3:
+        return None
+    t = stats.t.ppf(1.0 - alpha / 2.0, n - 2)
+    return float(t / math.sqrt(t * t + n - 2))
+
+
+def _rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson r of each row of x with the same row of y; NaN where a row is constant."""
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean(axis=-1, keepdims=True)
+    sxx = (xc * xc).sum(axis=-1)
+    syy = (yc * yc).sum(axis=-1)
+    # a row whose spread is rounding noise is constant: r is undefined there, not +-1
+    flat = (sxx <= 1e-24 * (x * x).sum(axis=-1) + 1e-300) | (syy <= 1e-24 * (y * y).sum(axis=-1) + 1e-300)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (xc * yc).sum(axis=-1) / np.sqrt(sxx * syy)
+    r = np.where(flat, np.nan, r)
+    return np.clip(r, -1.0, 1.0)
+
+
+def _coefficient(x: np.ndarray, y: np.ndarray, method: str) -> np.ndarray:
+    if method == "spearman":
+        x = stats.rankdata(x, axis=-1)
+        y = stats.rankdata(y, axis=-1)
+    return _rowwise_pearson(x, y)
+
+
+def correlation(
+    x: np.ndarray,
+    y: np.ndarray,
+    method: Literal["pearson", "spearman"],
+    *,
+    bootstrap: int,
+    permutations: int,
+    rng: np.random.Generator,
+) -> Correlation:
+    """r of x with y, a percentile bootstrap 95% interval over units, a permutation p-value.
+
+    The p-value is two-sided: the share of permutations of y whose |r| reaches the observed |r|
+    (all n! permutations when n <= 8, else (1 + hits) / (1 + draws) over seeded random ones).
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = len(x)
+    if n < 3:
+        return Correlation(method, None, None, None, None, "none")
+    r = float(_coefficient(x[None, :], y[None, :], method)[0])
+    if math.isnan(r):
+        return Correlation(method, None, None, None, None, "none")
+
+    ci_low = ci_high = None
+    if n >= MIN_UNITS and bootstrap > 0:
+        idx = rng.integers(0, n, size=(bootstrap, n))
+        draws = _coefficient(x[idx], y[idx], method)
+        draws = draws[~np.isnan(draws)]
+        if len(draws) >= max(20, bootstrap // 2):
+            ci_low, ci_high = (float(v) for v in np.quantile(draws, [0.025, 0.975]))
+
+    tol = 1e-12
+    if n <= EXACT_PERMUTATION_MAX_N:
+        perms = np.array(list(itertools.permutations(range(n))))
+        rs = _coefficient(np.broadcast_to(x, perms.shape), y[perms], method)
+        p = float(np.mean(np.abs(np.nan_to_num(rs)) >= abs(r) - tol))
+        kind: Literal["exact", "monte_carlo", "none"] = "exact"
+    else:
+        perms = rng.permuted(np.broadcast_to(np.arange(n), (permutations, n)), axis=1)
+        rs = _coefficient(np.broadcast_to(x, perms.shape), y[perms], method)
+        hits = int(np.sum(np.abs(np.nan_to_num(rs)) >= abs(r) - tol))
+        p = (1 + hits) / (1 + permutations)
+        kind = "monte_carlo"
+    return Correlation(method, r, ci_low, ci_high, p, kind)
+
+
+def conclusion(predictor: str, n: int, pearson: Correlation, crit: float | None, unit: Unit) -> str:
+    """One plain sentence: what the data allows a reader to say about this predictor."""
+    units = "author pools" if unit == "author" else "environments"
+    if n < MIN_UNITS:
+        return (
+            f"Only {n} {units} have both a gain and a {predictor}: too few to conclude anything; "
+            f"measure gains on at least {MIN_UNITS} (better 10 or more)."
+        )
+    if pearson.r is None:
+        return f"{predictor} (or the gain) does not vary across the {n} {units}: no correlation can be computed."
+    assert crit is not None
+    if abs(pearson.r) < crit:
+        return (
+            f"Pearson r = {pearson.r:.2f} is below the critical |r| = {crit:.2f} for n = {n} at "
+            f"alpha = {ALPHA}: no evidence that {predictor} predicts training gain."
+        )
+    direction = "higher" if pearson.r > 0 else "lower"
+    ci = (
+        f" (95% CI {pearson.ci_low:.2f} to {pearson.ci_high:.2f})"
+        if pearson.ci_low is not None and pearson.ci_high is not None
+        else ""
+    )
+    return (
+        f"Pearson r = {pearson.r:.2f}{ci}, permutation p = {pearson.p_value:.3g}, clears the "
+        f"critical |r| = {crit:.2f} for n = {n}: {units} with higher {predictor} gained {direction} "
+        "in training."
+    )
+
+
+def correlate_gains(
+    predictors: pd.DataFrame,
+    gains: pd.Series,
+    *,
+    unit: Unit,
+    bootstrap: int = 2000,
+    permutations: int = 10000,
+    seed: int = 0,
+) -> TransferResult:
+    """Correlate every predictor column with `gains` (indexed by unit) over the units both know.
+
+    Deterministic for a given seed: each predictor draws from its own Generator derived from
+    (seed, predictor position).
+    """
+    joined = predictors.join(gains.rename("gain"), how="right")
+    results = []
+    for i, name in enumerate(PREDICTORS):
+        both = joined[[name, "gain"]].dropna()
+        n = len(both)
+        x = both[name].to_numpy(dtype=float)
+        y = both["gain"].to_numpy(dtype=float)
+        corr = {}
+        for j, method in enumerate(("pearson", "spearman")):
+            rng = np.random.default_rng([seed, i, j])
+            corr[method] = correlation(
+                x, y, method, bootstrap=bootstrap, permutations=permutations, rng=rng
+            )
+        crit = critical_r(n)
+        results.append(
+            PredictorResult(
+                predictor=name,
+                n=n,
+                pearson=corr["pearson"],
+                spearman=corr["spearman"],
+                critical_r=crit,
+                conclusion=conclusion(name, n, corr["pearson"], crit, unit),
+            )
+        )
+    points = [
+        {"unit": str(key), "gain": float(row["gain"]), **{p: row[p] for p in PREDICTORS}}
+        for key, row in joined.iterrows()
+    ]
+    return TransferResult(
+        unit=unit,
+        n_units=len(joined),
+        alpha=ALPHA,
+        bootstrap=bootstrap,
+        seed=seed,
+        results=results,
+        points=points,
+    )
+
+
+def _nan_to_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nan_to_none(v) for v in value]
+    if isinstance(value, float | np.floating):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
