@@ -1,0 +1,167 @@
+"""Authoring, SPEC §3: prompt an author, parse its reply, validate, let it repair, record all.
+
+Pure parts (`parse_reply`, `author_prompt`, `repair_prompt`) are plain functions; `author_env`
+is the one coroutine: it talks to the author and the validator and writes every attempt to the
+store, so a resumed run replays the conversation from the response cache and pays nothing twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from envduels.config import RunConfig
+from envduels.prompts import render
+from envduels.store import EnvironmentRow, Store
+
+_PY_BLOCK = re.compile(r"```python[^\n]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_ANY_BLOCK = re.compile(r"```.*?(```|\Z)", re.DOTALL)
+_WORD = re.compile(r"^[a-z][a-z0-9_\-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class AuthorReply:
+    """What an author's reply holds. `problems` is empty when source and hint were found."""
+
+    source: str | None
+    hint: str | None
+    domain: str = "other"
+    title: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def _tag(text: str, name: str) -> str | None:
+    found = re.findall(rf"<{name}>(.*?)</{name}>", text, re.DOTALL | re.IGNORECASE)
+    return found[-1].strip() if found else None
+
+
+def parse_reply(text: str) -> AuthorReply:
+    """Parse an author's reply: the LAST ```python block, and <hint>, <domain>, <title> outside
+    code blocks. `domain` is one lower-case word, "other" when absent or not one word."""
+    blocks = _PY_BLOCK.findall(text)
+    source = blocks[-1].strip("\n") + "\n" if blocks else None
+    prose = _ANY_BLOCK.sub("", text)
+    hint = _tag(prose, "hint")
+    raw_domain = (_tag(prose, "domain") or "").strip().lower()
+    domain = raw_domain if _WORD.match(raw_domain) else "other"
+    title = " ".join((_tag(prose, "title") or "").split())[:120]
+    problems = []
+    if source is None:
+        problems.append("no ```python code block found; put the whole environment in one")
+    if hint is None:
+        problems.append("no <hint>...</hint> found; give the privileged hint inside <hint> tags")
+    return AuthorReply(source, hint, domain, title, problems)
+
+
+@dataclass(frozen=True)
+class Example:
+    title: str
+    domain: str
+    hint: str
+    source: str
+
+
+def library_examples(n: int = 2) -> list[Example]:
+    """`n` library environments as worked examples: the shortest sources, so prompts stay small."""
+    from envduels.envs import library_env, library_names
+
+    specs = sorted((library_env(name) for name in library_names()),
+                   key=lambda s: (len(s.source), s.id))[:n]
+    return [Example(s.title or s.id, s.domain, s.hint, s.source.strip()) for s in specs]
+
+
+def author_prompt(cfg: RunConfig, *, examples: list[Example], history: str) -> str:
+    """The first user turn of an author: contract, objective, limits, examples, history."""
+    t, s = cfg.tournament, cfg.sandbox
+    return render(
+        "author_task.j2", examples=examples, history=history, max_turns=t.max_turns,
+        hint_max_chars=t.hint_max_chars, require_oracle=t.require_oracle,
+        step_timeout_s=f"{s.step_timeout_s:g}", memory_mb=s.memory_mb,
+        observation_max_chars=s.observation_max_chars,
+    )
+
+
+def repair_prompt(reasons: list[str]) -> str:
+    """The repair turn: the validator's reasons, one per line."""
+    return render("author_repair.j2", reasons=reasons)
+
+
+@dataclass(frozen=True)
+class AuthoringJob:
+    """One environment to author: who, which round and slot, under which id."""
+
+    env_id: str
+    author: str
+    round: int
+    slot: int
+
+
+async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: Store,
+                     validate: Callable[..., Any], seeds: list[int], prompt: str) -> EnvironmentRow | None:
+    """Author, validate and repair one environment; record every attempt and the final row.
+
+    `validate(spec, seeds=...)` is awaited and returns an `envs.Verdict`. Returns the final
+    environment row, or None when the provider failed (nothing final is recorded, so a resumed
+    run tries again from the cached part of the conversation).
+    """
+    from envduels.envs import EnvSpec
+    from envduels.players import ContextOverflow, ProviderError
+
+    t = cfg.tournament
+    messages = [{"role": "system", "content": render("author_system.txt")},
+                {"role": "user", "content": prompt}]
+    reasons: list[str] = []
+    parsed = AuthorReply(None, None)
+    for attempt in range(t.author_repairs + 1):
+        try:
+            reply = await player.chat(messages, call_id=f"author:{job.env_id}:attempt:{attempt}",
+                                      role="author")
+        except ProviderError:
+            return None
+        except ContextOverflow as err:
+            reasons = [f"the conversation no longer fits the author's context ({err})"]
+            break
+        parsed = parse_reply(reply.text)
+        verdict_json = None
+        class_name = None
+        if parsed.problems:
+            reasons = list(parsed.problems)
+        else:
+            spec = EnvSpec(id=job.env_id, source=parsed.source or "", max_turns=t.max_turns,
+                           domain=parsed.domain, author=job.author, title=parsed.title,
+                           hints={"hint": parsed.hint or ""}, benchmark_seeds=tuple(seeds))
+            verdict = await validate(spec, seeds=seeds)
+            verdict_json = verdict.to_json()
+            reasons = list(verdict.reasons)
+            class_name = verdict.class_name
+        valid = not reasons
+        store.put_validation(job.env_id, attempt, author=job.author, round=job.round, valid=valid,
+                             reasons=reasons, verdict=verdict_json, reply=reply.text)
+        if valid:
+            row = _row(job, parsed, cfg, seeds, valid=True, reason=None, class_name=class_name,
+                       attempts=attempt + 1)
+            store.put_environment(row)
+            return row
+        messages += [{"role": "assistant", "content": reply.text},
+                     {"role": "user", "content": repair_prompt(reasons)}]
+    row = _row(job, parsed, cfg, seeds, valid=False, reason="; ".join(reasons) or "invalid",
+               class_name=None, attempts=t.author_repairs + 1)
+    store.put_environment(row)
+    return row
+
+
+def _row(job: AuthoringJob, parsed: AuthorReply, cfg: RunConfig, seeds: list[int], *,
+         valid: bool, reason: str | None, class_name: str | None, attempts: int) -> EnvironmentRow:
+    import hashlib
+
+    source = parsed.source or ""
+    return EnvironmentRow(
+        env_id=job.env_id, author=job.author, round=job.round, slot=job.slot,
+        domain=parsed.domain, title=parsed.title, valid=valid, invalid_reason=reason,
+        hints={"hint": parsed.hint or ""}, source=source,
+        source_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
+        class_name=class_name, max_turns=cfg.tournament.max_turns, fixed_pool=False,
+        benchmark_seeds=tuple(seeds), metadata={"attempts": attempts},
+    )

@@ -1,0 +1,182 @@
+"""Solving, exactly as SPEC §4: one episode of one solver on one environment, seed and condition.
+
+The solver sees the EnvDuels system prompt, a first turn with the observation (and, in the
+hinted condition only, the hint), and one further turn per step. The action passed to the
+environment is the last balanced `\\boxed{...}` of the reply, wrapper included. Outcomes:
+
+- `success`: a step returned `terminated=True` with `reward > 0`;
+- `failure`: terminated without reward, truncated, the turn cap, or the context overflowed;
+- `incomplete`: the environment raised, timed out or broke a limit (`EnvFault`): the author's fault;
+- `error`: the provider still failed after retries; replayed on resume, never a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from envduels.prompts import render
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
+
+SYSTEM_PROMPT = render("solver_system.txt")
+FORMAT_ERROR = render("solver_format_error.txt")
+
+_BOXED = "\\boxed{"
+
+
+def last_boxed(text: str) -> str | None:
+    """The last balanced `\\boxed{...}` in `text`, wrapper included, or None.
+
+    "Last" is the one that closes last; of nested ones that close together, the outermost.
+    An unbalanced `\\boxed{` (a reply cut off mid-answer) is skipped.
+    """
+    best: tuple[int, int] | None = None
+    start = text.find(_BOXED)
+    while start != -1:
+        depth = 0
+        for i in range(start + len(_BOXED) - 1, len(text)):
+            ch = text[i]
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    if best is None or i > best[1]:
+                        best = (start, i)
+                    break
+        start = text.find(_BOXED, start + 1)
+    return None if best is None else text[best[0]: best[1] + 1]
+
+
+def first_turn(observation: str, *, hint: str | None) -> str:
+    """The first user turn; `hint` given only in the hinted condition."""
+    return render("solver_first_turn.j2", hinted=hint is not None, hint=hint or "",
+                  observation=observation)
+
+
+def next_turn(observation: str) -> str:
+    """A later user turn carrying the environment's next observation."""
+    return render("solver_next_turn.j2", observation=observation)
+
+
+def turn_cap(env_max_turns: int, tournament_max_turns: int) -> int:
+    return max(1, min(env_max_turns, tournament_max_turns))
+
+
+@dataclass(frozen=True)
+class EpisodeTask:
+    """One episode: a frozen, picklable unit of work with a deterministic `key`.
+
+    `env` is an `envs.EnvSpec`; `max_turns` is already the turn cap. `round`, `self_play` and
+    `fixed_pool` are bookkeeping the store records beside the outcome.
+    """
+
+    key: str
+    env: EnvSpec
+    solver: str
+    seed: int
+    trial: int
+    hinted: bool
+    max_turns: int
+    round: int = 1
+    self_play: bool = False
+
+
+@dataclass
+class EpisodeResult:
+    outcome: str  # success | failure | incomplete | error
+    reason: str
+    turns: int
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SolverLike(Protocol):
+    async def chat(self, messages: list[dict[str, str]], *, call_id: str, role: str,
+                   max_tokens: int | None = None) -> Any: ...
+
+
+class EnvLike(Protocol):
+    async def reset(self, seed: int | None) -> tuple[str, dict]: ...
+    async def step(self, action: str) -> Any: ...
+    async def close(self) -> None: ...
+
+
+Event = Callable[[dict[str, Any]], None]
+
+
+async def play_episode(task: EpisodeTask, solver: SolverLike, open_env: Callable[[], Any], *,
+                       on_event: Event | None = None) -> EpisodeResult:
+    """Play `task` with `solver` in an environment instance from `open_env()` (awaitable).
+
+    Never raises for environment or provider trouble: that is the outcome. `on_event` sees every
+    transcript entry as it is appended (the `play` command prints them).
+    """
+    from envduels.players import ContextOverflow, ProviderError
+    from envduels.sandbox import EnvFault
+
+    transcript: list[dict[str, Any]] = []
+
+    def log(entry: dict[str, Any]) -> None:
+        transcript.append(entry)
+        if on_event is not None:
+            on_event(entry)
+
+    def done(outcome: str, reason: str, turns: int) -> EpisodeResult:
+        log({"role": "outcome", "content": f"{outcome}: {reason}", "outcome": outcome})
+        return EpisodeResult(outcome, reason, turns, transcript)
+
+    env = None
+    turns = 0
+    try:
+        try:
+            env = await open_env()
+            observation, _info = await env.reset(task.seed)
+        except EnvFault as fault:
+            return done("incomplete", f"environment failed to start: {fault.reason}", 0)
+        messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": first_turn(
+                        observation, hint=task.env.hint if task.hinted else None)}]
+        for m in messages:
+            log(dict(m))
+        for turns in range(1, task.max_turns + 1):
+            try:
+                reply = await solver.chat(messages, call_id=f"ep:{task.key}:turn:{turns}",
+                                          role="solver")
+            except ContextOverflow as err:
+                return done("failure", f"context overflow: {err}", turns - 1)
+            except ProviderError as err:
+                return done("error", f"provider error: {err}", turns - 1)
+            text = reply.text
+            messages.append({"role": "assistant", "content": text})
+            log({"role": "assistant", "content": text, "turn": turns,
+                 "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
+            action = last_boxed(text)
+            if action is None:
+                messages.append({"role": "user", "content": FORMAT_ERROR})
+                log({"role": "user", "content": FORMAT_ERROR, "format_error": True})
+                continue
+            try:
+                result = await env.step(action)
+            except EnvFault as fault:
+                log({"role": "env", "action": action, "fault": fault.reason})
+                return done("incomplete", f"environment fault: {fault.reason}", turns)
+            log({"role": "env", "action": action, "reward": result.reward,
+                 "terminated": result.terminated, "truncated": result.truncated,
+                 "content": result.observation})
+            if result.terminated:
+                if result.reward > 0:
+                    return done("success", f"terminated with reward {result.reward:g}", turns)
+                return done("failure", f"terminated with reward {result.reward:g}", turns)
+            if result.truncated:
+                return done("failure", "truncated by the environment", turns)
+            messages.append({"role": "user", "content": next_turn(result.observation)})
+            log({"role": "user", "content": messages[-1]["content"]})
+        return done("failure", f"turn cap {task.max_turns} reached", task.max_turns)
+    finally:
+        if env is not None:
+            with contextlib.suppress(EnvFault):
+                await env.close()
