@@ -51,3 +51,26 @@ def tables(envs: list[dict], episodes: list[dict]) -> FakeTables:
         environments=pd.DataFrame(envs, columns=ENV_COLUMNS),
         episodes=pd.DataFrame(episodes),
     )
+
+
+def write_run(run_dir, envs: list[dict], episodes: list[dict], *, players: list[str] = ()) -> None:
+    """A real run database (through the engine's Store) holding these rows."""
+    import hashlib
+
+    from envduels.store import EnvironmentRow, EpisodeRow, Store
+
+    with Store(run_dir) as store:
+        store.set_meta("config", {"players": [{"name": p, "provider": "openai", "model": p}
+                                              for p in players]})
+        for slot, e in enumerate(envs):
+            source = e["source"]
+            store.put_environment(EnvironmentRow(
+                env_id=e["env_id"], author=e["author"], round=e["round"], slot=slot,
+                domain=e["domain"], title=e["title"], valid=e["valid"],
+                invalid_reason=e["invalid_reason"], hints=e.get("hints") or {"hint": e["hint"]},
+                source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+                class_name=e["class_name"], max_turns=e["max_turns"], fixed_pool=e["fixed_pool"],
+                benchmark_seeds=tuple(e["benchmark_seeds"]), metadata=e.get("metadata", {}),
+            ))
+        for ep in episodes:
+            store.put_episode(EpisodeRow(**ep))

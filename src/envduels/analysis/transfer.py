@@ -225,7 +225,7 @@ def conclusion(predictor: str, n: int, pearson: Correlation, crit: float | None,
     units = "author pools" if unit == "author" else "environments"
     if n < MIN_UNITS:
         return (
-            f"Only {n} {units} have both a gain and a {predictor}: too few to conclude anything; "
+            f"Only {n} {units} have both a gain and a value of {predictor}: too few to conclude anything; "
             f"measure gains on at least {MIN_UNITS} (better 10 or more)."
         )
     if pearson.r is None:

@@ -1,0 +1,197 @@
+"""`envduels correlate RUN_DIR --gains FILE.csv`: duel statistics against measured training gains.
+
+Reads the gains file (one row per author pool or per environment), computes the predictors from
+the run's tables (`envduels.analysis.transfer`), prints a table, and saves `correlate.json`,
+`scatter.png` and `scatter.svg` in `--out` (default RUN_DIR/correlate/).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from envduels.analysis.transfer import (
+    PREDICTORS,
+    TransferResult,
+    Unit,
+    correlate_gains,
+    unit_predictors,
+)
+from envduels.errors import UserError
+
+HEADER_FIX = "the header must be `author,gain` (one row per author pool) or `env_id,gain` (one per environment)"
+
+
+def parse_gains(path: Path, *, authors: set[str], env_ids: set[str]) -> tuple[Unit, pd.Series]:
+    """Read a gains CSV into (unit, gain per unit).
+
+    Raises a one-line UserError naming the file, the line and the fix for: an unreadable or empty
+    file, a header without `gain` or without exactly one of `author`/`env_id`, an empty key, a
+    gain that is not a finite number, a duplicate row, and a key the run does not know. Extra
+    columns are ignored; blank lines are skipped.
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UserError(f"gains file {path} does not exist; pass --gains FILE.csv with {HEADER_FIX}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read gains file {path} ({err.__class__.__name__}); save it as UTF-8 CSV") from None
+
+    reader = csv.reader(text.splitlines())
+    header = next((row for row in reader if any(cell.strip() for cell in row)), None)
+    if header is None:
+        raise UserError(f"gains file {path} is empty; {HEADER_FIX}")
+    names = [cell.strip() for cell in header]
+    line = reader.line_num
+    has = {key: key in names for key in ("author", "env_id", "gain")}
+    if not has["gain"] or has["author"] == has["env_id"]:
+        problem = (
+            "has no `gain` column"
+            if not has["gain"]
+            else "has both `author` and `env_id`"
+            if has["author"]
+            else "has neither `author` nor `env_id`"
+        )
+        raise UserError(f"{path} line {line}: the header {problem} (found: {', '.join(names)}); {HEADER_FIX}")
+    unit: Unit = "author" if has["author"] else "env_id"
+    key_col, gain_col = names.index(unit), names.index("gain")
+    known = authors if unit == "author" else env_ids
+    what = "author" if unit == "author" else "environment id"
+
+    gains: dict[str, float] = {}
+    first_line: dict[str, int] = {}
+    for row in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        key = row[key_col].strip() if key_col < len(row) else ""
+        raw = row[gain_col].strip() if gain_col < len(row) else ""
+        if not key:
+            raise UserError(f"{path} line {line}: the {unit} cell is empty; give the {what} this gain belongs to")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            shown = repr(raw) if raw else "an empty cell"
+            raise UserError(
+                f"{path} line {line}: gain {shown} for {unit} {key!r} is not a finite number; write a decimal like 0.12"
+            )
+        if key in gains:
+            raise UserError(
+                f"{path} line {line}: {unit} {key!r} already appears on line {first_line[key]}; keep one row per {what}"
+            )
+        if key not in known:
+            listed = ", ".join(sorted(known)[:8]) + (", ..." if len(known) > 8 else "")
+            raise UserError(
+                f"{path} line {line}: {unit} {key!r} is not in this run (known: {listed or 'none'}); fix the name or drop the row"
+            )
+        gains[key] = value
+        first_line[key] = line
+    if not gains:
+        raise UserError(f"gains file {path} has a header but no rows; add one row per {what} with its gain")
+    return unit, pd.Series(gains, name="gain", dtype=float).rename_axis(unit)
+
+
+def correlate_tables(
+    tables: Any, gains_path: Path, *, bootstrap: int, seed: int = 0
+) -> TransferResult:
+    """Parse the gains against the run's authors and environments, and correlate."""
+    envs = tables.environments
+    authors = set(envs["author"].astype(str)) if not envs.empty else set()
+    env_ids = set(envs["env_id"].astype(str)) if not envs.empty else set()
+    unit, gains = parse_gains(gains_path, authors=authors, env_ids=env_ids)
+    predictors = unit_predictors(tables.episodes, unit)
+    return correlate_gains(predictors, gains, unit=unit, bootstrap=bootstrap, seed=seed)
+
+
+def load_run_tables(run_dir: Path) -> Any:
+    """The run's `Tables`; a one-line UserError when RUN_DIR is not a run folder."""
+    if not run_dir.is_dir():
+        raise UserError(f"run folder {run_dir} does not exist; pass the folder that holds run.db")
+    if not (run_dir / "run.db").is_file():
+        raise UserError(f"{run_dir} holds no run.db; pass the output_dir of an `envduels run`")
+    from envduels.store import Store
+
+    return Store(run_dir).tables()
+
+
+def correlate_command(run_dir: Path, gains: Path, *, out: Path | None, bootstrap: int) -> int:
+    """The CLI command: print the correlations, save JSON and the scatter plot; returns 0."""
+    if bootstrap < 0:
+        raise UserError(f"--bootstrap {bootstrap} is negative; give 0 (no intervals) or e.g. 2000")
+    tables = load_run_tables(run_dir)
+    result = correlate_tables(tables, gains, bootstrap=bootstrap)
+    out_dir = out if out is not None else run_dir / "correlate"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        doc = result.to_json() | {"run_dir": str(run_dir), "gains_file": str(gains)}
+        (out_dir / "correlate.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        save_scatter(result, out_dir)
+    except OSError as err:
+        raise UserError(f"cannot write to {out_dir} ({err.strerror}); pass a writable --out folder") from None
+    print_result(result)
+    from rich.console import Console
+
+    Console().print(f"saved {out_dir / 'correlate.json'}, {out_dir / 'scatter.png'}, {out_dir / 'scatter.svg'}")
+    return 0
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def print_result(result: TransferResult) -> None:
+    """A rich table per predictor, then each predictor's plain-language conclusion."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"Training gain vs duel statistics ({result.n_units} {result.unit} units)")
+    table.add_column("predictor", no_wrap=True)
+    for col in ("n", "Pearson r", "95% CI", "p", "Spearman ρ", "95% CI", "p", "crit |r|"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for res in result.results:
+        cells = [res.predictor, str(res.n)]
+        for c in (res.pearson, res.spearman):
+            ci = f"{_fmt(c.ci_low)} … {_fmt(c.ci_high)}" if c.ci_low is not None else "—"
+            cells += [_fmt(c.r), ci, _fmt(c.p_value, 3)]
+        cells.append(_fmt(res.critical_r))
+        table.add_row(*cells)
+    console.print(table)
+    for res in result.results:
+        console.print(f"• {res.conclusion}", highlight=False)
+
+
+def save_scatter(result: TransferResult, out_dir: Path) -> None:
+    """One panel per predictor: gain against the predictor, each unit labelled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PREDICTORS), figsize=(4.2 * len(PREDICTORS), 4.0), squeeze=False)
+    for ax, res in zip(axes[0], result.results, strict=True):
+        pts = [
+            (p[res.predictor], p["gain"], p["unit"])
+            for p in result.points
+            if p[res.predictor] is not None and not math.isnan(p[res.predictor])
+        ]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#3465a4")
+        if len(pts) <= 30:
+            for x, y, label in pts:
+                ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        r = res.pearson.r
+        ax.set_title(f"{res.predictor}\nr = {_fmt(r)}, n = {res.n}", fontsize=10)
+        ax.set_xlabel(res.predictor)
+        ax.set_ylabel("training gain")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_dir / "scatter.png", dpi=110)
+    fig.savefig(out_dir / "scatter.svg")
+    plt.close(fig)
