@@ -1,0 +1,125 @@
+"""The `anthropic` provider, through the official SDK (its retries off; ours count them).
+
+The Messages API takes the system prompt apart from the turns and has no seed, so a rerun is
+reproducible only through the response cache. Consecutive turns of one role are merged, since
+the API requires user and assistant turns to alternate.
+"""
+
+from __future__ import annotations
+
+import anthropic
+import httpx
+
+from envduels.config import PlayerConfig
+from envduels.errors import UserError
+from envduels.players._base import Answer, ContextOverflow, Player, resolve_key
+from envduels.players._cache import ResponseCache
+from envduels.players._openai import is_overflow, one_line
+from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
+
+ANTHROPIC_URL = "https://api.anthropic.com"
+
+
+def split_system(messages: list[dict[str, str]]) -> tuple[str, list[dict[str, str]]]:
+    """(system text, alternating user/assistant turns) from OpenAI-style messages."""
+    system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system")
+    turns: list[dict[str, str]] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "system":
+            continue
+        role = "assistant" if role == "assistant" else "user"
+        if turns and turns[-1]["role"] == role:
+            turns[-1] = {"role": role, "content": turns[-1]["content"] + "\n\n" + m["content"]}
+        else:
+            turns.append({"role": role, "content": m["content"]})
+    return system, turns
+
+
+class AnthropicPlayer(Player):
+    """A player served by the Anthropic Messages API; the key comes from ANTHROPIC_API_KEY
+    (or `api_key_env`). A `base_url` ending in /v1 is accepted (the SDK adds /v1 itself)."""
+
+    provider = "anthropic"
+
+    def __init__(self, config: PlayerConfig, *, cache: ResponseCache | None = None,
+                 run_seed: int = 0, retry_policy: RetryPolicy | None = None) -> None:
+        super().__init__(config, cache=cache, run_seed=run_seed, retry_policy=retry_policy)
+        self._api_key = resolve_key(config, "ANTHROPIC_API_KEY")
+        if self._api_key:
+            self._secrets.append(self._api_key)
+        self._sdk: anthropic.AsyncAnthropic | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return (self.config.base_url or ANTHROPIC_URL).rstrip("/").removesuffix("/v1")
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        if self._sdk is None:
+            cfg = self.config
+            pool = max(cfg.max_concurrency, 8)
+            http = anthropic.DefaultAsyncHttpxClient(
+                limits=httpx.Limits(max_connections=pool * 2, max_keepalive_connections=pool),
+                timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
+            self._sdk = anthropic.AsyncAnthropic(base_url=self.endpoint, api_key=self._api_key,
+                                                 max_retries=0, timeout=cfg.timeout_s,
+                                                 http_client=http)
+        return self._sdk
+
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+        cfg = self.config
+        system, turns = split_system(messages)
+        params: dict[str, object] = {"max_tokens": max_tokens, "temperature": min(cfg.temperature, 1.0)}
+        if cfg.top_p is not None:
+            params["top_p"] = cfg.top_p
+        request = {"provider": self.provider, "endpoint": self.endpoint, "model": cfg.model,
+                   "messages": turns, "params": params, "seed": seed}
+        if system:
+            request["system"] = system
+        return request
+
+    async def _send(self, request: dict) -> Answer:
+        extra = {"system": request["system"]} if "system" in request else {}
+        try:
+            reply = await self.client().messages.create(
+                model=request["model"], messages=request["messages"], **request["params"], **extra)
+        except anthropic.APIStatusError as err:
+            raise self._classify(err) from None
+        except anthropic.APITimeoutError:
+            raise Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)") from None
+        except anthropic.APIConnectionError as err:
+            cause = type(err.__cause__).__name__ if err.__cause__ else "connection error"
+            raise Retryable(f"connection to {self.endpoint} failed ({cause})") from None
+        except ValueError as err:
+            raise Retryable(f"malformed response ({type(err).__name__})") from None
+        content = getattr(reply, "content", None)
+        if content is None:
+            raise Retryable("malformed response (no content)")
+        text = "".join(getattr(b, "text", "") for b in content if getattr(b, "type", "") == "text")
+        usage = getattr(reply, "usage", None)
+        return Answer(text=text, input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+                      output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+                      finish_reason=str(getattr(reply, "stop_reason", None) or "unknown"))
+
+    def _classify(self, err: anthropic.APIStatusError) -> Exception:
+        status = err.status_code
+        body = err.body if isinstance(err.body, dict) else {}
+        inner = body.get("error", {}) if isinstance(body.get("error"), dict) else {}
+        message = self.scrub(one_line(inner.get("message") or err.message))
+        who = f"player {self.name!r} ({self.endpoint}, model {self.config.model!r})"
+        if status == 429 or status >= 500 or status in (408, 409):
+            return Retryable(f"server said {status}: {message}", parse_retry_after(err.response.headers))
+        if status in (401, 403):
+            var = self.config.api_key_env or "ANTHROPIC_API_KEY"
+            return UserError(f"{who}: the server rejected the API key ({status}); check the key in {var}")
+        if status == 404:
+            return UserError(f"{who}: unknown model or wrong base_url (404): {message}; check "
+                             "model and base_url")
+        if status in (400, 413, 422) and is_overflow(message):
+            return ContextOverflow(f"{who}: the conversation does not fit the context: {message}")
+        return UserError(f"{who}: bad request ({status}): {message}; fix the player's parameters")
+
+    async def aclose(self) -> None:
+        if self._sdk is not None:
+            sdk, self._sdk = self._sdk, None
+            await sdk.close()

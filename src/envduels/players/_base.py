@@ -1,0 +1,212 @@
+"""The one chat interface every provider implements, and the call path they share.
+
+`Player.chat` derives the request seed, looks the request up in the response cache, waits for
+the concurrency and rate limits, sends it with retries, accounts tokens and cost per role, and
+records the answer. A provider only says how to build a request and how to send it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from envduels.config import PlayerConfig
+from envduels.errors import UserError
+from envduels.players._cache import ResponseCache, request_key
+from envduels.players._cost import Usage, cost_usd
+from envduels.players._ratelimit import RateLimiter
+from envduels.players._retry import Retryable, RetryPolicy
+
+log = logging.getLogger("envduels.players")
+
+ROLES = ("author", "solver")
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One answer. `cost_usd` is what this call cost now (0.0 when `cached`); `latency_s` and
+    the token counts are the original call's, so a cached rerun reads exactly like the first run;
+    `retries` counts extra attempts; `request_key` is the cache key of the request."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    finish_reason: str
+    latency_s: float
+    cost_usd: float
+    cached: bool
+    retries: int
+    request_key: str
+
+
+class ContextOverflow(Exception):
+    """The conversation no longer fits the model's context: a solver failure, not an error."""
+
+
+class ProviderError(Exception):
+    """The provider still failed after every retry: the episode is an `error` (played again on resume)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a provider returns for one successful attempt."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+    finish_reason: str
+
+
+def request_seed(run_seed: int, player: str, call_id: str) -> int:
+    """A 31-bit seed fixed by (run seed, player name, call id): reruns ask identical questions."""
+    digest = hashlib.sha256(f"{run_seed}\x00{player}\x00{call_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF
+
+
+def resolve_key(cfg: PlayerConfig, default_env: str | None) -> str | None:
+    """The API key from the variable `cfg.api_key_env` (else `default_env`); UserError if unset."""
+    var = cfg.api_key_env or default_env
+    if var is None:
+        return None
+    key = os.environ.get(var, "").strip()
+    if not key:
+        raise UserError(
+            f"player {cfg.name!r}: set {var} to your {cfg.provider} API key "
+            f"(export {var}=...), or name another variable with api_key_env"
+        )
+    return key
+
+
+class Player:
+    """A configured model that chats. Subclasses implement `_request` and `_send`.
+
+    Safe to share across tasks: at most `config.max_concurrency` calls are in flight.
+    """
+
+    provider: str = ""
+
+    def __init__(self, config: PlayerConfig, *, cache: ResponseCache | None = None,
+                 run_seed: int = 0, retry_policy: RetryPolicy | None = None) -> None:
+        self.name = config.name
+        self.config = config
+        self.cache = cache
+        self.run_seed = run_seed
+        self.retry_policy = retry_policy or RetryPolicy()
+        self._rng = random.Random(request_seed(run_seed, config.name, "retry-jitter"))
+        self._semaphore = asyncio.Semaphore(config.max_concurrency)
+        self._limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
+        self._usage: dict[str, Usage] = defaultdict(Usage)
+        self._secrets: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.provider}:{self.config.model}>"
+
+    @property
+    def usage(self) -> dict[str, Usage]:
+        """Per role ("author", "solver"): calls, tokens, cost, retries, cache hits (copies)."""
+        return {role: Usage(**u.to_json()) for role, u in self._usage.items()}
+
+    def total_usage(self) -> Usage:
+        total = Usage()
+        for u in self._usage.values():
+            total.add(u)
+        return total
+
+    async def chat(self, messages: list[dict[str, str]], *, call_id: str, role: str,
+                   max_tokens: int | None = None) -> ChatResult:
+        """Answer `messages` (OpenAI-style role/content dicts).
+
+        `call_id` is the call's deterministic identity within the run; the request seed derives
+        from (run seed, player, call_id). Raises `ContextOverflow` when the conversation does not
+        fit, `ProviderError` after `max_retries` failed retries, `UserError` at once for a missing
+        key, a rejected key, an unknown model or a bad request.
+        """
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+        seed = request_seed(self.run_seed, self.name, call_id)
+        request = self._request(messages, max_tokens or self.config.max_tokens, seed)
+        key = request_key(request)
+        usage = self._usage[role]
+        if self.cache is not None:
+            record = self.cache.get(key)
+            if record is not None:
+                usage.calls += 1
+                usage.cached += 1
+                return ChatResult(
+                    text=record["reply"]["text"],
+                    input_tokens=int(record["usage"]["input_tokens"]),
+                    output_tokens=int(record["usage"]["output_tokens"]),
+                    finish_reason=record["reply"]["finish_reason"],
+                    latency_s=float(record["latency_s"]), cost_usd=0.0, cached=True,
+                    retries=0, request_key=key)
+        estimate = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 16
+        async with self._semaphore:
+            await self._limiter.acquire(estimate)
+            answer, latency, retries = await self._send_with_retries(request)
+        self._limiter.settle(estimate, answer.input_tokens + answer.output_tokens)
+        cost = cost_usd(self.config.price, answer.input_tokens, answer.output_tokens)
+        usage.calls += 1
+        usage.input_tokens += answer.input_tokens
+        usage.output_tokens += answer.output_tokens
+        usage.cost_usd += cost
+        usage.retries += retries
+        result = ChatResult(text=answer.text, input_tokens=answer.input_tokens,
+                            output_tokens=answer.output_tokens,
+                            finish_reason=answer.finish_reason, latency_s=latency,
+                            cost_usd=cost, cached=False, retries=retries, request_key=key)
+        if self.cache is not None:
+            self.cache.put(key, {
+                "request": request,
+                "reply": {"text": answer.text, "finish_reason": answer.finish_reason},
+                "usage": {"input_tokens": answer.input_tokens,
+                          "output_tokens": answer.output_tokens},
+                "cost_usd": cost, "latency_s": latency, "retries": retries,
+                "player": self.name, "role": role, "call_id": call_id})
+        return result
+
+    async def _send_with_retries(self, request: dict) -> tuple[Answer, float, int]:
+        attempt = 0
+        while True:
+            try:
+                await self._ready()
+                started = time.monotonic()
+                answer = await self._send(request)
+                return answer, time.monotonic() - started, attempt
+            except Retryable as err:
+                attempt += 1
+                reason = self.scrub(err.reason)
+                if attempt > self.config.max_retries:
+                    raise ProviderError(
+                        f"player {self.name!r}: {reason}; still failing after "
+                        f"{self.config.max_retries} retries") from None
+                wait = self.retry_policy.delay(attempt, self._rng, err.retry_after_s)
+                log.warning("player %s: %s; retry %d/%d in %.2f s", self.name, reason, attempt,
+                            self.config.max_retries, wait)
+                await asyncio.sleep(wait)
+
+    def scrub(self, text: str) -> str:
+        """`text` with every secret this player holds replaced by ***."""
+        for secret in self._secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+        """The full request as a secret-free dict; its canonical JSON is the cache key."""
+        raise NotImplementedError
+
+    async def _ready(self) -> None:
+        """Prepare to send (e.g. start a model server), outside the latency measurement."""
+
+    async def _send(self, request: dict) -> Answer:
+        """Send `request` once. Raise `Retryable`, `ContextOverflow` or `UserError`."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release connections (and, for local players, the model server); idempotent."""

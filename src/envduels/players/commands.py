@@ -1,0 +1,39 @@
+"""`envduels models check CONFIG`: one short call to every player before a long run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from envduels.config import load_config
+from envduels.players._build import CheckRow, check_models
+
+
+def render_check(rows: list[CheckRow]) -> Table:
+    table = Table(title="models check")
+    for col in ("player", "provider", "model", "latency", "tokens in/out", "result"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        latency = f"{r.latency_s:.2f} s" if r.latency_s is not None else "-"
+        result = Text("OK", style="green") if r.ok else Text.assemble(("error", "red"), f": {r.error}")
+        table.add_row(r.player, r.provider, r.model, latency,
+                      f"{r.input_tokens}/{r.output_tokens}", result)
+    return table
+
+
+def check_command(config_path: str | Path) -> int:
+    """Print one row per player; exit code 1 if any player failed, 0 otherwise."""
+    cfg = load_config(config_path)
+    rows = asyncio.run(check_models(cfg))
+    console = Console()
+    console.print(render_check(rows))
+    failed = [r for r in rows if not r.ok]
+    if failed:
+        console.print(f"{len(failed)} of {len(rows)} player(s) failed; fix them before a run.",
+                      markup=False)
+        return 1
+    return 0
