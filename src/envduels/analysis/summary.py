@@ -1,0 +1,135 @@
+"""The whole analysis of one run, assembled in the SPEC §8 JSON shape (plus extra keys)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from envduels.analysis.convergence import convergence
+from envduels.analysis.divergence import divergence
+from envduels.analysis.irt import fit_irt
+from envduels.analysis.learning import learning_curves
+from envduels.analysis.metrics import (
+    TablesLike,
+    author_metrics,
+    environment_flags,
+    learnability,
+    lift_matrix,
+    solver_metrics,
+)
+from envduels.analysis.pairs import matched_pairs
+from envduels.analysis.ratings import Rating, compute_ratings
+from envduels.analysis.scale import scale
+from envduels.analysis.transitivity import transitivity
+
+
+@dataclass
+class Analysis:
+    """`json`: the SPEC §8 object (JSON-safe, NaN never present); the rest feeds the report."""
+
+    json: dict[str, Any]
+    ratings: dict[str, Rating]
+    lift: pd.DataFrame
+    pairs: pd.DataFrame
+    tables: TablesLike
+
+
+def json_safe(value: Any) -> Any:
+    """Recursively: NumPy scalars to Python, NaN/±inf to None, tuples to lists."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        v = float(value)
+        return None if math.isnan(v) or math.isinf(v) else v
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def _costs(players: pd.DataFrame) -> list[dict[str, Any]]:
+    cols = ["cost_usd", "input_tokens", "output_tokens"]
+    out = []
+    for r in players.to_dict("records"):
+        out.append({"model": r["name"]} | {c: r.get(c) for c in cols})
+    return out
+
+
+def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, list[str]]) -> list[dict[str, Any]]:
+    rates = pairs.groupby("env_id").agg(no_hint=("y0", "mean"), with_hint=("yh", "mean"), pairs=("y0", "size"))
+    rows = []
+    for e in tables.environments.to_dict("records"):
+        r = rates.loc[e["env_id"]] if e["env_id"] in rates.index else None
+        invalid_reason = e.get("invalid_reason")
+        rows.append({
+            "id": e["env_id"],
+            "author": e["author"],
+            "round": int(e["round"]),
+            "domain": e.get("domain"),
+            "valid": bool(e["valid"]),
+            "invalid_reason": None if invalid_reason is None or pd.isna(invalid_reason) else invalid_reason,
+            "hint": e.get("hint"),
+            "flags": flags.get(e["env_id"], []),
+            "title": e.get("title"),
+            "panel_no_hint": None if r is None else r["no_hint"],
+            "panel_with_hint": None if r is None else r["with_hint"],
+            "lift": None if r is None else r["with_hint"] - r["no_hint"],
+            "pairs": 0 if r is None else int(r["pairs"]),
+        })
+    return rows
+
+
+def analyze(
+    tables: TablesLike,
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    name: str = "run",
+    history: str | None = None,
+    permutations: int = 1000,
+) -> Analysis:
+    """Every SPEC §5 number for one run. Deterministic for a given `seed`."""
+    pairs = matched_pairs(tables.episodes)
+    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
+    flags = environment_flags(tables)
+    duel = ratings["duel"]
+    envs = tables.environments
+    players = tables.players
+    cost = pd.to_numeric(players.get("cost_usd", pd.Series(dtype=float)), errors="coerce")
+    valid_envs = envs[envs["valid"].astype(bool)]
+    texts = [f"{r.get('title') or ''}\n{r.get('hint') or ''}\n{r.get('source') or ''}" for r in valid_envs.to_dict("records")]
+    result: dict[str, Any] = {
+        "run": {
+            "name": name,
+            "players": list(players["name"]),
+            "rounds": int(envs["round"].max()) if len(envs) else 0,
+            "episodes": len(tables.episodes),
+            "cost_usd": None if cost.isna().all() else float(cost.sum()),
+            "history": history,
+            "matched_pairs": len(pairs),
+            "bootstrap": bootstrap,
+        },
+        "solvers": solver_metrics(tables, pairs),
+        "authors": author_metrics(tables, pairs),
+        "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
+        "transitivity": transitivity(duel.scores, duel.players, duel.theta),
+        "divergence": divergence(ratings["author"], ratings["solver"]),
+        "environments": _environment_rows(tables, pairs, flags),
+        "irt": fit_irt(pairs),
+        "learning": learning_curves(envs, pairs),
+        "convergence": convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
+                                   permutations=permutations, seed=seed),
+        "scale": scale(players, ratings),
+        "costs": _costs(players),
+        "learnability": learnability(pairs).to_dict("records"),
+    }
+    return Analysis(json_safe(result), ratings, lift_matrix(pairs), pairs, tables)
