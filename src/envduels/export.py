@@ -1,0 +1,382 @@
+"""`envduels export RUN_DIR OUT_DIR`: a run's valid environments as RL training data.
+
+Formats:
+- `envduels`: an EnvDuels v1 export folder (SPEC §9) written by `envs.write_export`; sources are
+  byte-identical to the run's, and each row's metadata carries `benchmark_seeds` plus the run's
+  results (`round`, `flags`, `panel` rates, per-solver `results`).
+- `jsonl`: `OUT_DIR/environments.jsonl`, one record per (environment, seed): see `ROW_FIELDS`.
+  The record carries the source text, so a loader needs nothing but the file (the source hash
+  lets it deduplicate).
+- `hf`: a Hugging Face `datasets` folder (`Dataset.save_to_disk`) with the same records.
+
+Every format also writes `OUT_DIR/export.json` (what was exported, from where, with which
+filters); an existing non-empty OUT_DIR is replaced only when it holds that file.
+
+Selection (all filters combine): `authors`, `rounds`, `flags` (keep environments carrying any of
+these flags), `[min_pass, max_pass]` on the panel's no-hint pass rate (environments without panel
+data are dropped when a band is given), and `target`: per (environment, seed) keep only the seeds
+the target model failed on every no-hint trial and passed on some hinted trial; an environment
+keeps those seeds as its benchmark seeds and is dropped when none is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from envduels.analysis.transfer import env_solver_rates, matched_pairs
+from envduels.errors import UserError
+
+FORMATS = ("envduels", "jsonl", "hf")
+FLAGS = ("unsolved_with_hint", "hint_gated", "hint_leak")
+MARKER = "export.json"
+JSONL_NAME = "environments.jsonl"
+ROW_FIELDS = (
+    "id", "author", "round", "domain", "title", "seed", "source_sha256", "class_name",
+    "max_turns", "hint", "flags", "panel_no_hint_rate", "panel_hinted_rate", "learnability",
+    "solvers", "source",
+)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What `export` keeps; empty lists and None mean no restriction."""
+
+    authors: list[str] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    min_pass: float | None = None
+    max_pass: float | None = None
+    target: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "authors": list(self.authors), "rounds": list(self.rounds), "flags": list(self.flags),
+            "min_pass": self.min_pass, "max_pass": self.max_pass, "target": self.target,
+        }
+
+
+@dataclass
+class ExportItem:
+    """One selected environment with the run's results on it."""
+
+    env_id: str
+    author: str
+    round: int
+    domain: str
+    title: str
+    source: str
+    source_sha256: str
+    class_name: str | None
+    max_turns: int
+    hints: dict[str, str]
+    seeds: list[int]
+    flags: list[str]
+    panel_no_hint_rate: float | None
+    panel_hinted_rate: float | None
+    learnability: float | None
+    solvers: list[dict[str, Any]]
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hint(self) -> str:
+        return self.hints.get("hint") or self.hints.get("hint_1") or ""
+
+    def results_metadata(self) -> dict[str, Any]:
+        """The run's results as stored in an EnvDuels manifest row's metadata."""
+        return {
+            "round": self.round,
+            "flags": list(self.flags),
+            "panel": {
+                "no_hint_rate": self.panel_no_hint_rate,
+                "hinted_rate": self.panel_hinted_rate,
+                "learnability": self.learnability,
+            },
+            "results": {s["solver"]: {k: v for k, v in s.items() if k != "solver"} for s in self.solvers},
+        }
+
+
+def _none_if_nan(value: Any) -> Any:
+    return None if value is None or (isinstance(value, float) and value != value) else value
+
+
+def check_filters(filters: Filters, tables: Any) -> None:
+    """UserError (one line, with the fix) for a filter naming something the run does not hold."""
+    envs = tables.environments
+    authors = sorted(set(envs["author"].astype(str)))
+    rounds = sorted({int(r) for r in envs["round"]})
+    for a in filters.authors:
+        if a not in authors:
+            raise UserError(f"--author {a!r} wrote no environment in this run; authors: {', '.join(authors) or 'none'}")
+    for r in filters.rounds:
+        if r not in rounds:
+            raise UserError(f"--round {r} is not a round of this run; rounds: {', '.join(map(str, rounds)) or 'none'}")
+    for f in filters.flags:
+        if f not in FLAGS:
+            raise UserError(f"--flag {f!r} is not a flag; use one of: {', '.join(FLAGS)}")
+    for name, value in (("--min-pass", filters.min_pass), ("--max-pass", filters.max_pass)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise UserError(f"{name} {value} is outside [0, 1]; give a pass rate such as 0.05")
+    if filters.min_pass is not None and filters.max_pass is not None and filters.min_pass > filters.max_pass:
+        raise UserError(f"--min-pass {filters.min_pass} is above --max-pass {filters.max_pass}; swap them")
+    if filters.target is not None:
+        solvers = sorted(set(tables.episodes["solver"].astype(str))) if len(tables.episodes) else []
+        if filters.target not in solvers:
+            raise UserError(f"--target {filters.target!r} solved nothing in this run; solvers: {', '.join(solvers) or 'none'}")
+
+
+def rescued_seeds(pairs: pd.DataFrame, target: str) -> dict[str, list[int]]:
+    """Per environment, the seeds `target` failed on every no-hint trial and won on some hinted one."""
+    mine = pairs[pairs["solver"] == target]
+    if mine.empty:
+        return {}
+    per_seed = mine.groupby(["env_id", "seed"]).agg(cold=("y0", "max"), hinted=("yh", "max")).reset_index()
+    kept = per_seed[(per_seed["cold"] == 0) & (per_seed["hinted"] == 1)]
+    return {str(e): sorted(int(s) for s in g["seed"]) for e, g in kept.groupby("env_id")}
+
+
+def select(
+    tables: Any,
+    filters: Filters,
+    *,
+    hints: dict[str, dict[str, str]] | None = None,
+    metadata: dict[str, dict[str, Any]] | None = None,
+    flags: dict[str, list[str]] | None = None,
+) -> list[ExportItem]:
+    """The valid environments that pass `filters`, in table order, with the run's results.
+
+    `hints`/`metadata` per env id default to `{"hint": <table hint>}` / `{}`; `flags` defaults to
+    `analysis.metrics.environment_flags(tables)`. Checks the filters first (`check_filters`).
+    """
+    check_filters(filters, tables)
+    if flags is None:
+        from envduels.analysis.metrics import environment_flags
+
+        flags = environment_flags(tables)
+    pairs = matched_pairs(tables.episodes)
+    rates = env_solver_rates(pairs)
+    rescued = rescued_seeds(pairs, filters.target) if filters.target else {}
+    items = []
+    for env in tables.environments.to_dict("records"):
+        env_id = str(env["env_id"])
+        if not bool(env["valid"]):
+            continue
+        if filters.authors and env["author"] not in filters.authors:
+            continue
+        if filters.rounds and int(env["round"]) not in filters.rounds:
+            continue
+        env_flags = list(flags.get(env_id, []))
+        if filters.flags and not set(env_flags) & set(filters.flags):
+            continue
+        env_pairs = pairs[pairs["env_id"] == env_id]
+        panel0 = float(env_pairs["y0"].mean()) if len(env_pairs) else None
+        panelh = float(env_pairs["yh"].mean()) if len(env_pairs) else None
+        if filters.min_pass is not None or filters.max_pass is not None:
+            if panel0 is None:
+                continue
+            if filters.min_pass is not None and panel0 < filters.min_pass:
+                continue
+            if filters.max_pass is not None and panel0 > filters.max_pass:
+                continue
+        seeds = [int(s) for s in (env["benchmark_seeds"] or [])]
+        if filters.target:
+            seeds = [s for s in seeds if s in rescued.get(env_id, [])] or rescued.get(env_id, [])
+            if not seeds:
+                continue
+        env_rates = rates[rates["env_id"] == env_id]
+        solvers = [
+            {
+                "solver": str(r["solver"]),
+                "no_hint_rate": float(r["no_hint_rate"]),
+                "hinted_rate": float(r["hinted_rate"]),
+                "learnability": float(r["learnability"]),
+                "pairs": int(r["pairs"]),
+            }
+            for r in env_rates.to_dict("records")
+        ]
+        items.append(
+            ExportItem(
+                env_id=env_id,
+                author=str(env["author"]),
+                round=int(env["round"]),
+                domain=str(env["domain"] or "other"),
+                title=str(env["title"] or ""),
+                source=str(env["source"]),
+                source_sha256=str(env["source_sha256"]),
+                class_name=_none_if_nan(env["class_name"]),
+                max_turns=int(env["max_turns"]),
+                hints=(hints or {}).get(env_id) or {"hint": str(env["hint"] or "")},
+                seeds=seeds,
+                flags=env_flags,
+                panel_no_hint_rate=panel0,
+                panel_hinted_rate=panelh,
+                learnability=float(env_rates["learnability"].mean()) if len(env_rates) else None,
+                solvers=solvers,
+                metadata=dict((metadata or {}).get(env_id) or {}),
+            )
+        )
+    return items
+
+
+def records(items: list[ExportItem]) -> list[dict[str, Any]]:
+    """One JSON-ready record per (environment, seed), with the fields of `ROW_FIELDS`."""
+    out = []
+    for item in items:
+        for seed in item.seeds:
+            out.append({
+                "id": item.env_id, "author": item.author, "round": item.round,
+                "domain": item.domain, "title": item.title, "seed": seed,
+                "source_sha256": item.source_sha256, "class_name": item.class_name,
+                "max_turns": item.max_turns, "hint": item.hint, "flags": list(item.flags),
+                "panel_no_hint_rate": item.panel_no_hint_rate,
+                "panel_hinted_rate": item.panel_hinted_rate, "learnability": item.learnability,
+                "solvers": [dict(s) for s in item.solvers], "source": item.source,
+            })
+    return out
+
+
+def _specs(items: list[ExportItem]) -> list[Any]:
+    from envduels.envs import EnvSpec
+
+    return [
+        EnvSpec(
+            id=i.env_id, source=i.source, class_name=i.class_name, max_turns=i.max_turns,
+            domain=i.domain, author=i.author, title=i.title, hints=dict(i.hints),
+            benchmark_seeds=tuple(i.seeds),
+            metadata={**{k: v for k, v in i.metadata.items() if k != "benchmark_seeds"}, **i.results_metadata()},
+        )
+        for i in items
+    ]
+
+
+def _hf_features() -> Any:
+    from datasets import Features, Sequence, Value
+
+    solver = {
+        "solver": Value("string"), "no_hint_rate": Value("float64"),
+        "hinted_rate": Value("float64"), "learnability": Value("float64"), "pairs": Value("int64"),
+    }
+    return Features({
+        "id": Value("string"), "author": Value("string"), "round": Value("int64"),
+        "domain": Value("string"), "title": Value("string"), "seed": Value("int64"),
+        "source_sha256": Value("string"), "class_name": Value("string"),
+        "max_turns": Value("int64"), "hint": Value("string"), "flags": Sequence(Value("string")),
+        "panel_no_hint_rate": Value("float64"), "panel_hinted_rate": Value("float64"),
+        "learnability": Value("float64"), "solvers": [solver], "source": Value("string"),
+    })
+
+
+def write(items: list[ExportItem], folder: Path, fmt: str) -> int:
+    """Write `items` into the empty or new `folder` in format `fmt`; returns the record count."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if fmt == "envduels":
+        from envduels.envs import write_export
+
+        write_export(folder, _specs(items))
+        return len(items)
+    rows = records(items)
+    if fmt == "jsonl":
+        with (folder / JSONL_NAME).open("w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return len(rows)
+    try:
+        from datasets import Dataset
+    except ImportError:
+        raise UserError("--format hf needs the `datasets` package; pip install 'envduels[hf]'") from None
+    Dataset.from_list(rows, features=_hf_features()).save_to_disk(str(folder))
+    return len(rows)
+
+
+def _check_contained(folder: Path) -> None:
+    """Every file written stays inside `folder` (no symlink or odd name led out)."""
+    root = folder.resolve()
+    for path in folder.rglob("*"):
+        if path.is_symlink() or not path.resolve().is_relative_to(root):
+            raise RuntimeError(f"export wrote {path} outside {folder}")
+
+
+def _prepare_out_dir(out_dir: Path) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir} is a file; give a new or empty folder as OUT_DIR")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
+        raise UserError(
+            f"{out_dir} is not empty and holds no earlier envduels export; give a new or empty folder"
+        )
+
+
+def export_items(items: list[ExportItem], out_dir: Path, *, fmt: str, provenance: dict[str, Any]) -> int:
+    """Write a fresh export next to `out_dir`, then swap it in; an earlier export is replaced.
+
+    Nothing is left half-written in `out_dir`: a failure removes the fresh copy and keeps the old.
+    """
+    _prepare_out_dir(out_dir)
+    out_dir = out_dir.absolute()
+    fresh = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        count = write(items, fresh, fmt)
+        marker = {"envduels_export": 1, "format": fmt, "environments": len(items), "records": count, **provenance}
+        (fresh / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        _check_contained(fresh)
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            out_dir.rename(old)
+            fresh.rename(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            fresh.rename(out_dir)
+    except OSError as err:
+        raise UserError(f"cannot write {out_dir} ({err.strerror}); choose a writable OUT_DIR") from None
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    return count
+
+
+def export_command(
+    run_dir: Path,
+    out_dir: Path,
+    *,
+    fmt: str,
+    authors: list[str],
+    rounds: list[int],
+    flags: list[str],
+    min_pass: float | None,
+    max_pass: float | None,
+    target: str | None,
+) -> int:
+    """The CLI command: select, write, print one summary line; returns 0. UserError on bad input
+    (missing run, unknown format/author/round/flag/target, bad band, OUT_DIR not ours, nothing
+    selected)."""
+    if fmt not in FORMATS:
+        raise UserError(f"--format {fmt!r} is unknown; use one of: {', '.join(FORMATS)}")
+    if not Path(run_dir).is_dir():
+        raise UserError(f"run folder {run_dir} does not exist; pass the output_dir of an `envduels run`")
+    from envduels.store import Store
+
+    filters = Filters(list(authors), list(rounds), list(flags), min_pass, max_pass, target)
+    with Store(run_dir, create=False) as store:
+        tables = store.tables()
+        rows = store.environments()
+    valid = int(tables.environments["valid"].sum()) if len(tables.environments) else 0
+    items = select(
+        tables,
+        filters,
+        hints={r.env_id: dict(r.hints) for r in rows},
+        metadata={r.env_id: dict(r.metadata) for r in rows},
+    )
+    if not items:
+        raise UserError(
+            f"no environment passes the filters ({valid} valid in {run_dir}); loosen --author/--round/--flag/--min-pass/--max-pass/--target"
+        )
+    provenance = {"run_dir": str(Path(run_dir).absolute()), "filters": filters.to_json()}
+    count = export_items(items, Path(out_dir), fmt=fmt, provenance=provenance)
+    noun = "environments" if fmt == "envduels" else "records"
+    print(f"exported {len(items)} of {valid} valid environments ({count} {noun}, format {fmt}) to {out_dir}")
+    return 0
