@@ -1,0 +1,23 @@
+"""Running untrusted environment code: one sandboxed worker process per environment instance.
+
+Public surface (docs/architecture.md): SandboxLimits, EnvFault, SandboxUnavailable, StepResult,
+EnvInstance, EnvPool, open_env_sync, SyncEnvInstance. Design and what each layer stops:
+docs/sandbox.md.
+"""
+
+from ._instance import EnvInstance, StepResult, truncate_observation
+from ._limits import EnvFault, SandboxLimits, SandboxUnavailable
+from ._pool import EnvPool
+from ._sync import SyncEnvInstance, open_env_sync
+
+__all__ = [
+    "EnvFault",
+    "EnvInstance",
+    "EnvPool",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "StepResult",
+    "SyncEnvInstance",
+    "open_env_sync",
+    "truncate_observation",
+]

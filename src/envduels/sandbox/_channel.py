@@ -1,0 +1,310 @@
+"""The parent's side of one worker: framed requests with deadlines, output capture, kill.
+
+Everything is driven by the event loop (`add_reader` on the pipes and on a pidfd), so hundreds
+of workers need no thread each. Every way a call can fail ends in `fail()`: the whole process
+tree is killed and the call raises EnvFault with one line saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import time
+from collections import deque
+from typing import Any
+
+from ._launcher import Launched, host
+from ._limits import EnvFault, SandboxLimits
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class WorkerChannel:
+    """One live worker process. Not safe for concurrent calls: EnvInstance serializes them."""
+
+    def __init__(self, launched: Launched, limits: SandboxLimits,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.launched = launched
+        self.limits = limits
+        self.loop = loop
+        self.pid = launched.popen.pid
+        self.init_pid: int | None = None
+        self.output = bytearray()
+        self.dead: str | None = None          # the reason, once the worker is gone
+        self._output_total = 0
+        self._buf = bytearray()
+        self._frames: deque[bytes] = deque()
+        self._problem: str | None = None      # a violation seen by a reader callback
+        self._eof = False
+        self._exited = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._next_id = 1
+        self._closed = False
+        self._killed_by_us = False
+        self._pidfd: int | None = None
+        with contextlib.suppress(OSError, AttributeError):
+            self._pidfd = os.pidfd_open(self.pid)
+        loop.add_reader(launched.response_r, self._on_response)
+        loop.add_reader(launched.output_r, self._on_output)
+        if self._pidfd is not None:
+            loop.add_reader(self._pidfd, self._on_exit)
+
+    # ----- event-loop callbacks -------------------------------------------------------------
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _on_response(self) -> None:
+        try:
+            data = os.read(self.launched.response_r, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._eof = True
+            self.loop.remove_reader(self.launched.response_r)
+            self._wake()
+            return
+        self._buf += data
+        while len(self._buf) >= 4 and self._problem is None:
+            size = int.from_bytes(self._buf[:4], "big")
+            if size > self.limits.frame_max_bytes:
+                self._problem = (f"protocol violation: a frame of {size} bytes exceeds the "
+                                 f"{self.limits.frame_max_bytes} byte cap")
+                self.kill()
+                break
+            if len(self._buf) < 4 + size:
+                break
+            self._frames.append(bytes(self._buf[4:4 + size]))
+            del self._buf[:4 + size]
+        self._wake()
+
+    def _on_output(self) -> None:
+        try:
+            data = os.read(self.launched.output_r, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.loop.remove_reader(self.launched.output_r)
+            return
+        self._output_total += len(data)
+        room = self.limits.output_cap_bytes - len(self.output)
+        if room > 0:
+            self.output += data[:room]
+        if self._output_total > self.limits.output_cap_bytes and self._problem is None:
+            self._problem = (f"output flood: more than {self.limits.output_cap_bytes} bytes "
+                             "on stdout/stderr")
+            self.kill()
+            self._wake()
+
+    def _on_exit(self) -> None:
+        self._exited = True
+        if self._pidfd is not None:
+            self.loop.remove_reader(self._pidfd)
+        self._wake()
+
+    # ----- calls ----------------------------------------------------------------------------
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait for the worker's greeting (id 0)."""
+        await self._receive(0, "start-up", time.monotonic() + timeout, timeout)
+        self.init_pid = self._find_init()
+
+    async def call(self, msg: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
+        """Send `msg` and return the worker's reply dict; EnvFault (and a dead worker) on any
+        timeout, exit, flood or protocol violation. `what` names the call in reasons."""
+        if self.dead is not None:
+            raise EnvFault(self.dead)
+        if not self._frames and not self._buf and self._readable_now():
+            self._on_response()     # drain it now: data is unsolicited, EOF means it died
+        if self._problem is not None:
+            raise await self.fail(self._problem)
+        if self._frames or self._buf:
+            raise await self.fail("protocol violation: unsolicited data from the environment "
+                                  f"before {what}")
+        if self._eof or self._exited:
+            raise await self._died(what)
+        rid = self._next_id
+        self._next_id += 1
+        msg = {"id": rid, **msg}
+        data = json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if len(data) > self.limits.frame_max_bytes:
+            raise await self.fail(f"{what} request of {len(data)} bytes exceeds the "
+                                  f"{self.limits.frame_max_bytes} byte frame cap")
+        deadline = time.monotonic() + timeout
+        await self._send(len(data).to_bytes(4, "big") + data, deadline, what, timeout)
+        return await self._receive(rid, what, deadline, timeout)
+
+    def _readable_now(self) -> bool:
+        with contextlib.suppress(OSError, ValueError):
+            ready, _, _ = select.select([self.launched.response_r], [], [], 0)
+            return bool(ready)
+        return False
+
+    async def _send(self, data: bytes, deadline: float, what: str, timeout: float) -> None:
+        view = memoryview(data)
+        fd = self.launched.request_w
+        while view:
+            try:
+                n = os.write(fd, view)
+                view = view[n:]
+                continue
+            except BlockingIOError:
+                pass
+            except BrokenPipeError:
+                raise await self._died(what) from None
+            ready: asyncio.Future[None] = self.loop.create_future()
+            self.loop.add_writer(fd, lambda f=ready: f.done() or f.set_result(None))
+            try:
+                await asyncio.wait_for(ready, max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise await self.fail(f"{what} timed out after {timeout:g} s") from None
+            finally:
+                self.loop.remove_writer(fd)
+
+    async def _receive(self, rid: int, what: str, deadline: float,
+                       timeout: float) -> dict[str, Any]:
+        while True:
+            if self._problem is not None:
+                raise await self.fail(self._problem)
+            if self._frames:
+                frame = self._frames.popleft()
+                try:
+                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
+                except (UnicodeDecodeError, ValueError) as exc:
+                    raise await self.fail(f"protocol violation: unreadable frame ({exc})") from None
+                if not isinstance(reply, dict) or reply.get("id") != rid \
+                        or type(reply.get("id")) is not int:
+                    got = reply.get("id") if isinstance(reply, dict) else type(reply).__name__
+                    raise await self.fail(f"protocol violation: reply id {got!r} does not match "
+                                          f"request {rid} ({what})")
+                if self._frames or self._buf:
+                    raise await self.fail(f"protocol violation: extra data after the {what} reply")
+                return reply
+            if self._eof or self._exited:
+                raise await self._died(what)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise await self.fail(f"{what} timed out after {timeout:g} s")
+            self._waiter = self.loop.create_future()
+            timer = self.loop.call_later(remaining, self._wake)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+
+    # ----- death ------------------------------------------------------------------------------
+    async def _died(self, what: str) -> EnvFault:
+        """The worker went away by itself: wait briefly for its status and say why."""
+        end = time.monotonic() + 1.0
+        while self.launched.popen.poll() is None and time.monotonic() < end:
+            await asyncio.sleep(0.005)
+        return await self.fail(f"{self._exit_reason()} during {what}")
+
+    def _exit_reason(self) -> str:
+        group = self.launched.cgroup
+        if group is not None and group.oom_kills() > 0:
+            return f"memory limit exceeded ({self.limits.memory_mb} MiB)"
+        rc = self.launched.popen.poll()
+        if rc is None:
+            return "worker stopped answering"
+        sig = -rc if rc < 0 else (rc - 128 if self.launched.sandboxed and rc > 128 else 0)
+        if sig == signal.SIGXCPU:
+            return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
+        if sig == signal.SIGKILL:
+            return (f"worker killed by SIGKILL (CPU time limit of {self.limits.cpu_s} s or "
+                    "out of memory)")
+        if sig:
+            return f"worker killed by {_signal_name(sig)}"
+        return f"worker exited with status {rc}"
+
+    async def fail(self, reason: str) -> EnvFault:
+        """Kill the worker, remember `reason`, and return the EnvFault to raise."""
+        if self.dead is None:
+            self.dead = reason
+        self.kill()
+        await self.reap()
+        return EnvFault(reason, self.output_tail())
+
+    def output_tail(self, limit: int = 2000) -> str:
+        return self.output[-limit:].decode("utf-8", "replace")
+
+    def _find_init(self) -> int | None:
+        try:
+            with open(f"/proc/{self.pid}/task/{self.pid}/children") as fh:
+                children = fh.read().split()
+        except OSError:
+            return None
+        return int(children[0]) if children else None
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree now (pid-namespace init, outer bwrap, cgroup members)."""
+        if self._killed_by_us:
+            return
+        self._killed_by_us = True
+        if self.init_pid is not None and self.launched.sandboxed:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.init_pid, signal.SIGKILL)   # ends the whole pid namespace
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.launched.cgroup is not None:
+            self.launched.cgroup.kill_all()
+
+    async def reap(self) -> None:
+        """Collect the exit status of everything we started and release fds, cgroup, slot."""
+        if self._closed:
+            return
+        self._closed = True
+        end = time.monotonic() + 5.0
+        while self.launched.popen.poll() is None and time.monotonic() < end:
+            await asyncio.sleep(0.002)
+        h = host()
+        if self.init_pid is not None and h.subreaper:
+            while time.monotonic() < end:   # bwrap's init, if it was handed to us as subreaper
+                try:
+                    pid, _ = os.waitpid(self.init_pid, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid:
+                    break
+                await asyncio.sleep(0.002)
+        for fd in (self.launched.response_r, self.launched.output_r):
+            self.loop.remove_reader(fd)
+        self.loop.remove_writer(self.launched.request_w)
+        fds = [self.launched.response_r, self.launched.output_r, self.launched.request_w]
+        if self._pidfd is not None:
+            self.loop.remove_reader(self._pidfd)
+            fds.append(self._pidfd)
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.launched.cgroup is not None and h.cgroups is not None:
+            self.launched.cgroup.kill_all()
+            h.cgroups.discard(self.launched.cgroup)
+        if self.launched.slot is not None:
+            h.give_slot(self.launched.slot)
+        if self.launched.scratch:
+            shutil.rmtree(self.launched.scratch, ignore_errors=True)
+
+    async def close(self) -> None:
+        if self.dead is None:
+            self.dead = "instance is closed"
+        self.kill()
+        await self.reap()

@@ -1,0 +1,148 @@
+"""EnvInstance: one environment instance in its own worker, with strict result checks."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._channel import WorkerChannel
+from ._limits import EnvFault, SandboxLimits
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one `step` returned, after validation (types are exactly these)."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict = field(default_factory=dict)
+
+
+def truncate_observation(text: str, cap: int, total: int | None = None) -> str:
+    """Keep the first `cap` characters and say visibly how many of `total` were cut."""
+    total = len(text) if total is None or total < len(text) else total
+    if total <= cap:
+        return text
+    return text[:cap] + f"\n...[truncated {total - cap} characters]"
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"$type"}:
+        return str(value["$type"])
+    return {dict: "dict", list: "list", str: "str", bool: "bool", int: "int", float: "float",
+            type(None): "NoneType"}.get(type(value), type(value).__name__)
+
+
+class EnvInstance:
+    """One loaded environment in its own sandboxed worker process.
+
+    Calls are serialized; each has the pool's per-call wall deadline. Any EnvFault (the
+    environment raised, timed out, broke a limit, returned a wrong type, violated the protocol
+    or exited) kills the worker: every later call raises EnvFault too. `close()` is idempotent
+    and leaves no process behind.
+    """
+
+    def __init__(self, channel: WorkerChannel, limits: SandboxLimits, *, class_name: str,
+                 max_turns: int, has_oracle: bool) -> None:
+        self._channel = channel
+        self._limits = limits
+        self._lock = asyncio.Lock()
+        self.class_name = class_name
+        self.max_turns = max_turns
+        self.has_oracle = has_oracle
+
+    @property
+    def output(self) -> str:
+        """What the environment printed on stdout/stderr so far (capped), for diagnostics."""
+        return self._channel.output.decode("utf-8", "replace")
+
+    @property
+    def pid(self) -> int:
+        """Host pid of the outer sandbox process (bwrap), for diagnostics and tests."""
+        return self._channel.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._channel.dead is None
+
+    async def _call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        async with self._lock:
+            reply = await self._channel.call({"op": op, **payload}, op,
+                                             self._limits.step_timeout_s)
+            if reply.get("ok") is not True:
+                error = reply.get("error")
+                reason = error if isinstance(error, str) and error else f"{op} failed"
+                detail = reply.get("detail") if isinstance(reply.get("detail"), str) else ""
+                raise await self._fault(reason.splitlines()[0][:500] if reason else reason,
+                                        detail)
+            return reply
+
+    async def _fault(self, reason: str, detail: str = "") -> EnvFault:
+        fault = await self._channel.fail(reason)
+        if detail:
+            fault.detail = detail
+        return fault
+
+    async def reset(self, seed: int | None = None) -> tuple[str, dict]:
+        """Start an episode; returns (observation, info)."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        reply = await self._call("reset", {"seed": seed})
+        obs = await self._observation(reply, "reset")
+        info = reply.get("info")
+        if not isinstance(info, dict) or set(info) == {"$type"}:
+            raise await self._fault(f"reset returned info of type {_type_name(info)}; expected a dict")
+        return obs, info
+
+    async def step(self, action: str) -> StepResult:
+        """Play one action (the solver's `\\boxed{...}` string)."""
+        if not isinstance(action, str):
+            raise TypeError(f"action must be a str, got {type(action).__name__}")
+        reply = await self._call("step", {"action": action})
+        obs = await self._observation(reply, "step")
+        reward = reply.get("reward")
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+            raise await self._fault(f"step returned reward of type {_type_name(reward)}; "
+                                    "expected a finite int or float")
+        reward = float(reward)
+        if not math.isfinite(reward):
+            raise await self._fault(f"step returned a non-finite reward ({reward})")
+        flags = []
+        for name in ("terminated", "truncated"):
+            value = reply.get(name)
+            if type(value) is not bool:
+                raise await self._fault(f"step returned {name} of type {_type_name(value)}; "
+                                        "expected True or False")
+            flags.append(value)
+        info = reply.get("info")
+        if not isinstance(info, dict) or set(info) == {"$type"}:
+            raise await self._fault(f"step returned info of type {_type_name(info)}; expected a dict")
+        return StepResult(obs, reward, flags[0], flags[1], info)
+
+    async def oracle_action(self) -> str:
+        """The environment's own winning next action; EnvFault if absent or it misbehaves."""
+        if not self.has_oracle:
+            if self._channel.dead is not None:
+                raise EnvFault(self._channel.dead)
+            raise EnvFault("the environment has no oracle_action")
+        reply = await self._call("oracle_action", {})
+        action = reply.get("action")
+        if not isinstance(action, str):
+            raise await self._fault(f"oracle_action returned {_type_name(action)}; expected a str")
+        return action
+
+    async def _observation(self, reply: dict[str, Any], op: str) -> str:
+        value, total = reply.get("observation"), reply.get("observation_chars")
+        if not isinstance(value, str):
+            raise await self._fault(f"{op} returned an observation of type {_type_name(value)}; "
+                                    "expected a str")
+        total = total if type(total) is int else None
+        return truncate_observation(value, self._limits.observation_max_chars, total)
+
+    async def close(self) -> None:
+        """Kill the worker and everything it started; safe to call more than once."""
+        await self._channel.close()

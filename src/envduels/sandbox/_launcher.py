@@ -1,0 +1,247 @@
+"""Starting one sandboxed worker process: bubblewrap flags, uid, rlimits, cgroup, pipes.
+
+Layers (docs/sandbox.md says what each one stops):
+* a dedicated host uid per concurrent sandbox when the harness runs as root (bwrap run as
+  root keeps capabilities, and `--uid` would map back to host root);
+* bwrap with every namespace unshared, no nested user namespaces, all capabilities dropped, a
+  root made of `/usr` only, a size-capped private /tmp, `/` and `/dev` read-only, started
+  with an empty environment (its pid 1 would otherwise expose ours in /proc/1/environ);
+* rlimits set between fork and exec, and a cgroup for the sandbox's total memory and processes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import logging
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._cgroup import CgroupRoot, SandboxCgroup
+from ._limits import SandboxLimits, SandboxUnavailable
+
+log = logging.getLogger("envduels.sandbox")
+
+WORKER_SOURCE = (Path(__file__).with_name("_worker.py")).read_text()
+_SLOTS_PER_HARNESS = 1024
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _find_python() -> tuple[str, list[str]]:
+    """A lean interpreter for the sandbox and the host directories it needs read-only."""
+    for candidate in ("/usr/bin/python3.11", "/usr/bin/python3.12", "/usr/bin/python3.13",
+                      "/usr/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate, []
+    prefix = os.path.realpath(sys.base_prefix)
+    binds = [] if prefix.startswith("/usr/") or prefix == "/usr" else [prefix]
+    return os.path.realpath(sys.executable), binds
+
+
+@dataclass
+class Host:
+    """What this machine allows, probed once per harness process."""
+
+    bwrap: str | None
+    python: str
+    python_binds: list[str]
+    root: bool
+    cgroups: CgroupRoot | None
+    subreaper: bool
+    missing: list[str] = field(default_factory=list)
+    _free_slots: list[int] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _uid_base: int = 0
+
+    def take_slot(self) -> int:
+        with self._lock:
+            if not self._free_slots:
+                self._free_slots = list(range(_SLOTS_PER_HARNESS - 1, -1, -1))
+            return self._free_slots.pop()
+
+    def give_slot(self, slot: int) -> None:
+        with self._lock:
+            if slot not in self._free_slots:
+                self._free_slots.append(slot)
+
+    def slot_uid(self, slot: int) -> int:
+        return self._uid_base + slot
+
+
+_HOST: Host | None = None
+_HOST_LOCK = threading.Lock()
+
+
+def host() -> Host:
+    """The probed host (cached). Logs once which protection layers this machine lacks."""
+    global _HOST
+    with _HOST_LOCK:
+        if _HOST is None:
+            _HOST = _probe()
+        return _HOST
+
+
+def _probe() -> Host:
+    python, binds = _find_python()
+    root = os.geteuid() == 0
+    missing = []
+    cgroups, why = CgroupRoot.probe()
+    if cgroups is None:
+        missing.append(f"no per-sandbox memory/process cgroup ({why}; rlimits only)")
+    else:
+        atexit.register(cgroups.close)
+    if not root:
+        missing.append("no per-sandbox uid (the harness is not root; sandboxes share your uid)")
+    subreaper = False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        pass
+    if missing:
+        log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
+    free = [s for s in range(_SLOTS_PER_HARNESS - 1, -1, -1)]
+    return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
+                cgroups=cgroups, subreaper=subreaper, missing=missing, _free_slots=free,
+                _uid_base=100000 + (os.getpid() % 2000) * _SLOTS_PER_HARNESS)
+
+
+def require_bwrap() -> None:
+    """Raise SandboxUnavailable when bubblewrap is not installed."""
+    if host().bwrap is None:
+        raise SandboxUnavailable()
+
+
+def bwrap_argv(h: Host, limits: SandboxLimits) -> list[str]:
+    argv = [
+        h.bwrap or "bwrap",
+        "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+        "--new-session", "--cap-drop", "ALL", "--clearenv",
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for name in ("lib", "lib64", "lib32", "libx32", "bin", "sbin"):
+        if os.path.islink(f"/{name}") or not os.path.exists(f"/{name}"):
+            if os.path.exists(f"/usr/{name}"):
+                argv += ["--symlink", f"usr/{name}", f"/{name}"]
+        else:  # a merged-/usr-less system: bind the real directory
+            argv += ["--ro-bind", f"/{name}", f"/{name}"]
+    for extra in h.python_binds:
+        argv += ["--ro-bind", extra, extra]
+    argv += [
+        "--proc", "/proc", "--dev", "/dev",
+        "--size", str(limits.scratch_mb << 20), "--tmpfs", "/tmp",
+        "--chdir", "/tmp",
+        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+        "--setenv", "LANG", "C.UTF-8",
+        "--remount-ro", "/", "--remount-ro", "/dev",
+        h.python,
+    ]
+    return argv
+
+
+@dataclass
+class Launched:
+    """A started worker process and the parent's ends of its pipes."""
+
+    popen: subprocess.Popen
+    request_w: int
+    response_r: int
+    output_r: int
+    slot: int | None
+    uid: int | None
+    cgroup: SandboxCgroup | None
+    sandboxed: bool
+    scratch: str | None = None
+
+
+def _count_own_processes(uid: int) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
+def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
+    """Start a worker that waits for its "load" frame. Blocking (fork + exec): call it from a
+    thread when an event loop is running."""
+    h = host()
+    req_r, req_w = os.pipe2(os.O_CLOEXEC)
+    resp_r, resp_w = os.pipe2(os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    child_fds = (req_r, resp_w)
+    tail = ["-I", "-S", "-c", WORKER_SOURCE, str(req_r), str(resp_w),
+            str(limits.observation_max_chars), str(limits.frame_max_bytes)]
+    slot = uid = group = scratch = None
+    if unsafe_no_sandbox:
+        argv = [h.python, *tail]
+        scratch = tempfile.mkdtemp(prefix="envduels-unsafe-")
+        env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "LANG": "C.UTF-8"}
+        cwd = scratch
+    else:
+        if h.bwrap is None:
+            raise SandboxUnavailable()
+        argv = bwrap_argv(h, limits) + tail
+        env = {}
+        cwd = "/"
+        if h.root:
+            slot = h.take_slot()
+            uid = h.slot_uid(slot)
+        if h.cgroups is not None:
+            group = h.cgroups.create(limits.memory_mb, limits.max_procs)
+    nproc = limits.max_procs
+    if group is None and uid is None:
+        # Shared with every process of this uid: leave room for the ones already running.
+        nproc += _count_own_processes(os.getuid())
+    join = group.join_paths() if group is not None else ()
+    mem = limits.memory_mb << 20
+    rlimits = [
+        (resource.RLIMIT_AS, mem, mem),
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb << 20, limits.file_size_mb << 20),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NPROC, nproc, nproc),
+    ]
+
+    def preexec() -> None:  # runs in the child between fork and exec
+        pid = str(os.getpid())
+        for path in join:
+            with open(path, "w") as fh:
+                fh.write(pid)
+        for which, soft, hard in rlimits:
+            resource.setrlimit(which, (soft, hard))
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+    try:
+        popen = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=cwd,
+            pass_fds=child_fds, start_new_session=True, preexec_fn=preexec,
+        )
+    except BaseException:
+        for fd in (req_r, req_w, resp_r, resp_w, out_r, out_w):
+            os.close(fd)
+        if group is not None and h.cgroups is not None:
+            h.cgroups.discard(group)
+        if slot is not None:
+            h.give_slot(slot)
+        raise
+    for fd in (req_r, resp_w, out_w):
+        os.close(fd)
+    for fd in (resp_r, out_r, req_w):
+        os.set_blocking(fd, False)
+    return Launched(popen, req_w, resp_r, out_r, slot, uid, group, not unsafe_no_sandbox, scratch)

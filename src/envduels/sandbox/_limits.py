@@ -1,0 +1,80 @@
+"""Resource limits of one sandbox, and the errors the sandbox raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from envduels.errors import UserError
+
+if TYPE_CHECKING:
+    from envduels.config import SandboxConfig
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits applied to every sandboxed environment instance.
+
+    memory_mb caps the whole sandbox (cgroup) and each process (RLIMIT_AS); step_timeout_s is
+    the wall-clock deadline of one call (load, reset, step, oracle_action), enforced by the
+    parent, which kills the whole process tree when it passes.
+    """
+
+    memory_mb: int = 512
+    step_timeout_s: float = 5.0
+    cpu_s: int = 60
+    max_procs: int = 64
+    file_size_mb: int = 16
+    open_files: int = 64
+    scratch_mb: int = 64
+    output_cap_bytes: int = 1 << 20
+    observation_max_chars: int = 8000
+    frame_max_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "cpu_s", "max_procs", "file_size_mb", "open_files",
+                     "scratch_mb", "output_cap_bytes", "observation_max_chars",
+                     "frame_max_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
+        if not self.step_timeout_s > 0:
+            raise ValueError(f"SandboxLimits.step_timeout_s must be > 0, got {self.step_timeout_s!r}")
+        if self.open_files < 16:
+            raise ValueError("SandboxLimits.open_files must be at least 16 (the interpreter needs them)")
+
+    @classmethod
+    def from_config(cls, cfg: SandboxConfig) -> SandboxLimits:
+        """The limits a run's `sandbox:` section asks for; unset fields keep their defaults."""
+        return cls(
+            memory_mb=cfg.memory_mb,
+            step_timeout_s=float(cfg.step_timeout_s),
+            cpu_s=cfg.cpu_s,
+            max_procs=cfg.max_procs,
+            observation_max_chars=cfg.observation_max_chars,
+        )
+
+
+DEFAULT_LIMITS = SandboxLimits()
+
+
+class EnvFault(Exception):
+    """The environment misbehaved: it raised, timed out, broke a limit, violated the protocol
+    or exited. `reason` is one line meant for the environment's author; `detail` keeps a short
+    traceback or output tail for diagnostics. The instance that raised it is dead."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class SandboxUnavailable(UserError):
+    """bubblewrap is missing or cannot create namespaces on this machine."""
+
+    def __init__(self, problem: str = "bubblewrap (bwrap) is not installed") -> None:
+        super().__init__(
+            f"{problem}: envduels runs untrusted environment code only inside bubblewrap; "
+            "install it (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install "
+            "bubblewrap`), or pass --unsafe-no-sandbox for code you trust completely"
+        )

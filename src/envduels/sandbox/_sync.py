@@ -1,0 +1,102 @@
+"""Blocking access to one sandboxed instance (validation CLI, Gymnasium adapter).
+
+All sync instances share one background thread that runs an event loop, so they work the same
+whether or not the caller's thread already runs a loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ._instance import EnvInstance, StepResult
+from ._limits import DEFAULT_LIMITS, SandboxLimits
+from ._pool import EnvPool
+
+T = TypeVar("T")
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOCK = threading.Lock()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    global _LOOP
+    with _LOCK:
+        if _LOOP is None:
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="envduels-sandbox",
+                                      daemon=True)
+            thread.start()
+            _LOOP = loop
+        return _LOOP
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run_coroutine_threadsafe(coro, _loop()).result()
+
+
+class SyncEnvInstance:
+    """EnvInstance with blocking methods; a context manager that closes it."""
+
+    def __init__(self, pool: EnvPool, instance: EnvInstance) -> None:
+        self._pool = pool
+        self._instance = instance
+        self.class_name = instance.class_name
+        self.max_turns = instance.max_turns
+        self.has_oracle = instance.has_oracle
+
+    @property
+    def output(self) -> str:
+        return self._instance.output
+
+    @property
+    def pid(self) -> int:
+        return self._instance.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._instance.alive
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict]:
+        return _run(self._instance.reset(seed))
+
+    def step(self, action: str) -> StepResult:
+        return _run(self._instance.step(action))
+
+    def oracle_action(self) -> str:
+        return _run(self._instance.oracle_action())
+
+    def close(self) -> None:
+        async def _close() -> None:
+            await self._instance.close()
+            await self._pool.aclose()
+        _run(_close())
+
+    def __enter__(self) -> SyncEnvInstance:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def open_env_sync(source: str, *, class_name: str | None = None, max_turns: int | None = None,
+                  limits: SandboxLimits = DEFAULT_LIMITS, unsafe_no_sandbox: bool = False
+                  ) -> SyncEnvInstance:
+    """Start a sandboxed worker (a cold start) and load `source` in it; blocking.
+
+    Raises SandboxUnavailable without bubblewrap, EnvFault when the source does not load.
+    """
+    pool = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
+
+    async def _open() -> EnvInstance:
+        try:
+            return await pool.open(source, class_name=class_name, max_turns=max_turns)
+        except BaseException:
+            await pool.aclose()
+            raise
+
+    return SyncEnvInstance(pool, _run(_open()))

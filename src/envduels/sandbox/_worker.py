@@ -1,0 +1,235 @@
+"""The program that runs inside the sandbox: loads one environment and serves calls.
+
+Standard library only; it runs under `python -I -S` and must work on Python >= 3.8. Frames are
+a 4-byte big-endian length followed by UTF-8 JSON, on two dedicated pipes whose numbers come in
+argv (the environment's stdout/stderr are separate, captured pipes). The parent validates
+everything this program sends: code in this interpreter can rewrite any of it, so nothing here
+is trusted, it only makes honest environments' results and errors precise.
+
+Usage: python -I -S _worker.py REQUEST_FD RESPONSE_FD OBSERVATION_MAX_CHARS FRAME_MAX_BYTES
+"""
+
+import json
+import os
+import sys
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _read_exact(fd, n):
+    parts = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            raise EOFError
+        parts.append(chunk)
+        n -= len(chunk)
+    return b"".join(parts)
+
+
+def _write_frame(fd, obj, frame_max):
+    data = json.dumps(obj, allow_nan=False, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    if len(data) > frame_max:
+        data = json.dumps({"id": obj.get("id"), "ok": False, "kind": "result",
+                           "error": f"result too large ({len(data)} bytes > {frame_max} byte frame cap)"}).encode()
+    data = len(data).to_bytes(4, "big") + data
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _observation(reply, obs, cap):
+    """Only the first `cap` characters travel; the parent adds the visible marker."""
+    if isinstance(obs, str):
+        reply["observation_chars"] = len(obs)
+        obs = obs[:cap]
+    reply["observation"] = _field(obs)
+
+
+def _plain(value, depth=0):
+    """A JSON-able copy of `value`: non-finite floats and unknown objects become strings."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        value = float(value)
+        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+    if depth > 20:
+        return "<too deep>"
+    if isinstance(value, dict):
+        return {str(k): _plain(v, depth + 1) for k, v in list(value.items())[:1000]}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in list(value)[:1000]]
+    try:
+        return str(value)[:1000]
+    except BaseException:
+        return f"<unprintable {type(value).__name__}>"
+
+
+def _field(value):
+    """Scalars travel as they are; anything else only by its type name (the parent rejects it)."""
+    if type(value) in _SCALARS:
+        return value
+    return {"$type": type(value).__name__}
+
+
+def _error_text(exc):
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    for frame in reversed(frames):
+        if frame.filename == "<env>":
+            where = f" (env line {frame.lineno} in {frame.name})"
+            break
+    message = f"{type(exc).__name__}: {_first_line(exc)}"
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    return message + where, tail[-2000:]
+
+
+def _first_line(exc):
+    try:
+        text = str(exc)
+    except BaseException:
+        text = "<unprintable>"
+    text = text.strip().splitlines()[0] if text.strip() else ""
+    return text[:300]
+
+
+def _accepts_max_turns(cls):
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    if code is None:
+        return False
+    named = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    return "max_turns" in named or bool(code.co_flags & 0x08)
+
+
+def _load(msg):
+    source = msg.get("source")
+    if not isinstance(source, str):
+        return {"ok": False, "kind": "load", "error": "source must be text"}
+    module = type(sys)("envduels_env")
+    module.__file__ = "<env>"
+    sys.modules["envduels_env"] = module
+    try:
+        code = compile(source, "<env>", "exec")
+    except SyntaxError as exc:
+        return {"ok": False, "kind": "load",
+                "error": f"the source does not compile: {exc.msg} (line {exc.lineno})"}
+    try:
+        exec(code, module.__dict__)
+    except BaseException as exc:
+        message, tail = _error_text(exc)
+        return {"ok": False, "kind": "load", "error": "loading the source raised " + message,
+                "detail": tail}
+    classes = [obj for obj in list(module.__dict__.values())
+               if isinstance(obj, type) and getattr(obj, "__module__", None) == "envduels_env"
+               and callable(getattr(obj, "reset", None)) and callable(getattr(obj, "step", None))]
+    wanted = msg.get("class_name")
+    if wanted is not None:
+        chosen = [c for c in classes if c.__name__ == wanted]
+        if not chosen:
+            return {"ok": False, "kind": "load",
+                    "error": f"no environment class named {wanted} (a class with reset and step)"}
+        cls = chosen[0]
+    elif not classes:
+        return {"ok": False, "kind": "load",
+                "error": "no environment class (a class with reset and step) in the source"}
+    elif len(classes) > 1:
+        names = ", ".join(c.__name__ for c in classes)
+        return {"ok": False, "kind": "load",
+                "error": f"{len(classes)} environment classes ({names}); set class_name"}
+    else:
+        cls = classes[0]
+    max_turns = msg.get("max_turns")
+    try:
+        if max_turns is not None and _accepts_max_turns(cls):
+            env = cls(max_turns=max_turns)
+        else:
+            env = cls()
+    except BaseException as exc:
+        message, tail = _error_text(exc)
+        return {"ok": False, "kind": "load", "error": f"constructing {cls.__name__} raised {message}", "detail": tail}
+    declared = getattr(env, "max_turns", None)
+    if type(declared) is not int or declared <= 0:
+        declared = max_turns if max_turns is not None else 20
+    return {"ok": True, "env": env, "class_name": cls.__name__, "max_turns": declared,
+            "has_oracle": callable(getattr(env, "oracle_action", None))}
+
+
+def main():
+    req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
+    obs_cap, frame_max = int(sys.argv[3]), int(sys.argv[4])
+    env = None
+    _write_frame(resp_fd, {"id": 0, "ok": True, "ready": True}, frame_max)
+    while True:
+        try:
+            size = int.from_bytes(_read_exact(req_fd, 4), "big")
+            msg = json.loads(_read_exact(req_fd, size).decode("utf-8"))
+        except EOFError:
+            os._exit(0)
+        rid, op = msg.get("id"), msg.get("op")
+        reply = {"id": rid, "ok": True}
+        try:
+            if op == "load":
+                loaded = _load(msg)
+                env = loaded.pop("env", None)
+                reply.update(loaded)
+            elif env is None:
+                reply.update(ok=False, kind="protocol", error="no environment loaded")
+            elif op == "reset":
+                result = env.reset(seed=msg.get("seed"))
+                if not isinstance(result, tuple) or len(result) != 2:
+                    reply.update(ok=False, kind="result", error=(
+                        f"reset must return (observation, info), got {_shape(result)}"))
+                else:
+                    obs, info = result
+                    _observation(reply, obs, obs_cap)
+                    reply["info"] = _plain(info) if isinstance(info, dict) else _field(info)
+            elif op == "step":
+                result = env.step(msg.get("action"))
+                if not isinstance(result, tuple) or len(result) != 5:
+                    reply.update(ok=False, kind="result", error=(
+                        "step must return (observation, reward, terminated, truncated, info), "
+                        f"got {_shape(result)}"))
+                else:
+                    obs, reward, terminated, truncated, info = result
+                    if type(reward) is float and not (reward == reward and abs(reward) != float("inf")):
+                        reply.update(ok=False, kind="result",
+                                     error=f"step returned a non-finite reward ({reward!r})")
+                    else:
+                        _observation(reply, obs, obs_cap)
+                        reply.update(
+                            reward=_field(reward), terminated=_field(terminated),
+                            truncated=_field(truncated),
+                            info=_plain(info) if isinstance(info, dict) else _field(info))
+            elif op == "oracle_action":
+                oracle = getattr(env, "oracle_action", None)
+                if not callable(oracle):
+                    reply.update(ok=False, kind="result", error="the environment has no oracle_action")
+                else:
+                    reply.update(action=_field(oracle()))
+            else:
+                reply.update(ok=False, kind="protocol", error=f"unknown operation {op!r}")
+        except BaseException as exc:
+            message, tail = _error_text(exc)
+            reply = {"id": rid, "ok": False, "kind": "raised",
+                     "error": f"{op} raised {message}", "detail": tail}
+        try:
+            _write_frame(resp_fd, reply, frame_max)
+        except (ValueError, TypeError) as exc:
+            _write_frame(resp_fd, {"id": rid, "ok": False, "kind": "result",
+                                   "error": f"{op} returned a value that is not JSON: {_first_line(exc)}"}, frame_max)
+
+
+def _shape(value):
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return f"a value of type {type(value).__name__}"
+
+
+if __name__ == "__main__":
+    main()
