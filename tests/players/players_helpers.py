@@ -1,0 +1,42 @@
+"""Shared helpers for the players tests (a uniquely named module: tests are not a package)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from envduels.config import PlayerConfig
+from envduels.players import RetryPolicy
+
+FAST = RetryPolicy(base_s=0.01, max_backoff_s=0.05, max_retry_after_s=5.0)
+HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello"}]
+
+
+def answer(model: str, messages: list[dict]) -> str:
+    """The scripted model: names the model and the last message, so answers are checkable."""
+    return f"{model} heard: {messages[-1]['content']}"
+
+
+def player_config(base_url: str | None, **overrides: object) -> PlayerConfig:
+    values: dict = {"name": "tester", "provider": "openai", "model": "scripted-1",
+                    "base_url": base_url, "timeout_s": 5.0, "max_retries": 6}
+    values.update(overrides)
+    return PlayerConfig(**values)
+
+
+class JsonFileCache:
+    """A ResponseCache persisted as one JSON file, standing in for the run database."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _load(self) -> dict:
+        return json.loads(self.path.read_text()) if self.path.exists() else {}
+
+    def get(self, key: str) -> dict | None:
+        return self._load().get(key)
+
+    def put(self, key: str, record: dict) -> None:
+        data = self._load()
+        data[key] = record
+        self.path.write_text(json.dumps(data))
