@@ -1,0 +1,307 @@
+"""The engine's commands: `envduels run`, `envduels status`, `envduels play`.
+
+Exit codes of `run`: 0 every round is recorded; 2 bad input (one line on stderr, nothing
+written); 3 the budget was reached (raise `budget.max_usd`/`max_tokens` and run again to go
+on); 4 some work ended in `error` because a provider kept failing (run again to retry it);
+130 interrupted. In every case finished work is in the run database and is never redone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from envduels.config import RunConfig, load_config
+from envduels.engine._keys import changed_setting, fingerprint, result_settings
+from envduels.engine.progress import LiveView, Progress
+from envduels.engine.solving import EpisodeTask, play_episode, turn_cap
+from envduels.errors import UserError
+from envduels.store import Store
+
+EXIT_OK, EXIT_BUDGET, EXIT_ERRORS = 0, 3, 4
+
+
+# -- run --------------------------------------------------------------------------------------
+
+def load_pools(cfg: RunConfig) -> list[Any]:
+    """The fixed-pool environments of `tournament.environments` (library names, export folders)."""
+    from envduels.envs import library_names, load_export
+
+    specs: list[Any] = []
+    names = set(library_names()) if cfg.tournament.environments else set()
+    for item in cfg.tournament.environments:
+        if item in names:
+            from envduels.envs import library_env
+
+            specs.append(library_env(item))
+        elif Path(item).is_dir():
+            specs.extend(load_export(item))
+        else:
+            raise UserError(
+                f"tournament.environments: {item!r} is neither an export folder nor a library "
+                "environment; fix the path or pick a name from `envduels library list`")
+    seen: set[str] = set()
+    for s in specs:
+        if s.id in seen:
+            raise UserError(f"tournament.environments: environment id {s.id!r} is listed twice; "
+                            "list each export folder or library name once")
+        seen.add(s.id)
+    return specs
+
+
+def check_reachable(cfg: RunConfig, timeout_s: float = 3.0) -> None:
+    """Fail fast, before any work, when a player's server does not accept connections."""
+    for p in cfg.players:
+        if p.provider == "local" or not p.base_url:
+            continue
+        url = urlparse(p.base_url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            with socket.create_connection((url.hostname or "localhost", port), timeout=timeout_s):
+                pass
+        except OSError as err:
+            raise UserError(
+                f"player {p.name!r}: cannot reach {p.base_url} ({err.strerror or err}); start the "
+                "server or fix players[].base_url") from None
+
+
+def open_run(cfg: RunConfig) -> tuple[Store, str]:
+    """Open (or create) the run database and refuse a config that would change its results."""
+    settings = result_settings(cfg)
+    store = Store(cfg.run_dir)
+    old = store.get_meta("settings")
+    if old is not None and (store.totals().calls or store.environments()):
+        changed = changed_setting(old, settings)
+        if changed is not None:
+            store.close()
+            raise UserError(
+                f"{cfg.run_dir} was run with a different '{changed}'; restore it to resume, or set "
+                "output_dir to a new folder for a new run")
+    store.set_meta("settings", settings)
+    store.set_meta("fingerprint", fingerprint(settings))
+    store.set_meta("config", cfg.model_dump(mode="json"))
+    return store, fingerprint(settings)
+
+
+def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool) -> int:
+    """Run or resume the tournament of `config`; see the module docstring for exit codes."""
+    from envduels.players import build_players
+    from envduels.sandbox import EnvPool, SandboxLimits
+
+    cfg = load_config(config)
+    pool_specs = load_pools(cfg)
+    check_reachable(cfg)
+    build_players(cfg, cache=None, run_seed=cfg.seed)  # a missing key fails before any write
+    store, fp = open_run(cfg)
+    players = build_players(cfg, cache=store, run_seed=cfg.seed)
+    if unsafe_no_sandbox:
+        print("WARNING: --unsafe-no-sandbox: environment code runs unconfined on this machine",
+              file=sys.stderr)
+    progress = Progress(rounds=cfg.tournament.rounds)
+
+    async def main() -> Any:
+        from envduels.engine.scheduler import Tournament
+
+        pool = EnvPool(SandboxLimits.from_config(cfg.sandbox),
+                       unsafe_no_sandbox=unsafe_no_sandbox, warm=cfg.sandbox.warm_workers)
+        try:
+            with LiveView(progress, quiet=quiet):
+                return await Tournament(cfg, store=store, players=players, pool=pool,
+                                        fingerprint=fp, pool_specs=pool_specs,
+                                        progress=progress).run()
+        finally:
+            for p in players.values():
+                await p.aclose()
+            await pool.aclose()
+
+    try:
+        result = asyncio.run(main())
+    finally:
+        store.close()
+    counts = Store(cfg.run_dir).episode_counts()
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no episodes"
+    print(f"{cfg.name}: {summary}; {progress.tokens:,} tokens and ${progress.cost_usd:.4f} this "
+          f"session; results in {cfg.run_dir}")
+    if result.budget_reached:
+        print("budget reached: raise budget.max_usd or budget.max_tokens and run again to go on",
+              file=sys.stderr)
+        return EXIT_BUDGET
+    if result.errors:
+        print(f"{result.errors} unit(s) of work ended in provider errors; run again to retry them",
+              file=sys.stderr)
+        return EXIT_ERRORS
+    return EXIT_OK
+
+
+# -- status -----------------------------------------------------------------------------------
+
+def expected_episodes(cfg: dict, envs: list[Any]) -> int:
+    """Episodes a complete run plays: recorded valid environments, plus the environments not yet
+    authored counted as if valid (an upper bound until they are)."""
+    t = cfg.get("tournament", {})
+    solvers = [p["name"] for p in cfg.get("players", []) if "solver" in p.get("roles", [])]
+    authors = [p["name"] for p in cfg.get("players", []) if "author" in p.get("roles", [])]
+    trials = t.get("trials_per_seed", 1)
+    self_play = t.get("self_play", True)
+
+    def per_env(author: str, n_seeds: int) -> int:
+        n_solvers = sum(1 for s in solvers if self_play or s != author)
+        return n_solvers * n_seeds * trials * 2
+
+    total = sum(per_env(e.author, len(e.benchmark_seeds)) for e in envs if e.valid)
+    known = {e.env_id for e in envs}
+    from envduels.engine._keys import authored_env_id
+
+    for rnd in range(1, t.get("rounds", 1) + 1):
+        for a in authors:
+            for slot in range(t.get("envs_per_author", 1)):
+                if authored_env_id(a, rnd, slot) not in known:
+                    total += per_env(a, t.get("seeds_per_env", 4))
+    return total
+
+
+def status_command(run_dir: Path) -> int:
+    """Print what a run has done, left and failed, and its tokens and cost, from its database."""
+    store = Store(run_dir, create=False)
+    cfg = store.get_meta("config") or {}
+    envs = store.environments()
+    counts = store.episode_counts()
+    done = sum(v for k, v in counts.items() if k != "error")
+    expected = expected_episodes(cfg, envs)
+    rounds_seen = max((e.round for e in envs if not e.fixed_pool), default=0)
+    totals = store.totals()
+    console = Console()
+    table = Table(title=f"run {cfg.get('name', run_dir)} ({run_dir})", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("rounds", f"{rounds_seen}/{cfg.get('tournament', {}).get('rounds', 1)} started")
+    table.add_row("environments", f"{sum(e.valid for e in envs)} valid, "
+                  f"{sum(not e.valid for e in envs)} invalid "
+                  f"({sum(e.fixed_pool for e in envs)} from fixed pools)")
+    table.add_row("episodes", f"{done} done, {max(0, expected - done)} left, "
+                  f"{counts.get('error', 0)} to retry (error)")
+    table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-")
+    table.add_row("calls", f"{totals.calls} ({totals.input_tokens:,} in + "
+                  f"{totals.output_tokens:,} out tokens)")
+    table.add_row("cost", f"${totals.cost_usd:.4f}")
+    for name, u in sorted(store.usage_by_player().items(), key=lambda kv: str(kv[0])):
+        table.add_row(f"  {name}", f"{u.calls} calls, {u.tokens:,} tokens, ${u.cost_usd:.4f}")
+    console.print(table)
+    store.close()
+    return 0
+
+
+# -- play -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Typed:
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    retries: int = 0
+    cached: bool = False
+
+
+class HumanSolver:
+    """A person at the terminal: each turn reads one line; `\\boxed{}` is added when missing."""
+
+    def __init__(self, read_line: Any = None) -> None:
+        self._read = read_line or sys.stdin.readline
+
+    async def chat(self, messages: list[dict[str, str]], **_: Any) -> _Typed:
+        from envduels.players import ProviderError
+
+        print("your action> ", end="", flush=True)
+        line = await asyncio.get_running_loop().run_in_executor(None, self._read)
+        if not line:
+            raise ProviderError("standard input closed")
+        action = line.strip()
+        if "\\boxed{" not in action:
+            action = f"\\boxed{{{action}}}"
+        return _Typed(action)
+
+
+def resolve_env(path: str) -> Any:
+    """An environment by .py path or library name."""
+    from envduels.envs import library_env, library_names, load_env_file
+
+    if path.endswith(".py") or Path(path).is_file():
+        return load_env_file(path)
+    if path in library_names():
+        return library_env(path)
+    raise UserError(f"{path!r} is neither an environment .py file nor a library environment; "
+                    "fix the path or pick a name from `envduels library list`")
+
+
+def _printer(console: Console) -> Any:
+    def show(entry: dict[str, Any]) -> None:
+        role = entry.get("role")
+        if role == "system":
+            console.print(f"[dim]system: {escape(entry['content'])}[/dim]")
+        elif role == "user":
+            console.print(f"[bold cyan]environment ->[/bold cyan] {escape(entry['content'])}")
+        elif role == "assistant":
+            console.print(f"[bold green]solver ->[/bold green] {escape(entry['content'])}")
+        elif role == "env":
+            if "fault" in entry:
+                console.print(f"[red]environment fault: {escape(entry['fault'])}[/red]")
+            else:
+                console.print(f"[dim]step {escape(entry['action'])}: reward {entry['reward']:g}, "
+                              f"terminated {entry['terminated']}, truncated {entry['truncated']}"
+                              "[/dim]")
+        elif role == "outcome":
+            console.print(f"[bold]{escape(entry['content'])}[/bold]")
+    return show
+
+
+def play_command(path: str, *, config: Path | None, player: str | None, human: bool, hint: bool,
+                 seed: int, unsafe_no_sandbox: bool) -> int:
+    """Play one episode in the terminal; exit 0 on success, 1 otherwise."""
+    from envduels.sandbox import EnvPool, SandboxLimits
+
+    if human == (player is not None) or (player is not None and config is None):
+        raise UserError("choose who plays: --human, or --config CONFIG --player NAME")
+    spec = resolve_env(path)
+    if hint and not spec.hint:
+        raise UserError(f"{path} has no hint to show; play without --hint")
+    max_turns = spec.max_turns
+    limits = SandboxLimits()
+    solver: Any
+    if human:
+        solver, name = HumanSolver(), "human"
+    else:
+        from envduels.players import build_players
+
+        cfg = load_config(config)  # type: ignore[arg-type]
+        cfg.player(player)  # type: ignore[arg-type]
+        check_reachable(cfg)
+        solver, name = build_players(cfg, cache=None, run_seed=cfg.seed)[player], player
+        max_turns = turn_cap(spec.max_turns, cfg.tournament.max_turns)
+        limits = SandboxLimits.from_config(cfg.sandbox)
+    task = EpisodeTask(key=f"play:{spec.id}:{seed}:{int(hint)}", env=spec, solver=str(name),
+                       seed=seed, trial=0, hinted=hint, max_turns=max_turns)
+    console = Console(highlight=False)
+
+    async def main() -> Any:
+        pool = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
+        try:
+            return await play_episode(task, solver, lambda: pool.open(
+                spec.source, class_name=spec.class_name, max_turns=spec.max_turns),
+                on_event=_printer(console))
+        finally:
+            if hasattr(solver, "aclose"):
+                await solver.aclose()
+            await pool.aclose()
+
+    result = asyncio.run(main())
+    return 0 if result.outcome == "success" else 1

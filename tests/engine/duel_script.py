@@ -1,0 +1,143 @@
+"""A tournament scripted per model, whose every outcome is worked out by hand below.
+
+Authors (replies scripted by model name):
+- m-alice writes LOCK: the code word is "open" on every seed; oracle `\\boxed{open}`. Valid at once.
+- m-bob first writes a syntax error (invalid; the validator's reason goes back in a repair turn),
+  then CRASHY: `win` wins, `crash` raises mid-episode, anything else loses. Valid on repair.
+- m-dave never writes code: invalid after both attempts, never played.
+
+Solvers (carol only solves, dave only authors):
+- alice: LOCK `open` (1 turn, success) in both conditions (self-play). CRASHY without hint: first
+  a reply with no \\boxed{} (format error, the turn is spent), then `lose` -> failure after 2
+  turns; with the hint `win` -> success in 1 turn.
+- bob: LOCK without hint `closed` every turn -> failure at the 4-turn cap; with the hint `open`
+  -> success. CRASHY (self-play) `win` -> success in both conditions.
+- carol: LOCK `open` -> success in both conditions (the hint does not change anything).
+  CRASHY `crash` -> the environment raises: incomplete in both conditions, blamed on bob.
+"""
+
+from __future__ import annotations
+
+LOCK_SOURCE = '''
+class Lock:
+    """Guess the code word."""
+
+    def __init__(self, max_turns: int = 20):
+        self.max_turns = max_turns
+
+    def reset(self, seed=None):
+        self.turn = 0
+        return "LOCK: guess the code word. Answer like \\\\boxed{word}.", {}
+
+    def step(self, action):
+        self.turn += 1
+        word = action.strip()[len("\\\\boxed{"):-1].strip().lower()
+        if word == "open":
+            return "The lock opens.", 1.0, True, False, {}
+        return "Wrong word, the lock stays shut.", 0.0, False, False, {}
+
+    def oracle_action(self):
+        return "\\\\boxed{open}"
+'''
+
+CRASHY_SOURCE = '''
+class Crashy:
+    def __init__(self, max_turns: int = 20):
+        self.max_turns = max_turns
+
+    def reset(self, seed=None):
+        return "CRASHY: say the magic word.", {}
+
+    def step(self, action):
+        word = action.strip()[len("\\\\boxed{"):-1].strip().lower()
+        if word == "crash":
+            raise RuntimeError("the author forgot this case")
+        if word == "win":
+            return "You win.", 1.0, True, False, {}
+        return "You lose.", 0.0, True, False, {}
+
+    def oracle_action(self):
+        return "\\\\boxed{win}"
+'''
+
+LOCK_HINT = "The code word is the opposite of closed."
+CRASHY_HINT = "The magic word is what you want to do."
+
+AUTHOR_SYSTEM_START = "You are an expert designer of interactive text environments"
+
+
+def author_reply(model: str, attempt: int) -> str:
+    if model == "m-alice":
+        return (f"Here it is.\n```python\n{LOCK_SOURCE}```\n<hint>{LOCK_HINT}</hint>\n"
+                "<domain>language</domain>\n<title>The lock</title>")
+    if model == "m-bob" and attempt == 0:
+        return ("```python\nclass Broken(:\n    pass\n```\n<hint>no</hint>\n<domain>logic</domain>")
+    if model == "m-bob":
+        return (f"```python\n{CRASHY_SOURCE}```\n<hint>{CRASHY_HINT}</hint>\n"
+                "<domain>logic</domain>\n<title>Crashy</title>")
+    return "I would rather not write code today."
+
+
+def solver_reply(model: str, messages: list[dict]) -> str:
+    first = next(m["content"] for m in messages if m["role"] == "user")
+    hinted = first.startswith("Hint: ")
+    lock = "LOCK:" in first
+    turn = sum(1 for m in messages if m["role"] == "assistant") + 1
+    if model == "m-alice":
+        if lock or hinted:
+            return "Easy. \\boxed{open}" if lock else "With the hint: \\boxed{win}"
+        return "Let me think about it." if turn == 1 else "\\boxed{lose}"
+    if model == "m-bob":
+        if lock:
+            return "\\boxed{open}" if hinted else "I guess \\boxed{closed}"
+        return "\\boxed{win}"
+    if model == "m-carol":
+        return "\\boxed{open}" if lock else "\\boxed{crash}"
+    raise AssertionError(f"unexpected solver {model}")
+
+
+def respond(model: str, messages: list[dict]) -> str:
+    """The ScriptedServer responder: authors by system prompt, solvers by observation."""
+    if messages and messages[0]["content"].startswith(AUTHOR_SYSTEM_START):
+        attempt = sum(1 for m in messages if m["role"] == "assistant")
+        return author_reply(model, attempt)
+    return solver_reply(model, messages)
+
+
+# (env, solver, hinted) -> (outcome, turns), the same on both seeds
+EXPECTED = {
+    ("r1-alice-0", "alice", False): ("success", 1),
+    ("r1-alice-0", "alice", True): ("success", 1),
+    ("r1-alice-0", "bob", False): ("failure", 4),
+    ("r1-alice-0", "bob", True): ("success", 1),
+    ("r1-alice-0", "carol", False): ("success", 1),
+    ("r1-alice-0", "carol", True): ("success", 1),
+    ("r1-bob-0", "alice", False): ("failure", 2),
+    ("r1-bob-0", "alice", True): ("success", 1),
+    ("r1-bob-0", "bob", False): ("success", 1),
+    ("r1-bob-0", "bob", True): ("success", 1),
+    ("r1-bob-0", "carol", False): ("incomplete", 1),
+    ("r1-bob-0", "carol", True): ("incomplete", 1),
+}
+
+
+def config(base_url: str, output_dir: str, *, key_env: str = "ENVDUELS_TEST_KEY",
+           rounds: int = 1, seeds: int = 2, extra: dict | None = None) -> dict:
+    def player(name: str, roles: list[str]) -> dict:
+        return {"name": name, "provider": "openai", "model": f"m-{name}", "base_url": base_url,
+                "api_key_env": key_env, "roles": roles, "max_retries": 4, "timeout_s": 20,
+                "max_concurrency": 4, "temperature": 0.0,
+                "price": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}}
+
+    cfg = {
+        "name": "scripted", "seed": 7, "output_dir": output_dir,
+        "players": [player("alice", ["author", "solver"]), player("bob", ["author", "solver"]),
+                    player("carol", ["solver"]), player("dave", ["author"])],
+        "tournament": {"rounds": rounds, "envs_per_author": 1, "seeds_per_env": seeds,
+                       "trials_per_seed": 1, "max_turns": 4, "history": "all",
+                       "author_repairs": 1, "require_oracle": True},
+        "sandbox": {"warm_workers": 1},
+    }
+    for k, v in (extra or {}).items():
+        cfg[k] = v
+    return cfg
