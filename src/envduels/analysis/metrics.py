@@ -218,23 +218,24 @@ def last_boxed(text: str) -> str | None:
 
 
 def winning_action(transcript: Any) -> str | None:
-    """The boxed action of the last solver step of a transcript (the winning step of a success).
+    """The boxed text of the last step of a transcript (the winning step of a success).
 
-    A step is a message with role `assistant` (or `solver`); an explicit `action` key wins over
-    parsing its `content`.
+    The engine logs each step as `{"role": "env", "action": "\\boxed{...}", ...}`; a transcript
+    without such entries falls back to the last boxed answer of an `assistant` message.
     """
     if not isinstance(transcript, list | tuple):
         return None
     for msg in reversed(transcript):
-        if not isinstance(msg, dict) or msg.get("role") not in ("assistant", "solver"):
+        if not isinstance(msg, dict):
             continue
         action = msg.get("action")
-        if isinstance(action, str) and action:
+        if msg.get("role") == "env" and isinstance(action, str) and action:
             inner = last_boxed(action)
             return inner if inner is not None else action
-        inner = last_boxed(str(msg.get("content", "")))
-        if inner is not None:
-            return inner
+        if msg.get("role") == "assistant":
+            inner = last_boxed(str(msg.get("content", "")))
+            if inner is not None:
+                return inner
     return None
 
 

@@ -1,0 +1,207 @@
+"""The HTML report: one self-contained file (inline CSS and PNG plots, no scripts, no links out).
+
+Everything model-written (code, hints, titles, transcripts, even model names) goes through
+Jinja's autoescaping; plots are PNG data URIs, so no model text reaches the page as markup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from envduels.analysis import Analysis
+from envduels.report import plots
+
+TEMPLATES = Path(__file__).parent / "templates"
+MESSAGE_CHARS = 1500
+TRANSCRIPTS_PER_ENV = 4
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _pct(v: Any) -> str:
+    return "–" if v is None else f"{100 * v:.0f}%"
+
+
+def headline(j: dict[str, Any]) -> list[str]:
+    """Plain sentences for the top of the report."""
+    out = []
+    d = j["divergence"]
+    ratings = j["ratings"]
+    if d.get("best_solver") and d.get("best_author"):
+        verb = "is also" if d["best_solver_is_best_author"] else "is not"
+        s = f"The best solver, {d['best_solver']}, {verb} the best author"
+        s += "." if d["best_solver_is_best_author"] else f" (that is {d['best_author']})."
+        if d.get("spearman") is not None:
+            s += f" Spearman ρ between author and solver ratings: {d['spearman']:.2f}"
+            if d.get("ci_low") is not None:
+                s += f" (95% interval {d['ci_low']:.2f} to {d['ci_high']:.2f})"
+            s += "."
+        out.append(s)
+    if ratings["duel"]:
+        top = ratings["duel"][0]
+        tied = [r["model"] for r in ratings["duel"] if r["rank"] == 1]
+        s = f"Top of the duel table: {top['model']} ({top['rating']:.0f})"
+        s += f", statistically tied for first with {len(tied) - 1} other(s)." if len(tied) > 1 else ", clear first."
+        out.append(s)
+    valid = sum(1 for e in j["environments"] if e["valid"])
+    run = j["run"]
+    cost = "" if run["cost_usd"] is None else f", ${run['cost_usd']:.2f}"
+    out.append(f"{len(j['environments'])} environments ({valid} valid), {run['episodes']} episodes, "
+               f"{run['matched_pairs']} matched pairs{cost}.")
+    t = j["transitivity"]
+    if t["triads"]:
+        out.append(f"{t['cycles']} of {t['triads']} triads form a 3-cycle; {t['significant_cycles']} "
+                   "survive Bonferroni-corrected intervals.")
+    return out
+
+
+def _gallery(a: Analysis) -> list[dict[str, Any]]:
+    tables = a.tables
+    eps = tables.episodes
+    flags = {e["id"]: e["flags"] for e in a.json["environments"]}
+    out = []
+    by_env = dict(tuple(eps.groupby("env_id"))) if len(eps) else {}
+    pairs_by_env = dict(tuple(a.pairs.groupby("env_id"))) if len(a.pairs) else {}
+    for e in tables.environments.to_dict("records"):
+        ep = by_env.get(e["env_id"], eps.iloc[0:0])
+        results = []
+        for s, g in ep.groupby("solver"):
+            row = {"solver": s, "self_play": bool(g["self_play"].any())}
+            for h, key in ((False, "no_hint"), (True, "hint")):
+                c = g[g["hinted"].astype(bool) == h]["outcome"].value_counts()
+                row[key] = f"{c.get('success', 0)}/{int(c.get('success', 0) + c.get('failure', 0))}"
+                other = int(c.get("incomplete", 0) + c.get("error", 0))
+                row[key] += f" (+{other} not scored)" if other else ""
+            results.append(row)
+        out.append({
+            "id": e["env_id"], "title": e.get("title") or e["env_id"], "author": e["author"],
+            "round": e["round"], "domain": e.get("domain"), "valid": bool(e["valid"]),
+            "invalid_reason": e.get("invalid_reason") if isinstance(e.get("invalid_reason"), str) else None,
+            "hint": e.get("hint") or "", "source": e.get("source") or "", "flags": flags.get(e["env_id"], []),
+            "results": results, "transcripts": _examples(ep, pairs_by_env.get(e["env_id"])),
+        })
+    return out
+
+
+def _examples(ep: pd.DataFrame, pairs: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """A few telling transcripts: a rescued pair's hinted win first, then a harm, then others."""
+    if ep.empty:
+        return []
+    chosen: list[pd.Series] = []
+    if pairs is not None and len(pairs):
+        for cond in ((pairs["y0"] == 0) & (pairs["yh"] == 1), (pairs["y0"] == 1) & (pairs["yh"] == 0)):
+            for p in pairs[cond].head(1).itertuples(index=False):
+                m = ep[(ep["solver"] == p.solver) & (ep["seed"] == p.seed) & (ep["trial"] == p.trial)]
+                chosen.extend(r for _, r in m.iterrows())
+    for _, r in ep.head(TRANSCRIPTS_PER_ENV).iterrows():
+        if len(chosen) >= TRANSCRIPTS_PER_ENV:
+            break
+        if not any(c["episode_key"] == r["episode_key"] for c in chosen):
+            chosen.append(r)
+    out = []
+    for r in chosen[:TRANSCRIPTS_PER_ENV]:
+        msgs = []
+        for m in r["transcript"] if isinstance(r["transcript"], list) else []:
+            if not isinstance(m, dict):
+                continue
+            text = str(m.get("content") if m.get("content") is not None else m.get("action", ""))
+            if m.get("role") == "env" and m.get("action"):
+                text = f"action {m['action']} → {text}"
+            msgs.append({"role": str(m.get("role", "?")),
+                         "text": text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + " …[clipped]"})
+        out.append({"solver": r["solver"], "seed": r["seed"], "hinted": bool(r["hinted"]),
+                    "outcome": r["outcome"], "reason": r.get("reason"), "messages": msgs})
+    return out
+
+
+def _cycle_cells(j: dict[str, Any]) -> set[tuple[str, str]]:
+    cells = set()
+    for c in j["transitivity"].get("cycle_list", []):
+        a, b, d = c["models"]
+        cells |= {(a, b), (b, d), (d, a)}
+    return cells
+
+
+def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
+    """Everything one run's part of the report shows."""
+    j = a.json
+    duel = a.ratings["duel"]
+    win = None
+    if duel.players:
+        games = duel.scores + duel.scores.T
+        share = np.where(games > 0, duel.scores / np.where(games > 0, games, 1), np.nan)
+        win = pd.DataFrame(share, index=duel.players, columns=duel.players)
+    conv = j["convergence"]
+    sections = [
+        {"id": f"{prefix}ratings", "title": "Ratings", "plots": [
+            (plots.ratings_plot(j["ratings"]["duel"], "Duel rating"),
+             "Head-to-head: a model wins a match when its environments stump the other more than the other's stump it. "
+             "Dots are Bradley–Terry ratings; bars are 95% intervals from resampling environments. #rank counts only "
+             "models that are certainly better."),
+            (plots.ratings_plot(j["ratings"]["author"], "Author rating"),
+             "As an author: on each solver both authors faced, whose hint helped that solver more?"),
+            (plots.ratings_plot(j["ratings"]["solver"], "Solver rating"),
+             "As a solver: on each environment both solvers played, who solved more without the hint?"),
+        ]},
+        {"id": f"{prefix}lift", "title": "Hint lift", "plots": [
+            (plots.heatmap(a.lift, "Hint lift: author (rows) × solver (columns)", label="pass with hint − pass without"),
+             "Each cell: how much the author's hints raised that solver's pass rate. Blue is help, red is harm, "
+             "blank: never met (self-play is excluded)."),
+        ]},
+        {"id": f"{prefix}divergence", "title": "Authoring vs solving", "plots": [
+            (plots.scatter_ratings(j["ratings"]["author"], j["ratings"]["solver"]),
+             "If authoring and solving were the same skill, the points would line up on a rising diagonal."),
+        ]},
+        {"id": f"{prefix}transitivity", "title": "Transitivity", "plots": [
+            (plots.heatmap(win, "Share of duel matches won (row vs column)", cmap="PuOr", center=0.5,
+                           label="share won", highlight=_cycle_cells(j)) if win is not None else None,
+             "Outlined cells are edges of a 3-cycle (A beats B beats C beats A): where a single ranking cannot tell "
+             "the whole story."),
+        ]},
+        {"id": f"{prefix}learning", "title": "Learning across rounds", "plots": [
+            (plots.learning_plot(j["learning"]),
+             "Lift of each author's environments per round: rising lines mean authors learn from earlier duels."),
+        ]},
+        {"id": f"{prefix}design", "title": "Design convergence", "plots": [
+            (plots.design_map(conv.get("map", [])),
+             f"Environments placed by similarity ({conv.get('method')}); colours are authors. Clusters of many colours "
+             "mean different authors converged on the same design."),
+        ]},
+        {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
+            (plots.cost_plot(j["costs"]), "Spend per player over the whole run (authoring and solving)."),
+            (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given."),
+        ]},
+    ]
+    for s in sections:
+        s["plots"] = [{"src": src, "caption": cap} for src, cap in s["plots"] if src]
+    return {
+        "prefix": prefix, "json": j, "headline": headline(j), "sections": sections,
+        "gallery": _gallery(a), "fmt": _fmt, "pct": _pct,
+    }
+
+
+def render_html(analyses: list[Analysis], comparison: dict[str, Any] | None = None) -> str:
+    """The report for one run, or for several runs side by side with a comparison on top."""
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["fmt"] = _fmt
+    env.filters["pct"] = _pct
+    multi = len(analyses) > 1
+    runs = [run_view(a, f"run{i + 1}-" if multi else "") for i, a in enumerate(analyses)]
+    comp = None
+    if comparison is not None and multi:
+        comp = {"rows": comparison["runs"], "plot": plots.runs_plot(comparison)}
+    return env.get_template("report.html.j2").render(runs=runs, comparison=comp,
+                                                     title=" vs ".join(a.json["run"]["name"] for a in analyses))
