@@ -1,0 +1,238 @@
+"""Reading environments from disk: a single `.py` file, or an EnvDuels v1 export folder (SPEC §9).
+
+An export folder is `manifest.json` plus the files its rows name. Loading is strict: a row whose
+path escapes the folder (absolute, `..`, or a symlink resolving outside), names a missing file,
+or whose source does not match `source_sha256` is refused with a `UserError` naming the row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from envduels.envs._spec import DEFAULT_MAX_TURNS, EnvSpec
+from envduels.envs._static import StaticError, default_max_turns, find_env_class, parse_source
+from envduels.errors import UserError
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+HINT_KEYS = ("hint", "hint_1", "hint_2")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")  # bytes: the hash covers the file exactly
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} does not exist: check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {path} is a folder, not a file: give the file's path") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path} is not UTF-8 text: save it as UTF-8") from None
+    except OSError as err:
+        raise UserError(f"{what} {path} cannot be read ({err.strerror}): check its permissions") from None
+
+
+def load_env_file(path: str | Path) -> EnvSpec:
+    """An environment from one `.py` file; id = the file's stem.
+
+    A sidecar `<stem>.hint.txt` next to the file, when present, is its hint (so a bare file can be
+    checked against the hint rules too); without one, `hints` is empty. `max_turns` is the literal
+    default of the class's `__init__(max_turns=...)` when the source parses, else 20. The source
+    is never executed here. `UserError` when the file is missing or unreadable.
+    """
+    path = Path(path)
+    source = _read_text(path, "environment file")
+    max_turns = DEFAULT_MAX_TURNS
+    try:
+        tree = parse_source(source)
+        max_turns = default_max_turns(tree, find_env_class(tree))
+    except StaticError:
+        pass  # validation reports it; loading only needs the text
+    hints: dict[str, str] = {}
+    sidecar = path.with_name(f"{path.stem}.hint.txt")
+    if sidecar.is_file():
+        hints["hint"] = _read_text(sidecar, "hint file").strip()
+    return EnvSpec(id=path.stem, source=source, max_turns=max_turns, hints=hints)
+
+
+def _row_error(index: int, row: Any, problem: str) -> UserError:
+    row_id = row.get("id") if isinstance(row, dict) else None
+    label = f"manifest row {index}" + (f" (id {row_id!r})" if row_id is not None else "")
+    return UserError(f"{label}: {problem}")
+
+
+def _inside(folder: Path, rel: Any, index: int, row: Any, key: str) -> Path:
+    """`folder / rel`, refused unless it is a relative path that stays inside `folder`."""
+    if not isinstance(rel, str) or not rel:
+        raise _row_error(index, row, f"{key!r} must be a relative path string, got {rel!r}")
+    pure = Path(rel)
+    if pure.is_absolute() or rel.startswith(("/", "\\")) or ".." in pure.parts:
+        raise _row_error(index, row, f"{key} {rel!r} escapes the export folder: use a path relative to the folder, without '..'")
+    path = folder / pure
+    resolved = path.resolve()
+    if not resolved.is_relative_to(folder.resolve()):
+        raise _row_error(index, row, f"{key} {rel!r} is a symlink pointing outside the export folder: copy the file into the folder")
+    if not resolved.is_file():
+        raise _row_error(index, row, f"{key} file {rel!r} is missing: restore it or remove the row")
+    return path
+
+
+def _read_manifest(folder: Path) -> list[Any]:
+    if not folder.is_dir():
+        raise UserError(f"{folder} is not a folder: give an EnvDuels export folder holding {MANIFEST}")
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise UserError(f"{folder} has no {MANIFEST}: not an EnvDuels export folder")
+    try:
+        manifest = json.loads(_read_text(path, "manifest"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path} is not valid JSON (line {err.lineno}: {err.msg}): fix the manifest") from None
+    if not isinstance(manifest, dict):
+        raise UserError(f"{path} must hold a JSON object with format_version and environments")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise UserError(f"{path}: format_version {version!r} is not supported: envduels reads format_version {FORMAT_VERSION}")
+    rows = manifest.get("environments")
+    if not isinstance(rows, list):
+        raise UserError(f"{path}: 'environments' must be a list of rows")
+    return rows
+
+
+def _load_row(folder: Path, index: int, row: Any) -> EnvSpec:
+    if not isinstance(row, dict):
+        raise _row_error(index, row, "must be a JSON object")
+    env_id = row.get("id")
+    if not isinstance(env_id, str) or not env_id:
+        raise _row_error(index, row, "'id' must be a non-empty string")
+    source_path = _inside(folder, row.get("source"), index, row, "source")
+    source = _read_text(source_path, "source")
+    expected = row.get("source_sha256")
+    actual = hashlib.sha256(source.encode("utf-8")).hexdigest()
+    if expected != actual:
+        raise _row_error(index, row, f"source {row['source']!r} does not match source_sha256 (file {actual[:12]}…, manifest {str(expected)[:12]}…): the file changed after export; re-export or fix the hash")
+    max_turns = row.get("max_turns", DEFAULT_MAX_TURNS)
+    if type(max_turns) is not int or max_turns < 1:
+        raise _row_error(index, row, f"max_turns must be a positive integer, got {max_turns!r}")
+    class_name = row.get("class_name")
+    if class_name is not None and not isinstance(class_name, str):
+        raise _row_error(index, row, f"class_name must be a string or null, got {class_name!r}")
+    metadata = row.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise _row_error(index, row, "metadata must be a JSON object")
+    seeds = metadata.get("benchmark_seeds", [])
+    if not isinstance(seeds, list) or not all(type(s) is int for s in seeds):
+        raise _row_error(index, row, f"metadata.benchmark_seeds must be a list of integers, got {seeds!r}")
+    hints: dict[str, str] = {}
+    if row.get("privileged") is not None:
+        hints = _load_hints(folder, index, row, env_id)
+    extra = {k: v for k, v in metadata.items() if k not in ("benchmark_seeds", "title")}
+    if "split" in row:
+        extra["split"] = row["split"]
+    return EnvSpec(
+        id=env_id,
+        source=source,
+        class_name=class_name,
+        max_turns=max_turns,
+        domain=str(row.get("domain") or "other"),
+        author=str(row.get("author") or ""),
+        title=str(metadata.get("title") or ""),
+        hints=hints,
+        benchmark_seeds=tuple(seeds),
+        metadata=extra,
+    )
+
+
+def _load_hints(folder: Path, index: int, row: dict[str, Any], env_id: str) -> dict[str, str]:
+    path = _inside(folder, row["privileged"], index, row, "privileged")
+    try:
+        data = json.loads(_read_text(path, "privileged file"))
+    except json.JSONDecodeError as err:
+        raise _row_error(index, row, f"privileged file {row['privileged']!r} is not valid JSON (line {err.lineno}): fix it") from None
+    hints = data.get("hints") if isinstance(data, dict) else None
+    if not isinstance(hints, dict):
+        raise _row_error(index, row, f"privileged file {row['privileged']!r} must hold {{\"environment_id\": ..., \"hints\": {{\"hint\": ...}}}}")
+    if data.get("environment_id", env_id) != env_id:
+        raise _row_error(index, row, f"privileged file {row['privileged']!r} is for environment {data['environment_id']!r}, not {env_id!r}")
+    kept = {k: v for k, v in hints.items() if k in HINT_KEYS}
+    if not kept or not all(isinstance(v, str) for v in kept.values()):
+        raise _row_error(index, row, f"privileged file {row['privileged']!r} needs a string 'hint' (or graded 'hint_1'/'hint_2')")
+    return kept
+
+
+def load_export(folder: str | Path) -> list[EnvSpec]:
+    """Every environment of an EnvDuels v1 export folder, in manifest order.
+
+    `UserError` naming the row (index and id) on a path escape, a missing file, a hash mismatch,
+    a malformed field or a duplicate id; `UserError` if the folder or manifest is unusable.
+    The `split` of a row and metadata other than `title`/`benchmark_seeds` land in `metadata`.
+    """
+    folder = Path(folder)
+    specs: list[EnvSpec] = []
+    seen: set[str] = set()
+    for index, row in enumerate(_read_manifest(folder)):
+        spec = _load_row(folder, index, row)
+        if spec.id in seen:
+            raise _row_error(index, row, f"duplicate id {spec.id!r}: every row needs its own id")
+        seen.add(spec.id)
+        specs.append(spec)
+    return specs
+
+
+def file_stem(env_id: str) -> str:
+    """A file name for an environment id: the id with unsafe characters replaced, plus a short
+    hash when anything was replaced so that distinct ids never share a file."""
+    safe = _SAFE_NAME.sub("_", env_id).strip("._") or "env"
+    if safe != env_id:
+        safe += "-" + hashlib.sha256(env_id.encode("utf-8")).hexdigest()[:8]
+    return safe
+
+
+def manifest_row(spec: EnvSpec, source_rel: str, privileged_rel: str | None) -> dict[str, Any]:
+    """The manifest row of `spec` (SPEC §9); `metadata` gets `benchmark_seeds` and `title`."""
+    metadata = {k: v for k, v in spec.metadata.items() if k != "split"}
+    metadata["benchmark_seeds"] = list(spec.benchmark_seeds)
+    if spec.title:
+        metadata["title"] = spec.title
+    return {
+        "id": spec.id,
+        "source": source_rel,
+        "source_sha256": spec.source_sha256,
+        "class_name": spec.class_name,
+        "max_turns": spec.max_turns,
+        "domain": spec.domain,
+        "author": spec.author,
+        "split": spec.metadata.get("split", "test"),
+        "metadata": metadata,
+        "privileged": privileged_rel,
+    }
+
+
+def write_export(folder: str | Path, specs: list[EnvSpec]) -> Path:
+    """Write `specs` as an EnvDuels v1 export into `folder` (created if needed) and return the
+    path of its `manifest.json`. Sources go to `envs/<id>.py`, hints to `privileged/<id>.json`;
+    `load_export` of the result gives back equal specs. `ValueError` on duplicate ids."""
+    folder = Path(folder)
+    ids = [s.id for s in specs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("write_export: duplicate environment ids")
+    (folder / "envs").mkdir(parents=True, exist_ok=True)
+    (folder / "privileged").mkdir(parents=True, exist_ok=True)
+    rows = []
+    for spec in specs:
+        stem = file_stem(spec.id)
+        source_rel = f"envs/{stem}.py"
+        (folder / source_rel).write_bytes(spec.source.encode("utf-8"))
+        privileged_rel = None  # a spec without hints (a bare .py file) has no privileged file
+        if spec.hints:
+            privileged_rel = f"privileged/{stem}.json"
+            privileged = {"environment_id": spec.id, "hints": dict(spec.hints)}
+            (folder / privileged_rel).write_text(json.dumps(privileged, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        rows.append(manifest_row(spec, source_rel, privileged_rel))
+    manifest = {"format_version": FORMAT_VERSION, "environments": rows}
+    path = folder / MANIFEST
+    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,240 @@
+"""Validation (SPEC §3): is an environment fit to be played?
+
+Checks, in order, each failure one actionable line:
+1. static (no code runs): the source parses; one environment class (or `class_name`); hint rules;
+2. in the sandbox, per benchmark seed: the contract (a probe episode of fixed actions up to the
+   turn cap; the sandbox enforces types and deadlines, and any `EnvFault` becomes the reason),
+   determinism (a second fresh instance, same seed and actions, must give identical
+   observations, rewards and flags), the oracle (play `oracle_action()` every turn; it must end
+   `terminated` with reward > 0 within the cap) and its replay (the recorded actions in a fresh
+   instance that never had `oracle_action` called must give the identical trajectory);
+3. across seeds: an environment whose every seed gives the same initial observation and the same
+   trajectories ignores its seed.
+
+The first failing sandbox check ends the sandbox checks (later ones would only repeat it); the
+static reasons are always all reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
+from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
+from envduels.sandbox import EnvFault, EnvInstance, EnvPool
+
+PROBE_ACTIONS = (
+    "\\boxed{1}",
+    "\\boxed{A}",
+    "\\boxed{0 1}",
+    "\\boxed{up}",
+    "\\boxed{}",
+    "\\boxed{yes}",
+    "\\boxed{2}",
+    "\\boxed{hello world}",
+)
+"""Actions of the probe episode: arbitrary, sometimes malformed, as a solver's would be. An
+environment must answer each with an observation, never by raising."""
+
+Step = tuple[str, float, bool, bool]
+
+
+@dataclass
+class _Episode:
+    initial: str
+    steps: list[Step] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+    @property
+    def won(self) -> bool:
+        return bool(self.steps) and self.steps[-1][2] and self.steps[-1][1] > 0
+
+    def trajectory(self) -> list[object]:
+        return [self.initial, *self.steps]
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str, oracle: OracleStatus = "skipped") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.oracle = oracle
+
+
+def _short(text: str, limit: int = 60) -> str:
+    one_line = " ".join(text.split())
+    return repr(one_line if len(one_line) <= limit else one_line[: limit - 1] + "…")
+
+
+def _first_difference(a: _Episode, b: _Episode) -> str:
+    ta, tb = a.trajectory(), b.trajectory()
+    for turn, (x, y) in enumerate(zip(ta, tb, strict=False)):
+        if x != y:
+            if turn == 0:
+                return f"the initial observations differ ({_short(str(x))} vs {_short(str(y))})"
+            xs, ys = x, y
+            assert isinstance(xs, tuple) and isinstance(ys, tuple)
+            if xs[0] != ys[0]:
+                return f"turn {turn} observations differ ({_short(xs[0])} vs {_short(ys[0])})"
+            return f"turn {turn} (reward, terminated, truncated) differ ({xs[1:]} vs {ys[1:]})"
+    return f"the episodes have different lengths ({len(ta) - 1} vs {len(tb) - 1} turns)"
+
+
+async def _run_episode(
+    pool: EnvPool,
+    spec: EnvSpec,
+    class_name: str,
+    seed: int,
+    cap: int,
+    *,
+    actions: list[str] | None = None,
+    use_oracle: bool = False,
+    what: str,
+) -> _Episode:
+    """Reset a fresh instance with `seed` and step it until terminated/truncated or `cap` turns,
+    with `actions` (cycled) or, if `use_oracle`, with `oracle_action()` each turn."""
+    turn, call = 0, "loading"
+    instance: EnvInstance | None = None
+    try:
+        instance = await pool.open(spec.source, class_name=class_name, max_turns=spec.max_turns)
+        call = "reset"
+        initial, _info = await instance.reset(seed)
+        episode = _Episode(initial)
+        for turn in range(1, cap + 1):
+            if use_oracle:
+                call = "oracle_action"
+                action = await instance.oracle_action()
+            else:
+                assert actions
+                action = actions[(turn - 1) % len(actions)]
+            call = "step"
+            result = await instance.step(action)
+            episode.actions.append(action)
+            episode.steps.append((result.observation, result.reward, result.terminated, result.truncated))
+            if result.terminated or result.truncated:
+                break
+        return episode
+    except EnvFault as fault:
+        where = "while loading" if call == "loading" else f"in {call}" + (f" (turn {turn})" if turn else "")
+        raise _Failed(f"seed {seed}, {what}: {where}: {fault.reason}",
+                      "failed" if what.startswith("oracle") else "skipped") from None
+    finally:
+        if instance is not None:
+            await instance.close()
+
+
+async def _check_seed(
+    pool: EnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool
+) -> tuple[_Episode, _Episode | None]:
+    probe_actions = list(PROBE_ACTIONS)
+    probe = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions, what="probe episode")
+    again = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions, what="determinism check")
+    if probe.trajectory() != again.trajectory():
+        raise _Failed(
+            f"seed {seed}: not deterministic: two fresh instances given the same seed and actions "
+            f"diverge: {_first_difference(probe, again)}; draw all randomness from "
+            "random.Random(seed) in reset, never the global random module or the clock"
+        )
+    if not has_oracle:
+        return probe, None
+    oracle = await _run_episode(pool, spec, class_name, seed, cap, use_oracle=True, what="oracle check")
+    if not oracle.won:
+        if oracle.steps and oracle.steps[-1][2]:
+            how = f"the episode ended at turn {len(oracle.steps)} with reward {oracle.steps[-1][1]}"
+        elif oracle.steps and oracle.steps[-1][3]:
+            how = f"the episode was truncated at turn {len(oracle.steps)}"
+        else:
+            how = f"no win within the {cap}-turn cap"
+        raise _Failed(
+            f"seed {seed}: playing oracle_action() each turn does not win ({how}): make "
+            "oracle_action return a winning action for the current state",
+            "failed",
+        )
+    replay = await _run_episode(pool, spec, class_name, seed, cap, actions=oracle.actions, what="oracle replay")
+    if replay.trajectory() != oracle.trajectory():
+        raise _Failed(
+            f"seed {seed}: replaying the oracle's {len(oracle.actions)} actions in a fresh instance "
+            f"does not reproduce its win: {_first_difference(oracle, replay)}; oracle_action "
+            "must only read the state, never change it",
+            "failed",
+        )
+    return probe, oracle
+
+
+async def _has_oracle(pool: EnvPool, spec: EnvSpec, class_name: str) -> bool:
+    instance = await pool.open(spec.source, class_name=class_name, max_turns=spec.max_turns)
+    try:
+        return instance.has_oracle
+    finally:
+        await instance.close()
+
+
+async def validate_env(
+    spec: EnvSpec,
+    pool: EnvPool,
+    *,
+    seeds: list[int],
+    require_oracle: bool,
+    hint_max_chars: int = 600,
+    max_turns: int | None = None,
+) -> Verdict:
+    """Validate `spec` on `seeds` using sandboxed instances from `pool` (never in-process).
+
+    Every hint in `spec.hints` is checked against the hint rules; an empty `hints` (a bare file)
+    skips them. The turn cap is `spec.max_turns`, or `min(spec.max_turns, max_turns)`. An
+    environment without `oracle_action` is valid with `oracle="absent"` unless `require_oracle`.
+    Never raises for anything the environment does; `SandboxUnavailable` comes from the pool.
+    """
+    if not seeds:
+        raise ValueError("validate_env needs at least one seed")
+    reasons: list[str] = []
+    class_name: str | None = None
+    try:
+        class_name = find_env_class(parse_source(spec.source), spec.class_name)
+    except StaticError as err:
+        reasons.append(err.reason)
+    for key, text in spec.hints.items():
+        prefix = "" if key == "hint" else f"{key}: "
+        reasons.extend(prefix + r for r in check_hint(text, hint_max_chars))
+    if class_name is None:
+        return Verdict(False, reasons, "skipped", spec.class_name, list(seeds))
+
+    cap = spec.max_turns if max_turns is None else min(spec.max_turns, max_turns)
+    oracle_status: OracleStatus = "skipped"
+    try:
+        try:
+            has_oracle = await _has_oracle(pool, spec, class_name)
+        except EnvFault as fault:
+            raise _Failed(f"the environment does not load: {fault.reason}") from None
+        if not has_oracle and require_oracle:
+            raise _Failed(
+                f"{class_name} has no oracle_action: add oracle_action() returning a winning "
+                "action for the current state (required here)",
+                "absent",
+            )
+        probes, oracles = [], []
+        for seed in seeds:
+            probe, oracle = await _check_seed(pool, spec, class_name, seed, cap, has_oracle)
+            probes.append(probe)
+            oracles.append(oracle)
+        oracle_status = "passed" if has_oracle else "absent"
+        if len(seeds) > 1 and _ignores_seed(probes, oracles):
+            raise _Failed(
+                f"every one of the {len(seeds)} benchmark seeds gives the same initial observation "
+                "and the same trajectories: the environment ignores its seed; build each "
+                "instance from random.Random(seed) in reset",
+                oracle_status,
+            )
+    except _Failed as failure:
+        reasons.append(failure.reason)
+        oracle_status = failure.oracle
+    return Verdict(not reasons, reasons, oracle_status, class_name, list(seeds))
+
+
+def _ignores_seed(probes: list[_Episode], oracles: list[_Episode | None]) -> bool:
+    first_probe, first_oracle = probes[0], oracles[0]
+    same_probes = all(p.trajectory() == first_probe.trajectory() for p in probes)
+    same_oracles = all(
+        (o.trajectory() if o else None) == (first_oracle.trajectory() if first_oracle else None)
+        for o in oracles
+    )
+    return same_probes and same_oracles
