@@ -26,8 +26,10 @@ class Lock:
         self.max_turns = max_turns
 
     def reset(self, seed=None):
+        import random
         self.turn = 0
-        return "LOCK: guess the code word. Answer like \\\\boxed{word}.", {}
+        number = random.Random(seed).randint(1, 10**9)
+        return f"LOCK: lock #{number}: guess the code word. Answer like \\\\boxed{{word}}.", {}
 
     def step(self, action):
         self.turn += 1
@@ -46,7 +48,8 @@ class Crashy:
         self.max_turns = max_turns
 
     def reset(self, seed=None):
-        return "CRASHY: say the magic word.", {}
+        import random
+        return f"CRASHY: room {random.Random(seed).randint(1, 10**9)}: say the magic word.", {}
 
     def step(self, action):
         word = action.strip()[len("\\\\boxed{"):-1].strip().lower()
