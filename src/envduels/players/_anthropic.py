@@ -1,7 +1,8 @@
 """The `anthropic` provider, through the official SDK (its retries off; ours count them).
 
-The Messages API takes the system prompt apart from the turns and has no seed, so a rerun is
-reproducible only through the response cache. Consecutive turns of one role are merged, since
+The Messages API takes the system prompt apart from the turns, has no seed and (for current
+models) no temperature or top_p, so a rerun is reproducible only through the response cache;
+`reasoning_effort` maps to ``output_config.effort``. Consecutive turns of one role are merged, since
 the API requires user and assistant turns to alternate.
 """
 
@@ -69,9 +70,13 @@ class AnthropicPlayer(Player):
     def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
         cfg = self.config
         system, turns = split_system(messages)
-        params: dict[str, object] = {"max_tokens": max_tokens, "temperature": min(cfg.temperature, 1.0)}
-        if cfg.top_p is not None:
-            params["top_p"] = cfg.top_p
+        # The Messages API of current models fixes sampling (the SDK no longer takes temperature
+        # or top_p); effort is the one knob. The seed is not sent but keys the cache, so two
+        # calls with the same messages and different identities stay distinct answers.
+        params: dict[str, object] = {"max_tokens": max_tokens}
+        if cfg.reasoning_effort is not None:
+            effort = "low" if cfg.reasoning_effort == "minimal" else cfg.reasoning_effort
+            params["output_config"] = {"effort": effort}
         request = {"provider": self.provider, "endpoint": self.endpoint, "model": cfg.model,
                    "messages": turns, "params": params, "seed": seed}
         if system:

@@ -224,6 +224,9 @@ class ScriptedServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             return
+        except asyncio.CancelledError:
+            # Shutting down. Finish normally: asyncio 3.11 logs a cancelled connection handler.
+            return
         finally:
             self._conns.discard(task)
             with contextlib.suppress(Exception):
