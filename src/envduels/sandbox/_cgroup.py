@@ -49,6 +49,23 @@ class SandboxCgroup:
         """The cgroup.procs files a freshly forked child writes its pid to (in preexec_fn)."""
         return str(self.memory / "cgroup.procs"), str(self.pids / "cgroup.procs")
 
+    def oom_eventfd(self) -> int | None:
+        """An eventfd that becomes readable when the memory group runs out of memory."""
+        try:
+            efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        except (OSError, AttributeError):
+            return None
+        try:
+            ofd = os.open(self.memory / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _write(self.memory / "cgroup.event_control", f"{efd} {ofd}")
+            finally:
+                os.close(ofd)
+        except OSError:
+            os.close(efd)
+            return None
+        return efd
+
     def pids_inside(self) -> list[int]:
         pids: set[int] = set()
         for group in (self.pids, self.memory):

@@ -58,10 +58,15 @@ class WorkerChannel:
         self._pidfd: int | None = None
         with contextlib.suppress(OSError, AttributeError):
             self._pidfd = os.pidfd_open(self.pid)
+        self._oom_fd: int | None = None
+        if launched.cgroup is not None:
+            self._oom_fd = launched.cgroup.oom_eventfd()
         loop.add_reader(launched.response_r, self._on_response)
         loop.add_reader(launched.output_r, self._on_output)
         if self._pidfd is not None:
             loop.add_reader(self._pidfd, self._on_exit)
+        if self._oom_fd is not None:
+            loop.add_reader(self._oom_fd, self._on_oom)
 
     # ----- event-loop callbacks -------------------------------------------------------------
     def _wake(self) -> None:
@@ -95,6 +100,8 @@ class WorkerChannel:
         self._wake()
 
     def _on_output(self) -> None:
+        if self._closed:
+            return
         try:
             data = os.read(self.launched.output_r, 1 << 16)
         except BlockingIOError:
@@ -113,6 +120,24 @@ class WorkerChannel:
                              "on stdout/stderr")
             self.kill()
             self._wake()
+
+    def _on_oom(self) -> None:
+        with contextlib.suppress(OSError):
+            os.read(self._oom_fd, 8)
+        if self._problem is None:
+            self._problem = f"memory limit exceeded ({self.limits.memory_mb} MiB)"
+            self.kill()
+            self._wake()
+
+    def drain_output(self) -> None:
+        """Read whatever output is already in the pipe (so `output` is current after a call)."""
+        if self._closed:
+            return
+        for _ in range(64):
+            before = self._output_total
+            self._on_output()
+            if self._output_total == before or self._problem is not None:
+                return
 
     def _on_exit(self) -> None:
         self._exited = True
@@ -239,6 +264,7 @@ class WorkerChannel:
         """Kill the worker, remember `reason`, and return the EnvFault to raise."""
         if self.dead is None:
             self.dead = reason
+        self.drain_output()
         self.kill()
         await self.reap()
         return EnvFault(reason, self.output_tail())
@@ -289,9 +315,10 @@ class WorkerChannel:
             self.loop.remove_reader(fd)
         self.loop.remove_writer(self.launched.request_w)
         fds = [self.launched.response_r, self.launched.output_r, self.launched.request_w]
-        if self._pidfd is not None:
-            self.loop.remove_reader(self._pidfd)
-            fds.append(self._pidfd)
+        for extra in (self._pidfd, self._oom_fd):
+            if extra is not None:
+                self.loop.remove_reader(extra)
+                fds.append(extra)
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -58,6 +58,7 @@ class EnvInstance:
     @property
     def output(self) -> str:
         """What the environment printed on stdout/stderr so far (capped), for diagnostics."""
+        self._channel.drain_output()
         return self._channel.output.decode("utf-8", "replace")
 
     @property

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +76,22 @@ class Host:
         return self._uid_base + slot
 
 
-_HOST: Host | None = None
 _HOST_LOCK = threading.Lock()
+_LAUNCHERS: ThreadPoolExecutor | None = None
+
+
+def launcher_threads() -> ThreadPoolExecutor:
+    """The threads that fork workers. They live as long as the process, because bwrap's
+    --die-with-parent follows the *thread* that forked it: a worker started from a thread that
+    later exits would be killed with it."""
+    global _LAUNCHERS
+    with _HOST_LOCK:
+        if _LAUNCHERS is None:
+            _LAUNCHERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="envduels-launch")
+        return _LAUNCHERS
+
+
+_HOST: Host | None = None
 
 
 def host() -> Host:
@@ -245,3 +260,25 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     for fd in (resp_r, out_r, req_w):
         os.set_blocking(fd, False)
     return Launched(popen, req_w, resp_r, out_r, slot, uid, group, not unsafe_no_sandbox, scratch)
+
+
+def discard(launched: Launched) -> None:
+    """Kill and release a worker that never got a channel (its opener was cancelled). Blocking."""
+    import contextlib
+    import signal
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(launched.popen.pid, signal.SIGKILL)
+    if launched.cgroup is not None:
+        launched.cgroup.kill_all()
+    launched.popen.wait()
+    for fd in (launched.request_w, launched.response_r, launched.output_r):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    h = host()
+    if launched.cgroup is not None and h.cgroups is not None:
+        h.cgroups.discard(launched.cgroup)
+    if launched.slot is not None:
+        h.give_slot(launched.slot)
+    if launched.scratch:
+        shutil.rmtree(launched.scratch, ignore_errors=True)

@@ -11,12 +11,17 @@ from types import TracebackType
 
 from ._channel import WorkerChannel
 from ._instance import EnvInstance
-from ._launcher import launch, require_bwrap
+from ._launcher import Launched, discard, launch, launcher_threads, require_bwrap
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxUnavailable
 
 log = logging.getLogger("envduels.sandbox")
 
 _STARTUP_TIMEOUT_S = 20.0
+
+
+def _discard_when_started(started: asyncio.Future[Launched]) -> None:
+    if not started.cancelled() and started.exception() is None:
+        launcher_threads().submit(discard, started.result())
 
 
 class EnvPool:
@@ -58,8 +63,14 @@ class EnvPool:
 
     async def _spawn(self) -> WorkerChannel:
         loop = asyncio.get_running_loop()
-        launched = await loop.run_in_executor(
-            None, functools.partial(launch, self.limits, unsafe_no_sandbox=self.unsafe_no_sandbox))
+        starting = loop.run_in_executor(
+            launcher_threads(),
+            functools.partial(launch, self.limits, unsafe_no_sandbox=self.unsafe_no_sandbox))
+        try:
+            launched = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            starting.add_done_callback(_discard_when_started)
+            raise
         channel = WorkerChannel(launched, self.limits, loop)
         self._live.add(channel)
         try:
@@ -148,8 +159,8 @@ class EnvPool:
         """Stop refilling and kill every worker this pool started, open instances included."""
         self._closed = True
         if self._refill is not None and not self._refill.done():
-            self._refill.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            # let a start in flight finish: the loop then closes what it started
+            with contextlib.suppress(Exception):
                 await self._refill
         channels = list(self._live) + list(self._ready)
         self._ready.clear()

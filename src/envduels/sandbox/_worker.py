@@ -14,6 +14,7 @@ import os
 import sys
 
 _SCALARS = (str, int, float, bool, type(None))
+_MAIN_PID = os.getpid()
 
 
 def _read_exact(fd, n):
@@ -28,6 +29,8 @@ def _read_exact(fd, n):
 
 
 def _write_frame(fd, obj, frame_max):
+    if os.getpid() != _MAIN_PID:
+        os._exit(70)  # a child the environment forked fell back into this loop: it may not speak
     data = json.dumps(obj, allow_nan=False, ensure_ascii=False).encode("utf-8", "surrogatepass")
     if len(data) > frame_max:
         data = json.dumps({"id": obj.get("id"), "ok": False, "kind": "result",
@@ -218,6 +221,11 @@ def main():
             message, tail = _error_text(exc)
             reply = {"id": rid, "ok": False, "kind": "raised",
                      "error": f"{op} raised {message}", "detail": tail}
+        for stream in (sys.stdout, sys.stderr):
+            try:  # noqa: SIM105 (no contextlib import: start-up time)
+                stream.flush()
+            except BaseException:
+                pass
         try:
             _write_frame(resp_fd, reply, frame_max)
         except (ValueError, TypeError) as exc:

@@ -1,0 +1,3 @@
+"""Fixtures for the sandbox tests (defined in sandbox_helpers.py)."""
+
+from sandbox_helpers import canary, pool  # noqa: F401

@@ -1,0 +1,105 @@
+"""Fixtures for the sandbox tests: a real bubblewrap pool, a host canary, a leftover check."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from envduels.sandbox import EnvPool, SandboxLimits
+from envduels.sandbox._launcher import host
+
+FAST = SandboxLimits(step_timeout_s=1.5, cpu_s=20, memory_mb=256, max_procs=32,
+                     scratch_mb=16, file_size_mb=8, output_cap_bytes=64 << 10,
+                     observation_max_chars=1000)
+
+TRIVIAL = '''
+class Counter:
+    def __init__(self, max_turns=20):
+        self.max_turns = max_turns
+    def reset(self, seed=None):
+        self.n = 0
+        return "count to 3", {"seed": seed}
+    def step(self, action):
+        self.n += 1
+        done = self.n >= 3
+        return "n=%d" % self.n, (1.0 if done else 0.0), done, False, {}
+    def oracle_action(self):
+        return "\\\\boxed{next}"
+'''
+
+
+def env_source(step: str = "return 'ok', 0.0, False, False, {}", *, reset: str = "return 'start', {}",
+               prelude: str = "") -> str:
+    """An environment whose step (and reset) body is `step` (`reset`); `prelude` is module code."""
+    return (textwrap.dedent(prelude) + "\n\nclass Attack:\n"
+            "    def reset(self, seed=None):\n" + textwrap.indent(textwrap.dedent(reset), " " * 8)
+            + "\n    def step(self, action):\n" + textwrap.indent(textwrap.dedent(step), " " * 8)
+            + "\n")
+
+
+def sandbox_uid_processes() -> list[int]:
+    """Host pids owned by any per-sandbox uid of this harness (should be none when idle)."""
+    h = host()
+    if not h.root:
+        return []
+    low, high = h.slot_uid(0), h.slot_uid(1023)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                uid = entry.stat().st_uid
+            except OSError:
+                continue
+            if low <= uid <= high:
+                found.append(int(entry.name))
+    return found
+
+
+def namespace_pids(init_pid: int) -> list[int]:
+    """Host pids of every process in the pid namespace whose init is `init_pid`."""
+    try:
+        target = Path(f"/proc/{init_pid}/ns/pid").readlink()
+    except OSError:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "ns" / "pid").readlink() == target:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Iterator[Path]:
+    """A host file no environment may change; checked after the test."""
+    path = tmp_path / "canary.txt"
+    path.write_text("untouched")
+    yield path
+    assert path.read_text() == "untouched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["canary.txt"]
+
+
+@pytest.fixture
+async def pool(canary: Path) -> AsyncIterator[EnvPool]:
+    """A sandboxed pool with short limits; afterwards no sandbox process may remain."""
+    async with EnvPool(FAST, warm=1) as p:
+        yield p
+    left = sandbox_uid_processes()
+    assert left == [], [(p, Path(f"/proc/{p}/stat").read_text()) for p in left]
+
+
+async def assert_pool_still_works(pool: EnvPool) -> None:
+    """The harness goes on: a fresh instance loads and plays after the attack."""
+    inst = await pool.open(TRIVIAL)
+    try:
+        assert await inst.reset(1) == ("count to 3", {"seed": 1})
+        result = await inst.step("\\boxed{x}")
+        assert (result.observation, result.reward, result.terminated) == ("n=1", 0.0, False)
+    finally:
+        await inst.close()
