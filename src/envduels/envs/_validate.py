@@ -8,8 +8,8 @@ Checks, in order, each failure one actionable line:
    observations, rewards and flags), the oracle (play `oracle_action()` every turn; it must end
    `terminated` with reward > 0 within the cap) and its replay (the recorded actions in a fresh
    instance that never had `oracle_action` called must give the identical trajectory);
-3. across seeds: an environment whose every seed gives the same initial observation and the same
-   trajectories ignores its seed.
+3. across seeds: an environment whose every seed gives the same initial observation, the same
+   probe trajectory and the same oracle play (actions included) ignores its seed.
 
 The first failing sandbox check ends the sandbox checks (later ones would only repeat it); the
 static reasons are always all reported.
@@ -231,10 +231,12 @@ async def validate_env(
 
 
 def _ignores_seed(probes: list[_Episode], oracles: list[_Episode | None]) -> bool:
-    first_probe, first_oracle = probes[0], oracles[0]
-    same_probes = all(p.trajectory() == first_probe.trajectory() for p in probes)
-    same_oracles = all(
-        (o.trajectory() if o else None) == (first_oracle.trajectory() if first_oracle else None)
-        for o in oracles
-    )
+    """True when every seed gave the same probe trajectory and the same oracle play (its
+    actions included: a lock whose code changes with the seed shows it only in the actions)."""
+
+    def oracle_play(episode: _Episode | None) -> object:
+        return (episode.trajectory(), episode.actions) if episode else None
+
+    same_probes = all(p.trajectory() == probes[0].trajectory() for p in probes)
+    same_oracles = all(oracle_play(o) == oracle_play(oracles[0]) for o in oracles)
     return same_probes and same_oracles

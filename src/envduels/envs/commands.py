@@ -1,0 +1,146 @@
+"""`envduels validate` and `envduels library list|show`: the CLI's side of `envduels.envs`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from envduels.envs._export import load_env_file, load_export
+from envduels.envs._library import library_dir, library_env, library_names
+from envduels.envs._spec import EnvSpec, Verdict, benchmark_seeds
+from envduels.envs._validate import validate_env
+from envduels.errors import UserError
+
+VALIDATION_RUN_SEED = 0
+"""Run seed used to derive benchmark seeds for environments that carry none (a bare file)."""
+
+_ORACLE_ORDER = ("failed", "skipped", "absent", "passed")
+
+
+def _resolve(path: str) -> tuple[str, list[EnvSpec]]:
+    """("folder" | "file" | "library", specs) for a CLI PATH argument."""
+    candidate = Path(path)
+    if candidate.is_dir():
+        return "folder", load_export(candidate)
+    if candidate.is_file():
+        return "file", [load_env_file(candidate)]
+    if path in library_names():
+        return "library", [library_env(path)]
+    raise UserError(
+        f"{path!r} is not an environment file, an EnvDuels export folder or a library name: "
+        "check the path, or see `envduels library list`"
+    )
+
+
+def seeds_for(spec: EnvSpec, n: int) -> list[int]:
+    """The first `n` of the spec's own benchmark seeds, else `benchmark_seeds(0, spec.id, n)`."""
+    if spec.benchmark_seeds:
+        return list(spec.benchmark_seeds[:n])
+    return benchmark_seeds(VALIDATION_RUN_SEED, spec.id, n)
+
+
+async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: bool,
+                        hint_max_chars: int, unsafe_no_sandbox: bool) -> list[Verdict]:
+    from envduels.sandbox import EnvPool
+
+    async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
+        return [
+            await validate_env(spec, pool, seeds=seeds_for(spec, seeds),
+                               require_oracle=require_oracle, hint_max_chars=hint_max_chars)
+            for spec in specs
+        ]
+
+
+def _env_json(spec: EnvSpec, verdict: Verdict) -> dict[str, Any]:
+    return {"id": spec.id, **verdict.to_json()}
+
+
+def verdict_json(kind: str, path: str, specs: list[EnvSpec], verdicts: list[Verdict]) -> dict[str, Any]:
+    """The `--json` object: one environment's verdict, or for a folder the overall verdict
+    (`reasons` prefixed with the id, `oracle` the worst of its rows) plus `environments`."""
+    if kind != "folder":
+        return {**_env_json(specs[0], verdicts[0]), "path": path}
+    oracles = {v.oracle for v in verdicts}
+    return {
+        "valid": all(v.valid for v in verdicts),
+        "reasons": [f"{s.id}: {r}" for s, v in zip(specs, verdicts, strict=True) for r in v.reasons],
+        "oracle": next((o for o in _ORACLE_ORDER if o in oracles), "passed"),
+        "path": path,
+        "environments": [_env_json(s, v) for s, v in zip(specs, verdicts, strict=True)],
+    }
+
+
+def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
+                     hint_max_chars: int, unsafe_no_sandbox: bool) -> int:
+    """Validate a `.py` file, an export folder or a library name; 0 only if every environment
+    is valid, 1 otherwise. `UserError` for an unusable path or manifest (exit 2 at the CLI)."""
+    if seeds < 1:
+        raise UserError(f"--seeds must be at least 1, got {seeds}")
+    if hint_max_chars < 1:
+        raise UserError(f"--hint-max-chars must be at least 1, got {hint_max_chars}")
+    kind, specs = _resolve(path)
+    if unsafe_no_sandbox:
+        Console(stderr=True).print(
+            "[bold red]WARNING: --unsafe-no-sandbox: environment code runs WITHOUT the bubblewrap "
+            "sandbox and can read your files and secrets. Use it only for code you trust.[/]"
+        )
+    verdicts = asyncio.run(_validate_all(specs, seeds=seeds, require_oracle=require_oracle,
+                                         hint_max_chars=hint_max_chars,
+                                         unsafe_no_sandbox=unsafe_no_sandbox))
+    valid = all(v.valid for v in verdicts)
+    if as_json:
+        sys.stdout.write(json.dumps(verdict_json(kind, path, specs, verdicts)) + "\n")
+        return 0 if valid else 1
+    console = Console(highlight=False)
+    for spec, verdict in zip(specs, verdicts, strict=True):
+        mark = "[bold green]valid[/]" if verdict.valid else "[bold red]INVALID[/]"
+        hint = "hint checked" if spec.hints else "no hint supplied"
+        console.print(f"{mark}  {escape(spec.id)}  [dim](class {escape(str(verdict.class_name))}, "
+                      f"oracle {verdict.oracle}, {len(verdict.seeds)} seeds, {hint})[/]")
+        for reason in verdict.reasons:
+            console.print(f"  [red]-[/] {escape(reason)}")
+    if kind == "folder":
+        ok = sum(v.valid for v in verdicts)
+        console.print(f"{ok} of {len(verdicts)} environments valid")
+    return 0 if valid else 1
+
+
+def library_list_command() -> int:
+    """A table of every library environment: name, domain, difficulty, title, description."""
+    table = Table(title=f"envduels reference library ({library_dir()})", show_lines=False)
+    for column in ("name", "domain", "difficulty"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("title")
+    table.add_column("description", overflow="fold")
+    for name in library_names():
+        spec = library_env(name)
+        table.add_row(spec.id, spec.domain, str(spec.metadata.get("difficulty", "")), spec.title,
+                      str(spec.metadata.get("description", "")))
+    Console().print(table)
+    return 0
+
+
+def library_show_command(name: str) -> int:
+    """A library environment's description, hint, seeds and source."""
+    spec = library_env(name)
+    console = Console()
+    facts = (
+        f"[bold]{escape(spec.title)}[/] ({escape(spec.id)})\n"
+        f"domain: {spec.domain}   difficulty: {spec.metadata.get('difficulty', '')}   "
+        f"max_turns: {spec.max_turns}   class: {spec.class_name}\n"
+        f"{escape(str(spec.metadata.get('description', '')))}\n\n"
+        f"[bold]hint[/] (privileged): {escape(spec.hint)}\n"
+        f"[bold]benchmark seeds[/]: {', '.join(map(str, spec.benchmark_seeds))}"
+    )
+    console.print(Panel(facts, expand=False))
+    console.print(Syntax(spec.source, "python", line_numbers=True))
+    return 0
