@@ -1,0 +1,125 @@
+"""Bad input through the CLI: one line naming the fix, a non-zero exit, nothing lost."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+import yaml
+from duel_script import config
+
+from envduels import cli
+from envduels.config import parse_config
+from envduels.engine.commands import open_run
+from envduels.errors import UserError
+from envduels.store import Store
+from envduels.testing import ScriptedServer
+
+
+def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", ["envduels", *args])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    err = capsys.readouterr().err.strip()
+    return exit_.value.code, err
+
+
+@pytest.fixture
+def earlier_run(tmp_path):
+    """A run folder that already holds results, which no bad invocation may touch."""
+    store = Store(tmp_path / "run")
+    store.put("call-1", {"player": "alice", "reply": "kept", "input_tokens": 1,
+                         "output_tokens": 1, "cost_usd": 0.5})
+    store.close()
+    return tmp_path / "run"
+
+
+def _unchanged(run_dir) -> None:
+    store = Store(run_dir, create=False)
+    assert store.get("call-1")["reply"] == "kept"
+    assert store.totals().calls == 1 and store.environments() == []
+    assert store.get_meta("settings") is None
+    store.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write(tmp_path, cfg) -> str:
+    path = tmp_path / "bad.yaml"
+    path.write_text(cfg if isinstance(cfg, str) else yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _assert_one_line(code: int, err: str, *needles: str) -> None:
+    assert code != 0
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    for n in needles:
+        assert n in err, err
+
+
+def test_malformed_yaml_is_one_line_naming_the_syntax_fix(tmp_path, monkeypatch, capsys,
+                                                          earlier_run):
+    code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, "name: x\nplayers: [\n  - a"))
+    _assert_one_line(code, err, "not valid YAML", "fix the syntax")
+    _unchanged(earlier_run)
+
+
+def test_unknown_key_is_named(tmp_path, monkeypatch, capsys, earlier_run):
+    cfg = config("http://127.0.0.1:1/v1", str(earlier_run))
+    cfg["tournament"]["roundz"] = 2
+    code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, cfg))
+    _assert_one_line(code, err, "unknown key 'tournament.roundz'", "spelling")
+    _unchanged(earlier_run)
+
+
+def test_missing_api_key_variable_is_named_before_any_call(tmp_path, monkeypatch, capsys,
+                                                           earlier_run):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    with ScriptedServer() as server:
+        cfg = config(server.base_url, str(earlier_run), key_env="NO_SUCH_KEY_VAR")
+        code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, cfg), "-q")
+        assert server.request_count == 0
+    _assert_one_line(code, err, "NO_SUCH_KEY_VAR")
+    _unchanged(earlier_run)
+
+
+def test_unreachable_server_is_named_with_its_url(tmp_path, monkeypatch, capsys, earlier_run):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", "k")
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, config(url, str(earlier_run))))
+    _assert_one_line(code, err, f"cannot reach {url}", "start the server or fix")
+    _unchanged(earlier_run)
+
+
+def test_missing_export_folder_is_named(tmp_path, monkeypatch, capsys, earlier_run):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", "k")
+    with ScriptedServer() as server:
+        cfg = config(server.base_url, str(earlier_run))
+        cfg["tournament"]["environments"] = [str(tmp_path / "no-such-export")]
+        code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, cfg), "-q")
+        assert server.request_count == 0
+    _assert_one_line(code, err, "no-such-export", "neither an export folder")
+    _unchanged(earlier_run)
+
+
+def test_a_config_change_that_changes_results_is_refused_by_name(tmp_path):
+    cfg = config("http://127.0.0.1:1/v1", str(tmp_path / "run"))
+    store, _ = open_run(parse_config(cfg))
+    store.put("k", {"player": "alice", "reply": "r"})
+    store.close()
+    faster = dict(cfg, budget={"max_usd": 3.0})
+    faster["players"] = [dict(p, max_concurrency=32, timeout_s=5) for p in cfg["players"]]
+    open_run(parse_config(faster))[0].close()  # budget, concurrency, timeouts may change
+    changed = dict(cfg, tournament=dict(cfg["tournament"], seeds_per_env=3))
+    with pytest.raises(UserError, match=r"different 'tournament.seeds_per_env'; restore it"):
+        open_run(parse_config(changed))
+
+
+def test_status_of_a_folder_without_a_run_is_one_line(tmp_path, monkeypatch, capsys):
+    code, err = _cli(monkeypatch, capsys, "status", str(tmp_path))
+    _assert_one_line(code, err, "holds no run database")
