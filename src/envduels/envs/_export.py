@@ -213,8 +213,10 @@ def manifest_row(spec: EnvSpec, source_rel: str, privileged_rel: str | None) -> 
 
 def write_export(folder: str | Path, specs: list[EnvSpec]) -> Path:
     """Write `specs` as an EnvDuels v1 export into `folder` (created if needed) and return the
-    path of its `manifest.json`. Sources go to `envs/<id>.py`, hints to `privileged/<id>.json`;
-    `load_export` of the result gives back equal specs. `ValueError` on duplicate ids."""
+    path of its `manifest.json`. Sources go to `envs/<id>.py`, hints to `privileged/<id>.json`
+    (no privileged file for a spec without hints); a row's split is `metadata["split"]`, default
+    "test". `load_export` of the result gives back equal specs, with the split made explicit.
+    `ValueError` on duplicate ids."""
     folder = Path(folder)
     ids = [s.id for s in specs]
     if len(set(ids)) != len(ids):
