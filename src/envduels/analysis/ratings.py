@@ -62,6 +62,17 @@ class Design:
     env_ids: list[str]
     strata: np.ndarray
 
+    @property
+    def inflation(self) -> float:
+        """sqrt(m / (m − 1)), m the mean stratum size: resampling m units within a stratum
+        shrinks the variance by (m − 1)/m, which this undoes (1 when strata are large)."""
+        sizes = np.bincount(self.strata) if len(self.strata) else np.array([])
+        sizes = sizes[sizes > 1]
+        if not len(sizes):
+            return 1.0
+        m = float(len(sizes) / np.sum(1.0 / sizes))
+        return float(np.sqrt(m / (m - 1)))
+
     def weights(self, draws: int, rng: np.random.Generator) -> np.ndarray:
         """(draws + 1, n_env) multiplicities; row 0 is the observed data (all ones)."""
         w = np.ones((draws + 1, len(self.env_ids)))
@@ -88,7 +99,8 @@ def _score(diff: np.ndarray, present: np.ndarray) -> np.ndarray:
 class DuelBuilder:
     """Duels (SPEC §5): per round, a match between A and B adds A-as-author-vs-B and the reverse;
     more points wins, equal points tie. An invalid environment of A gives each panel solver B the
-    win on every pair it would have had (the median number of pairs per environment and solver)."""
+    win on every pair it would have had: the median number of (seed, trial) slots that a solver
+    played on a valid environment of the run."""
 
     players: list[str]
     net: np.ndarray  # (n_env, R*n*n): author points minus solver points, placed at (round, author, solver)
@@ -129,7 +141,9 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
             col = slot(env_round[e], env_author[e], s)
             net[env_index[e], col] += pt
             count[env_index[e], col] += k
-    typical = float(per["k"].median()) if len(per) else 1.0
+    played = tables.episodes[~tables.episodes["self_play"].astype(bool)]
+    slots = played.groupby(["env_id", "solver"])[["seed", "trial"]].apply(lambda g: len(g.drop_duplicates()))
+    typical = float(slots.median()) if len(slots) else 1.0
     solvers = solver_names(tables)
     for row in envs[~envs["valid"].astype(bool)].itertuples(index=False):
         if row.author not in index:
@@ -230,7 +244,9 @@ class Rating:
         return {r["model"]: r for r in self.rows}
 
 
-def _rate(kind: str, players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
+def _rate(kind: str, players: list[str], stacked: np.ndarray, ridge: float, inflation: float = 1.0) -> Rating:
+    """Fit observed and bootstrap scores; 95% *basic* bootstrap intervals (2θ̂ − q97.5, 2θ̂ − q2.5),
+    their half-widths multiplied by `inflation` (see `Design.inflation`)."""
     n = len(players)
     games = stacked[0] + stacked[0].T
     rated = games.sum(axis=1) > 0
@@ -248,7 +264,9 @@ def _rate(kind: str, players: list[str], stacked: np.ndarray, ridge: float) -> R
     if len(keep) >= 2:
         elo = rating.elo(theta)
         if draws.shape[0]:
-            lo, hi = rating.elo(np.percentile(draws, [2.5, 97.5], axis=0))
+            q_lo, q_hi = np.percentile(draws, [2.5, 97.5], axis=0)
+            lo = rating.elo(theta - inflation * (q_hi - theta))
+            hi = rating.elo(theta + inflation * (theta - q_lo))
         else:
             lo = hi = np.full(n, np.nan)
         for i in keep:
@@ -294,5 +312,5 @@ def compute_ratings(
         if not b.players:
             out[kind] = Rating(kind, [], np.zeros((0, 0)), np.zeros(0), np.zeros((bootstrap, 0)), np.zeros(0, bool))
             continue
-        out[kind] = _rate(kind, b.players, b.scores(w), ridge)
+        out[kind] = _rate(kind, b.players, b.scores(w), ridge, design.inflation)
     return out
