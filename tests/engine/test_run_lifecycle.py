@@ -1,0 +1,111 @@
+"""A run's life: budget stop and resume, status from the database, history in round 2, the
+reference solver evaluation over a fixed pool, and `envduels play`."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import yaml
+from duel_script import EXPECTED, LOCK_HINT, LOCK_SOURCE, config, respond
+
+from envduels.engine.commands import EXIT_BUDGET, play_command, run_command, status_command
+from envduels.envs import library_env
+from envduels.store import Store
+from envduels.testing import ScriptedServer
+
+KEY = "sk-lifecycle"
+
+
+def _write(tmp_path, cfg: dict, name: str = "run.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _outcomes(run_dir) -> dict:
+    got: dict = {}
+    for e in Store(run_dir, create=False).episodes():
+        got.setdefault((e.env_id, e.solver, e.hinted), set()).add((e.outcome, e.turns))
+    return got
+
+
+def test_budget_stops_with_exit_3_and_a_larger_budget_resumes_to_the_full_result(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    with ScriptedServer(respond, api_key=KEY) as server:
+        run_dir = tmp_path / "run"
+        cfg = config(server.base_url, str(run_dir), extra={"budget": {"max_usd": 0.0005}})
+        assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == EXIT_BUDGET
+        assert Store(run_dir, create=False).episodes() == []
+        paid = server.request_count
+        cfg["budget"] = {"max_usd": None}
+        assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == 0
+        author_calls_again = [r for r in server.requests[paid:]
+                              if r["messages"][0]["content"].startswith("You are an expert")]
+    assert author_calls_again == []  # authoring was finished and paid before the stop
+    assert _outcomes(run_dir) == {k: {v} for k, v in EXPECTED.items()}
+    capsys.readouterr()
+    assert status_command(run_dir) == 0
+    out = capsys.readouterr().out
+    assert "24 done, 0 left, 0 to retry" in out
+    assert "2 valid, 1 invalid" in out
+
+
+def test_round_two_authors_see_the_history_of_round_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    with ScriptedServer(respond, api_key=KEY) as server:
+        cfg = config(server.base_url, str(tmp_path / "run"), rounds=2)
+        assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == 0
+        first_prompts = [r["messages"][1]["content"] for r in server.requests
+                         if r["messages"][0]["content"].startswith("You are an expert")
+                         and len(r["messages"]) == 2]
+    round1 = [p for p in first_prompts if "earlier rounds" not in p]
+    round2 = [p for p in first_prompts if "earlier rounds" in p]
+    assert len(round1) == 3 and len(round2) == 3
+    history = round2[0].split("## What happened in earlier rounds")[1]
+    assert '"The lock" by alice (round 1, domain language)' in history
+    assert f"hint: {LOCK_HINT}" in history
+    assert "  bob: 0% -> 100%" in history  # bob failed without the hint, won with it
+    assert "INVALID: no ```python code block" in history
+    assert len({e.env_id for e in Store(tmp_path / "run", create=False).environments()}) == 6
+
+
+def test_without_authors_a_fixed_pool_is_the_reference_solver_evaluation(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    with ScriptedServer(respond, api_key=KEY) as server:
+        cfg = config(server.base_url, str(tmp_path / "run"))
+        cfg["players"] = [p for p in cfg["players"] if p["name"] == "carol"]
+        cfg["tournament"]["environments"] = ["subtraction_game"]
+        assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == 0
+    t = Store(tmp_path / "run", create=False).tables()
+    assert list(t.environments.env_id) == ["subtraction_game"]
+    assert bool(t.environments.fixed_pool.iloc[0]) and t.environments.author.iloc[0] == "library"
+    eps = t.episodes
+    seeds = library_env("subtraction_game").benchmark_seeds  # a pool keeps its own seeds
+    assert sorted(t.environments.benchmark_seeds.iloc[0]) == sorted(seeds)
+    assert len(eps) == len(seeds) * 2 and eps.hinted.sum() == len(seeds)
+    assert set(eps.solver) == {"carol"} and not eps.self_play.any()
+    assert set(eps.outcome) <= {"success", "failure"}
+
+
+def test_play_human_wraps_the_typed_action_and_prints_the_transcript(tmp_path, monkeypatch,
+                                                                     capsys):
+    env = tmp_path / "lock.py"
+    env.write_text(LOCK_SOURCE)
+    (tmp_path / "lock.hint.txt").write_text(LOCK_HINT)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("closed\nopen\n"))
+    code = play_command(str(env), config=None, player=None, human=True, hint=True, seed=3,
+                        unsafe_no_sandbox=False)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"Hint: {LOCK_HINT}" in out and "Observation: LOCK: lock #" in out
+    assert "step \\boxed{closed}: reward 0" in out and "success: terminated with reward 1" in out
+
+
+def test_play_a_library_environment_by_name_until_input_ends(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    code = play_command("subtraction_game", config=None, player=None, human=True, hint=False,
+                        seed=0, unsafe_no_sandbox=False)
+    assert code == 1
+    assert "error: provider error: standard input closed" in capsys.readouterr().out
