@@ -58,17 +58,22 @@ def sandbox_uid_processes() -> list[int]:
     return found
 
 
-def namespace_pids(init_pid: int) -> list[int]:
-    """Host pids of every process in the pid namespace whose init is `init_pid`."""
+def pid_namespace(pid: int) -> str:
+    """The pid-namespace identity of host process `pid`, e.g. "pid:[4026532301]"."""
+    return str(Path(f"/proc/{pid}/ns/pid").readlink())
+
+
+def namespace_pids(init_pid: int | None = None, *, namespace: str | None = None) -> list[int]:
+    """Host pids of every process in the pid namespace whose init is `init_pid` (or named)."""
     try:
-        target = Path(f"/proc/{init_pid}/ns/pid").readlink()
+        target = namespace or pid_namespace(init_pid or 0)
     except OSError:
         return []
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "ns" / "pid").readlink() == target:
+                if str((entry / "ns" / "pid").readlink()) == target:
                     pids.append(int(entry.name))
             except OSError:
                 continue

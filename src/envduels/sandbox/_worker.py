@@ -79,6 +79,13 @@ def _field(value):
 
 
 def _error_text(exc):
+    try:
+        return _describe(exc)
+    except BaseException:  # e.g. MemoryError while formatting: keep the essentials
+        return type(exc).__name__ + ": " + _first_line(exc), ""
+
+
+def _describe(exc):
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)
@@ -168,6 +175,7 @@ def main():
     obs_cap, frame_max = int(sys.argv[3]), int(sys.argv[4])
     env = None
     _write_frame(resp_fd, {"id": 0, "ok": True, "ready": True}, frame_max)
+    import traceback  # noqa: F401  (while idle: formatting an error must not need to import)
     while True:
         try:
             size = int.from_bytes(_read_exact(req_fd, 4), "big")

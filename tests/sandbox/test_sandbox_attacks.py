@@ -1,0 +1,429 @@
+"""Attack suite: hostile environments against the real bubblewrap sandbox.
+
+Each test asserts the exact outcome, and (through the `pool` and `canary` fixtures) that no
+host file changed, no sandbox process is left, and a fresh instance still works afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import (
+    FAST,
+    assert_pool_still_works,
+    env_source,
+    namespace_pids,
+    sandbox_uid_processes,
+)
+
+from envduels.sandbox import EnvFault, EnvPool, SandboxLimits, StepResult
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+async def fault_of(pool: EnvPool, step: str, *, prelude: str = "", action: str = "a") -> EnvFault:
+    inst = await pool.open(env_source(step, prelude=prelude))
+    await inst.reset(0)
+    with pytest.raises(EnvFault) as info:
+        await inst.step(action)
+    assert not inst.alive
+    await inst.close()
+    return info.value
+
+
+async def observe(pool: EnvPool, step: str, *, prelude: str = "") -> object:
+    """Run `step`, which returns json.dumps(findings) as its observation; return the findings."""
+    inst = await pool.open(env_source(step, prelude=prelude))
+    await inst.reset(0)
+    result = await inst.step("a")
+    await inst.close()
+    return json.loads(result.observation)
+
+
+# ----- time ---------------------------------------------------------------------------------
+
+async def test_infinite_loop_is_stopped_at_the_wall_deadline(pool: EnvPool) -> None:
+    start = time.monotonic()
+    fault = await fault_of(pool, "while True:\n    pass")
+    assert fault.reason == "step timed out after 1.5 s"
+    assert time.monotonic() - start < 5
+    await assert_pool_still_works(pool)
+
+
+async def test_loop_ignoring_sigterm_and_sigxcpu_is_still_killed(pool: EnvPool) -> None:
+    step = ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass")
+    fault = await fault_of(pool, step, prelude="import signal")
+    assert fault.reason == "step timed out after 1.5 s"
+    await assert_pool_still_works(pool)
+
+
+async def test_blocking_sleep_is_stopped_at_the_wall_deadline(pool: EnvPool) -> None:
+    fault = await fault_of(pool, "time.sleep(1e6)", prelude="import time")
+    assert fault.reason == "step timed out after 1.5 s"
+    await assert_pool_still_works(pool)
+
+
+async def test_cpu_time_limit_kills_a_busy_environment(canary: Path) -> None:
+    limits = SandboxLimits(step_timeout_s=20, cpu_s=1)
+    async with EnvPool(limits, warm=0) as pool:
+        fault = await fault_of(pool, "while True:\n    pass")
+        assert fault.reason == "CPU time limit exceeded (1 s) during step"
+        await assert_pool_still_works(pool)
+    assert sandbox_uid_processes() == []
+
+
+# ----- memory and processes -------------------------------------------------------------------
+
+async def test_memory_bomb_hits_the_address_space_limit(pool: EnvPool) -> None:
+    fault = await fault_of(pool, "x = []\nwhile True:\n    x.append(bytearray(16 << 20))")
+    assert fault.reason.startswith("step raised MemoryError")
+    await assert_pool_still_works(pool)
+
+
+async def test_children_each_under_the_process_limit_are_stopped_by_the_cgroup(
+        pool: EnvPool) -> None:
+    # 4 children x 150 MiB: each under RLIMIT_AS (256 MiB), together over the 256 MiB cgroup.
+    step = """
+    pids = []
+    for _ in range(4):
+        pid = os.fork()
+        if pid == 0:
+            block = bytearray(150 << 20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            time.sleep(30)
+            os._exit(0)
+        pids.append(pid)
+    time.sleep(30)
+    """
+    fault = await fault_of(pool, step, prelude="import os, time")
+    assert fault.reason == "memory limit exceeded (256 MiB)"
+    await assert_pool_still_works(pool)
+
+
+async def test_fork_bomb_is_capped_and_a_second_sandbox_still_starts(pool: EnvPool) -> None:
+    step = "while True:\n    os.fork()"
+    fault = await fault_of(pool, step, prelude="import os")
+    assert fault.reason.startswith("step raised BlockingIOError: [Errno 11] Resource temporarily "
+                                   "unavailable")
+    await assert_pool_still_works(pool)
+    await assert_pool_still_works(pool)
+
+
+async def test_thread_bomb_is_capped(pool: EnvPool) -> None:
+    step = ("while True:\n"
+            "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()")
+    fault = await fault_of(pool, step, prelude="import threading, time")
+    assert fault.reason.startswith("step raised RuntimeError: can't start new thread")
+    await assert_pool_still_works(pool)
+
+
+# ----- files ----------------------------------------------------------------------------------
+
+async def test_huge_file_hits_the_file_size_limit(pool: EnvPool) -> None:
+    step = """
+    with open('/tmp/big', 'wb') as fh:
+        for _ in range(100):
+            fh.write(b'x' * (1 << 20))
+    """
+    fault = await fault_of(pool, step)
+    assert fault.reason == "step raised OSError: [Errno 27] File too large (env line 10 in step)"
+    await assert_pool_still_works(pool)
+
+
+async def test_many_files_fill_only_the_capped_scratch(pool: EnvPool) -> None:
+    step = """
+    for i in range(1000):
+        with open('/tmp/f%d' % i, 'wb') as fh:
+            fh.write(b'x' * (4 << 20))
+    """
+    fault = await fault_of(pool, step)
+    assert fault.reason == ("step raised OSError: [Errno 28] No space left on device "
+                            "(env line 10 in step)")
+    await assert_pool_still_works(pool)
+
+
+async def test_writes_outside_scratch_fail_and_change_nothing(pool: EnvPool, canary: Path) -> None:
+    targets = ["/newfile", "/usr/newfile", "/usr/bin/python3.11", "/dev/newfile",
+               "/proc/sys/kernel/hostname", str(canary), str(PROJECT / "pyproject.toml"),
+               str(PROJECT / "src" / "envduels" / "sandbox" / "_worker.py"), "/tmp/ok"]
+    step = f"""
+    import errno
+    found = {{}}
+    for path in {targets!r}:
+        try:
+            with open(path, 'w') as fh:
+                fh.write('pwned')
+            found[path] = 'written'
+        except OSError as exc:
+            found[path] = errno.errorcode[exc.errno]
+    return json.dumps(found), 0, False, False, {{}}
+    """
+    found = await observe(pool, step, prelude="import json")
+    assert found == {
+        "/newfile": "EROFS", "/usr/newfile": "EROFS", "/usr/bin/python3.11": "EROFS",
+        "/dev/newfile": "EROFS", "/proc/sys/kernel/hostname": "EACCES", str(canary): "ENOENT",
+        str(PROJECT / "pyproject.toml"): "ENOENT",
+        str(PROJECT / "src" / "envduels" / "sandbox" / "_worker.py"): "ENOENT",
+        "/tmp/ok": "written",
+    }
+    assert "pwned" not in (PROJECT / "pyproject.toml").read_text()
+
+
+async def test_host_files_are_absent(pool: EnvPool) -> None:
+    paths = ["/root", "/home", "/etc/shadow", "/etc/passwd", "/etc", "/sys", "/work",
+             str(PROJECT), str(Path.home()), "/var/run", "/run"]
+    step = f"return json.dumps({{p: os.path.exists(p) for p in {paths!r}}} | " \
+           "{'/': sorted(os.listdir('/'))}), 0, False, False, {}"
+    found = await observe(pool, step, prelude="import json, os")
+    listing = found.pop("/")
+    assert found == dict.fromkeys(paths, False)
+    assert set(listing) <= {"bin", "dev", "lib", "lib32", "lib64", "libx32", "proc", "sbin",
+                            "tmp", "usr"}
+
+
+# ----- identity and secrets -------------------------------------------------------------------
+
+async def test_sandbox_runs_without_root_and_without_capabilities(pool: EnvPool) -> None:
+    step = """
+    status = dict(line.split(':\\t', 1) for line in open('/proc/self/status').read().splitlines()
+                  if ':\\t' in line)
+    try:
+        os.setuid(0)
+        setuid = 'ok'
+    except OSError as exc:
+        setuid = errno.errorcode[exc.errno]
+    libc = ctypes.CDLL(None, use_errno=True)
+    nested_userns = libc.unshare(0x10000000)   # CLONE_NEWUSER
+    return json.dumps({'uid': os.getuid(), 'CapEff': status['CapEff'].strip(),
+                       'CapPrm': status['CapPrm'].strip(), 'CapBnd': status['CapBnd'].strip(),
+                       'NoNewPrivs': status['NoNewPrivs'].strip(), 'setuid0': setuid,
+                       'unshare_user': nested_userns}), 0, False, False, {}
+    """
+    found = await observe(pool, step, prelude="import ctypes, errno, json, os")
+    assert found["uid"] != 0
+    assert {k: v for k, v in found.items() if k != "uid"} == {
+        "CapEff": "0000000000000000", "CapPrm": "0000000000000000",
+        "CapBnd": "0000000000000000", "NoNewPrivs": "1", "setuid0": "EINVAL",
+        "unshare_user": -1}
+
+
+async def test_launcher_secret_is_in_no_environ_inside(monkeypatch: pytest.MonkeyPatch,
+                                                        canary: Path) -> None:
+    monkeypatch.setenv("ENVDUELS_TEST_SECRET", "sk-test-5f9a1c")
+    step = """
+    seen = {'os.environ': 'sk-test-5f9a1c' in repr(dict(os.environ))}
+    for pid in os.listdir('/proc'):
+        if pid.isdigit():
+            with open('/proc/%s/environ' % pid, 'rb') as fh:
+                seen[pid] = b'sk-test-5f9a1c' in fh.read()
+    return json.dumps(seen), 0, False, False, {}
+    """
+    async with EnvPool(FAST, warm=1) as pool:  # workers started after the variable was set
+        found = await observe(pool, step, prelude="import json, os")
+    assert found == {"os.environ": False, "1": False, "2": False}
+    assert sandbox_uid_processes() == []
+
+
+# ----- network --------------------------------------------------------------------------------
+
+async def test_network_is_unreachable_from_inside(pool: EnvPool, tmp_path: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    abstract = f"\0envduels-test-{os.getpid()}"
+    unix_abstract = socket.socket(socket.AF_UNIX)
+    unix_abstract.bind(abstract)
+    unix_abstract.listen()
+    sock_path = str(tmp_path / "host.sock")
+    unix_file = socket.socket(socket.AF_UNIX)
+    unix_file.bind(sock_path)
+    unix_file.listen()
+    step = f"""
+    def attempt(family, address):
+        s = socket.socket(family)
+        s.settimeout(1)
+        try:
+            s.connect(address)
+            return 'connected'
+        except OSError as exc:
+            return type(exc).__name__
+        finally:
+            s.close()
+    def dns():
+        try:
+            socket.getaddrinfo('example.com', 80)
+            return 'resolved'
+        except OSError as exc:
+            return type(exc).__name__
+    return json.dumps({{
+        'loopback_listener': attempt(socket.AF_INET, ('127.0.0.1', {port})),
+        'internet': attempt(socket.AF_INET, ('1.1.1.1', 53)),
+        'dns': dns(),
+        'abstract_unix': attempt(socket.AF_UNIX, {abstract!r}),
+        'unix_file': attempt(socket.AF_UNIX, {sock_path!r}),
+        'interfaces': [name for _, name in socket.if_nameindex()],
+    }}), 0, False, False, {{}}
+    """
+    try:
+        found = await observe(pool, step, prelude="import json, socket")
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        for s in (listener, unix_abstract, unix_file):
+            s.close()
+        os.unlink(sock_path)
+    assert found == {"loopback_listener": "ConnectionRefusedError", "internet": "OSError",
+                     "dns": "gaierror", "abstract_unix": "ConnectionRefusedError",
+                     "unix_file": "FileNotFoundError", "interfaces": ["lo"]}
+
+
+# ----- processes that outlive a call ----------------------------------------------------------
+
+async def test_detached_double_forked_daemon_is_gone_after_close(pool: EnvPool) -> None:
+    reset = """
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(600)
+        os._exit(0)
+    os.wait()
+    return 'daemon started', {}
+    """
+    inst = await pool.open(env_source(reset=reset, prelude="import os, time"))
+    await inst.reset(0)
+    init = inst._channel.init_pid
+    assert init is not None
+    assert len(namespace_pids(init)) == 3   # bwrap's init, the worker, the daemon
+    await inst.close()
+    assert namespace_pids(init) == []
+    await assert_pool_still_works(pool)
+
+
+# ----- output ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+async def test_output_flood_kills_the_worker(pool: EnvPool, stream: str) -> None:
+    step = f"while True:\n    sys.{stream}.write('x' * 65536)"
+    fault = await fault_of(pool, step, prelude="import sys")
+    assert fault.reason == "output flood: more than 65536 bytes on stdout/stderr"
+    await assert_pool_still_works(pool)
+
+
+async def test_huge_observation_is_truncated_with_a_visible_marker(pool: EnvPool) -> None:
+    inst = await pool.open(env_source("return 'y' * 5_000_000, 0, False, False, {}"))
+    await inst.reset(0)
+    result = await inst.step("a")
+    assert result.observation == "y" * 1000 + "\n...[truncated 4999000 characters]"
+    await inst.close()
+
+
+# ----- the protocol ---------------------------------------------------------------------------
+
+FORGE = """
+def forge(obj, fd=int(sys.argv[2])):
+    data = json.dumps(obj).encode()
+    os.write(fd, len(data).to_bytes(4, 'big') + data)
+"""
+
+
+async def test_forged_frame_with_a_wrong_id_is_rejected(pool: EnvPool) -> None:
+    step = ("forge({'id': 999, 'ok': True, 'observation': 'win', 'reward': 1e6, "
+            "'terminated': True, 'truncated': False, 'info': {}})\ntime.sleep(1)")
+    fault = await fault_of(pool, step, prelude="import json, os, sys, time\n" + FORGE)
+    assert fault.reason == "protocol violation: reply id 999 does not match request 3 (step)"
+    await assert_pool_still_works(pool)
+
+
+async def test_forged_frame_with_the_right_id_is_caught_by_the_extra_reply(pool: EnvPool) -> None:
+    step = ("forge({'id': 3, 'ok': True, 'observation': 'win', 'reward': 1e6, "
+            "'terminated': True, 'truncated': False, 'info': {}})\n"
+            "time.sleep(0.2)\nreturn 'honest', 0, False, False, {}")
+    inst = await pool.open(env_source(step, prelude="import json, os, sys, time\n" + FORGE))
+    await inst.reset(0)
+    # The forged reply arrives first. It is a claim by the environment about itself, which any
+    # env could make honestly too; the honest reply behind it betrays it on the next call.
+    assert await inst.step("a") == StepResult("win", 1e6, True, False, {})
+    await asyncio.sleep(0.4)
+    with pytest.raises(EnvFault, match="^protocol violation: unsolicited data from the "
+                                       "environment before step$"):
+        await inst.step("a")
+    await inst.close()
+
+
+async def test_frame_written_by_a_background_thread_is_unsolicited(pool: EnvPool) -> None:
+    reset = ("threading.Timer(0.05, forge, args=({'id': 3, 'ok': True},)).start()\n"
+             "return 'start', {}")
+    inst = await pool.open(env_source(reset=reset,
+                                      prelude="import json, os, sys, threading\n" + FORGE))
+    await inst.reset(0)
+    await asyncio.sleep(0.3)
+    with pytest.raises(EnvFault) as info:
+        await inst.step("a")
+    assert info.value.reason == ("protocol violation: unsolicited data from the environment "
+                                 "before step")
+    await inst.close()
+
+
+async def test_oversized_and_garbage_frames_are_rejected(pool: EnvPool) -> None:
+    step = "os.write(int(sys.argv[2]), (1 << 31).to_bytes(4, 'big'))\ntime.sleep(1)"
+    fault = await fault_of(pool, step, prelude="import os, sys, time")
+    assert fault.reason == ("protocol violation: a frame of 2147483648 bytes exceeds the "
+                            "1048576 byte cap")
+    step = "os.write(int(sys.argv[2]), (3).to_bytes(4, 'big') + b'{x}')\ntime.sleep(1)"
+    fault = await fault_of(pool, step, prelude="import os, sys, time")
+    assert fault.reason.startswith("protocol violation: unreadable frame")
+    await assert_pool_still_works(pool)
+
+
+@pytest.mark.parametrize(("returned", "reason"), [
+    ("'o', float('nan'), True, False, {}", "step returned a non-finite reward (nan)"),
+    ("'o', float('inf'), True, False, {}", "step returned a non-finite reward (inf)"),
+    ("'o', '1', True, False, {}",
+     "step returned reward of type str; expected a finite int or float"),
+    ("'o', True, True, False, {}",
+     "step returned reward of type bool; expected a finite int or float"),
+    ("'o', 1.0, 1, False, {}", "step returned terminated of type int; expected True or False"),
+    ("'o', 1.0, True, 'no', {}", "step returned truncated of type str; expected True or False"),
+    ("5, 1.0, True, False, {}", "step returned an observation of type int; expected a str"),
+    ("object(), 1.0, True, False, {}",
+     "step returned an observation of type object; expected a str"),
+    ("'o', 1.0, True, False, [1]", "step returned info of type list; expected a dict"),
+    ("'o', 1.0, True, False",
+     "step must return (observation, reward, terminated, truncated, info), got a tuple of 4"),
+    ("'o', Weird(), True, False, {}",
+     "step returned reward of type Weird; expected a finite int or float"),
+])
+async def test_nan_and_odd_typed_results_are_rejected(pool: EnvPool, returned: str,
+                                                      reason: str) -> None:
+    prelude = "class Weird(float):\n    def __float__(self):\n        return 1e9"
+    fault = await fault_of(pool, f"return {returned}", prelude=prelude)
+    assert fault.reason == reason
+
+
+# ----- dying workers --------------------------------------------------------------------------
+
+async def test_os_exit_is_reported_and_never_counts_as_a_step(pool: EnvPool) -> None:
+    fault = await fault_of(pool, "os._exit(3)", prelude="import os")
+    assert fault.reason == "worker exited with status 3 during step"
+    await assert_pool_still_works(pool)
+
+
+async def test_sys_exit_is_an_exception_of_the_step(pool: EnvPool) -> None:
+    fault = await fault_of(pool, "sys.exit(4)", prelude="import sys")
+    assert fault.reason == "step raised SystemExit: 4 (env line 7 in step)"
+
+
+async def test_segfault_is_reported(pool: EnvPool) -> None:
+    fault = await fault_of(pool, "ctypes.string_at(0)", prelude="import ctypes")
+    assert fault.reason == "worker killed by SIGSEGV during step"
+    await assert_pool_still_works(pool)

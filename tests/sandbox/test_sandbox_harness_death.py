@@ -1,0 +1,66 @@
+"""Killing the harness (SIGKILL, no cleanup code runs) kills every sandbox process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sandbox_helpers import namespace_pids
+
+HARNESS = r'''
+import asyncio, json, os, sys
+sys.path.insert(0, sys.argv[1])
+from sandbox_helpers import FAST, env_source
+from envduels.sandbox import EnvPool
+
+DAEMON = """
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+os.wait()
+return 'daemon started', {}
+"""
+
+async def main():
+    pool = EnvPool(FAST, warm=2)
+    a = await pool.open(env_source(reset=DAEMON, prelude="import os, time"))
+    await a.reset(0)
+    b = await pool.open(env_source("time.sleep(600)", prelude="import time"))
+    await b.reset(0)
+    stepping = asyncio.ensure_future(b.step("a"))   # mid-call when the harness dies
+    await asyncio.sleep(0.3)
+    inits = [i._channel.init_pid for i in (a, b)]
+    spaces = [os.readlink(f"/proc/{p}/ns/pid") for p in inits]
+    print(json.dumps({"spaces": spaces, "outer": [a.pid, b.pid]}), flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+'''
+
+
+def test_sigkill_of_the_harness_leaves_no_sandbox_process(tmp_path: Path) -> None:
+    harness = subprocess.Popen([sys.executable, "-c", HARNESS, str(Path(__file__).parent)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        info = json.loads(harness.stdout.readline())
+        spaces = info["spaces"]
+        assert [len(namespace_pids(namespace=s)) for s in spaces] == [3, 2]
+    finally:
+        os.kill(harness.pid, signal.SIGKILL)
+        harness.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = [p for s in spaces for p in namespace_pids(namespace=s)]
+        left += [p for p in info["outer"] if Path(f"/proc/{p}").exists()
+                 and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[1][:3]]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert left == []
