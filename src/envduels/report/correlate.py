@@ -118,7 +118,8 @@ def load_run_tables(run_dir: Path) -> Any:
         raise UserError(f"{run_dir} holds no run.db; pass the output_dir of an `envduels run`")
     from envduels.store import Store
 
-    return Store(run_dir).tables()
+    with Store(run_dir, create=False) as store:
+        return store.tables()
 
 
 def correlate_command(run_dir: Path, gains: Path, *, out: Path | None, bootstrap: int) -> int:
