@@ -1,0 +1,61 @@
+"""3-cycles and stochastic transitivity on planted and transitive win matrices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+from envduels.analysis import analyze, fit_bradley_terry, simulate_tournament, transitivity
+
+NAMES = ["A", "B", "C", "D"]
+
+
+def planted_cycle() -> np.ndarray:
+    s = np.zeros((4, 4))
+    for win, lose in (("A", "B"), ("B", "C"), ("C", "A")):
+        s[NAMES.index(win), NAMES.index(lose)], s[NAMES.index(lose), NAMES.index(win)] = 38, 2
+    for k in range(3):  # D loses to everyone, transitively
+        s[k, 3], s[3, k] = 30, 10
+    return s
+
+
+def test_a_planted_significant_cycle_is_found_with_its_members():
+    s = planted_cycle()
+    t = transitivity(s, NAMES, fit_bradley_terry(s))
+    assert (t["triads"], t["cycles"], t["significant_cycles"]) == (4, 1, 1)
+    assert set(t["cycle_list"][0]["models"]) == {"A", "B", "C"}
+    assert t["cycle_list"][0]["significant"] is True
+    # every chain through the cycle violates weak transitivity (A>B>C but C>A)
+    assert t["wst_violations"] > 0
+    assert t["bt_log_loss"] > t["saturated_log_loss"]
+
+
+def test_a_weak_cycle_is_raw_but_not_significant():
+    s = planted_cycle()
+    for a, b in ((0, 1), (1, 2), (2, 0)):
+        s[a, b], s[b, a] = 22, 18
+    t = transitivity(s, NAMES)
+    assert (t["cycles"], t["significant_cycles"]) == (1, 0)
+
+
+def test_transitive_data_reports_no_cycle_and_no_violation():
+    theta = np.array([1.5, 0.5, -0.5, -1.5])
+    p = expit(theta[:, None] - theta[None, :])
+    s = np.round(40 * p)
+    np.fill_diagonal(s, 0)
+    t = transitivity(s, NAMES, fit_bradley_terry(s))
+    assert (t["triads"], t["cycles"], t["significant_cycles"]) == (4, 0, 0)
+    assert t["wst_violations"] == 0.0 and t["sst_violations"] == 0.0
+    assert t["bt_log_loss"] == pytest.approx(t["saturated_log_loss"], abs=0.01)
+
+
+def test_no_meetings_means_no_rates():
+    t = transitivity(np.zeros((3, 3)), ["a", "b", "c"])
+    assert t["triads"] == 0 and t["wst_violations"] is None and t["bt_log_loss"] is None
+
+
+def test_a_simulated_transitive_tournament_has_no_significant_cycle():
+    run = simulate_tournament(players=8, envs_per_author=4, rounds=2, seed=5, ability=list(np.linspace(-2, 2, 8)))
+    t = analyze(run.tables, bootstrap=50, permutations=50).json["transitivity"]
+    assert t["triads"] == 56 and t["significant_cycles"] == 0
