@@ -8,7 +8,6 @@ records never contain credentials. The run database implements `ResponseCache` o
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from typing import Any, Protocol, runtime_checkable
@@ -29,17 +28,18 @@ class ResponseCache(Protocol):
 
 
 class MemoryCache:
-    """An in-process `ResponseCache`; stores deep copies so callers cannot alter records."""
+    """An in-process `ResponseCache`. Records are kept as JSON text, like the run database keeps
+    them: a record that is not JSON-serialisable fails here too, and callers get fresh copies."""
 
     def __init__(self) -> None:
-        self._records: dict[str, dict] = {}
+        self._records: dict[str, str] = {}
 
     def get(self, key: str) -> dict | None:
         record = self._records.get(key)
-        return copy.deepcopy(record) if record is not None else None
+        return json.loads(record) if record is not None else None
 
     def put(self, key: str, record: dict) -> None:
-        self._records[key] = copy.deepcopy(record)
+        self._records[key] = json.dumps(record, ensure_ascii=False)
 
     def __len__(self) -> int:
         return len(self._records)

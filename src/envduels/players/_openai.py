@@ -108,9 +108,12 @@ class OpenAIPlayer(Player):
 
     async def _send(self, request: dict) -> Answer:
         sdk = await self.client()
+        body = {"model": request["model"], "messages": request["messages"], **request["params"]}
         try:
-            reply = await sdk.chat.completions.create(
-                model=request["model"], messages=request["messages"], **request["params"])
+            # The SDK's generic `post` keeps its auth, errors and connection pool but skips the
+            # per-call TypedDict transform and model construction of `chat.completions.create`,
+            # which cost about 1 ms of CPU per call: our messages are plain JSON already.
+            reply = await sdk.post("/chat/completions", cast_to=dict, body=body)
         except openai.APIStatusError as err:
             raise self._classify(err) from None
         except openai.APITimeoutError:
@@ -126,22 +129,26 @@ class OpenAIPlayer(Player):
         detail = type(cause).__name__ if cause is not None else "connection error"
         return Retryable(f"connection to {self.endpoint} failed ({detail})")
 
-    def _answer(self, reply: object) -> Answer:
-        choices = getattr(reply, "choices", None)
-        if not choices:
+    @staticmethod
+    def _answer(reply: object) -> Answer:
+        """The answer in a chat-completion JSON body; `Retryable` when the body is malformed."""
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             raise Retryable("malformed response (no choices)")
-        choice = choices[0]
-        message = getattr(choice, "message", None)
-        if message is None:
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
             raise Retryable("malformed response (choice without a message)")
-        text = getattr(message, "content", None) or ""
+        text = message.get("content") or ""
         if not isinstance(text, str):
             raise Retryable("malformed response (content is not text)")
-        usage = getattr(reply, "usage", None)
-        n_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-        n_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        try:
+            n_in = int(usage.get("prompt_tokens") or 0)
+            n_out = int(usage.get("completion_tokens") or 0)
+        except (TypeError, ValueError):
+            raise Retryable("malformed response (usage is not numeric)") from None
         return Answer(text=text, input_tokens=n_in, output_tokens=n_out,
-                      finish_reason=str(getattr(choice, "finish_reason", None) or "unknown"))
+                      finish_reason=str(choices[0].get("finish_reason") or "unknown"))
 
     def _classify(self, err: openai.APIStatusError) -> Exception:
         status = err.status_code

@@ -1,0 +1,101 @@
+"""Players throughput: 64 concurrent calls against a loopback server with a fixed 100 ms latency.
+
+Prints achieved calls/s against the ideal (concurrency / latency = 640/s), the client's CPU time
+per call, and, in the same run, the same load through the bare official `openai` client: the
+ceiling this machine allows, so the players layer's own cost is the ratio between the two.
+
+    .venv/bin/python bench/bench_players.py [--calls 1920] [--concurrency 64] [--latency-ms 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+
+import openai
+
+from envduels.config import PlayerConfig
+from envduels.players import MemoryCache, build_player
+
+MESSAGES = [{"role": "system", "content": "You solve puzzles."},
+            {"role": "user", "content": "Observation: a 3x3 grid. Your move?"}]
+
+
+async def _drive(call, calls: int, concurrency: int) -> tuple[float, float]:
+    """Run `calls` calls through `concurrency` workers; returns (wall s, client CPU s)."""
+    counter = iter(range(calls))
+
+    async def worker() -> None:
+        for i in counter:
+            await call(i)
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.perf_counter() - wall0, time.process_time() - cpu0
+
+
+async def bench_players(url: str, calls: int, concurrency: int) -> tuple[float, float]:
+    cfg = PlayerConfig(name="bench", provider="openai", model="scripted", base_url=url,
+                       max_concurrency=concurrency, max_tokens=64, timeout_s=30)
+    player = build_player(cfg, cache=MemoryCache(), run_seed=0)
+
+    async def call(i: int) -> None:
+        result = await player.chat(MESSAGES, call_id=f"bench:{i}", role="solver")
+        assert result.text and not result.cached
+
+    await _drive(lambda i: call(-1 - i), concurrency * 2, concurrency)  # warm the pool
+    out = await _drive(call, calls, concurrency)
+    await player.aclose()
+    return out
+
+
+async def bench_bare(url: str, calls: int, concurrency: int) -> tuple[float, float]:
+    client = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, timeout=30)
+
+    async def call(i: int) -> None:
+        r = await client.chat.completions.create(model="scripted", messages=MESSAGES,
+                                                 max_tokens=64, temperature=0.7, seed=i)
+        assert r.choices[0].message.content
+
+    await _drive(call, concurrency * 2, concurrency)
+    out = await _drive(call, calls, concurrency)
+    await client.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=1920)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--latency-ms", type=float, default=100.0)
+    args = ap.parse_args()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "envduels.testing.server", "--port", "0",
+         "--latency-ms", str(args.latency_ms)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().strip()
+        ideal = args.concurrency / (args.latency_ms / 1000.0)
+        rows = [("envduels players", asyncio.run(bench_players(url, args.calls, args.concurrency))),
+                ("bare openai client", asyncio.run(bench_bare(url, args.calls, args.concurrency)))]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"{args.calls} calls, {args.concurrency} concurrent, server latency "
+          f"{args.latency_ms:g} ms: ideal {ideal:.0f} calls/s")
+    print(f"{'client':<20} {'calls/s':>8} {'of ideal':>9} {'CPU ms/call':>12}")
+    rates = {}
+    for name, (wall, cpu) in rows:
+        rate = args.calls / wall
+        rates[name] = rate
+        print(f"{name:<20} {rate:8.0f} {rate / ideal:9.1%} {cpu / args.calls * 1000:12.2f}")
+    ratio = rates["envduels players"] / rates["bare openai client"]
+    print(f"players / bare-client ceiling: {ratio:.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
