@@ -16,7 +16,6 @@ from typing import Any
 import pandas as pd
 
 from envduels.analysis.transfer import (
-    PREDICTORS,
     TransferResult,
     Unit,
     correlate_gains,
@@ -176,8 +175,8 @@ def save_scatter(result: TransferResult, out_dir: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(PREDICTORS), figsize=(4.2 * len(PREDICTORS), 4.0), squeeze=False)
-    for ax, res in zip(axes[0], result.results, strict=True):
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 8.0))
+    for ax, res in zip(axes.flat, result.results, strict=True):
         pts = [
             (p[res.predictor], p["gain"], p["unit"])
             for p in result.points
