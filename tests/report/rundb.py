@@ -1,0 +1,57 @@
+"""Write a simulated tournament into a real run database (envduels.store), as the engine would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envduels.analysis import SimulatedRun, simulate_tournament
+from envduels.store import EnvironmentRow, EpisodeRow, Store
+
+HOSTILE_TITLE = "<script>alert('title')</script>"
+HOSTILE_HINT = "</pre><script>alert('hint')</script> press <b>red</b>"
+HOSTILE_SOURCE = "class E:\n    '''<img src=x onerror=alert('code')>'''\n"
+HOSTILE_REPLY = "<script>alert('reply')</script> \\boxed{press red}"
+
+
+def write_run(run_dir: Path, run: SimulatedRun, *, name: str = "sim", history: str = "all",
+              hostile: bool = True) -> Path:
+    t = run.tables
+    store = Store(run_dir)
+    store.set_meta("config", {
+        "name": name,
+        "players": [{"name": p, "provider": "openai", "model": p, "params_b": b, "roles": r}
+                    for p, b, r in zip(t.players["name"], t.players["params_b"], t.players["roles"], strict=True)],
+        "tournament": {"history": history},
+    })
+    for k, p in enumerate(t.players["name"]):
+        store.put(f"call-{p}", {"player": p, "role": "solver", "call_id": "c", "input_tokens": 1000 * (k + 1),
+                                "output_tokens": 200, "cost_usd": 0.25 * (k + 1)})
+    for i, e in enumerate(t.environments.to_dict("records")):
+        evil = hostile and i == 0
+        store.put_environment(EnvironmentRow(
+            env_id=e["env_id"], author=e["author"], round=int(e["round"]), slot=i, domain=e["domain"],
+            title=HOSTILE_TITLE if evil else e["title"], valid=bool(e["valid"]), invalid_reason=e["invalid_reason"],
+            hints={"hint": HOSTILE_HINT if evil else e["hint"]}, source=HOSTILE_SOURCE if evil else e["source"],
+            source_sha256="0" * 64, class_name=e["class_name"], max_turns=20, fixed_pool=False,
+            benchmark_seeds=tuple(e["benchmark_seeds"]), metadata={}))
+    first_env = t.environments["env_id"].iloc[0]
+    for ep in t.episodes.to_dict("records"):
+        transcript = ep["transcript"]
+        if hostile and ep["env_id"] == first_env:
+            transcript = [{"role": "user", "content": "Observation: <iframe src='x'>"},
+                          {"role": "assistant", "content": HOSTILE_REPLY},
+                          {"role": "env", "action": "\\boxed{press red}", "reward": 1.0, "terminated": True,
+                           "content": "done"}]
+        store.put_episode(EpisodeRow(
+            episode_key=ep["episode_key"], env_id=ep["env_id"], author=ep["author"], solver=ep["solver"],
+            round=int(ep["round"]), domain=ep["domain"], seed=int(ep["seed"]), trial=int(ep["trial"]),
+            hinted=bool(ep["hinted"]), outcome=ep["outcome"], reason=ep["reason"] or "", turns=int(ep["turns"]),
+            self_play=bool(ep["self_play"]), transcript=transcript))
+    store.close()
+    return run_dir
+
+
+def small_run(run_dir: Path, *, seed: int = 0, name: str = "sim", history: str = "all") -> Path:
+    run = simulate_tournament(players=5, envs_per_author=2, rounds=2, seeds=3, seed=seed, p_invalid=0.1,
+                              p_incomplete=0.03, p_error=0.02)
+    return write_run(run_dir, run, name=name, history=history)
