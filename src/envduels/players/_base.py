@@ -208,5 +208,8 @@ class Player:
         """Send `request` once. Raise `Retryable`, `ContextOverflow` or `UserError`."""
         raise NotImplementedError
 
+    def discard(self) -> None:
+        """Give up a player that never chatted (no connection is open yet)."""
+
     async def aclose(self) -> None:
         """Release connections (and, for local players, the model server); idempotent."""

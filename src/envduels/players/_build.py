@@ -36,11 +36,18 @@ def build_players(cfg: RunConfig, *, cache: ResponseCache | None, run_seed: int
                   ) -> dict[str, Player]:
     """Every player of `cfg`, by name, sharing `cache`; request seeds derive from `run_seed`.
 
-    Raises the first player's UserError (missing key, model file, llama-cpp-python) before any
-    call is made; players already built are closed by the caller's `aclose` only if returned,
-    so construction does no I/O that needs closing.
+    Construction makes no request: a missing key, model file or llama-cpp-python raises the
+    first player's UserError here, before a run starts. Close each player with `aclose`.
     """
-    return {p.name: build_player(p, cache=cache, run_seed=run_seed) for p in cfg.players}
+    players: dict[str, Player] = {}
+    try:
+        for p in cfg.players:
+            players[p.name] = build_player(p, cache=cache, run_seed=run_seed)
+    except UserError:
+        for built in players.values():
+            built.discard()
+        raise
+    return players
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,11 @@ class LocalPlayer(OpenAIPlayer):
     def endpoint(self) -> str:
         return self._sdk_url or "local model server"
 
+    def discard(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            _release_server(server)
+
     async def aclose(self) -> None:
         await super().aclose()
         if self._server is not None:
