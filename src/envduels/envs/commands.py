@@ -89,7 +89,7 @@ def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bo
         raise UserError(f"--hint-max-chars must be at least 1, got {hint_max_chars}")
     kind, specs = _resolve(path)
     if unsafe_no_sandbox:
-        Console(stderr=True).print(
+        Console(stderr=True, soft_wrap=True).print(
             "[bold red]WARNING: --unsafe-no-sandbox: environment code runs WITHOUT the bubblewrap "
             "sandbox and can read your files and secrets. Use it only for code you trust.[/]"
         )
@@ -100,7 +100,7 @@ def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bo
     if as_json:
         sys.stdout.write(json.dumps(verdict_json(kind, path, specs, verdicts)) + "\n")
         return 0 if valid else 1
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     for spec, verdict in zip(specs, verdicts, strict=True):
         mark = "[bold green]valid[/]" if verdict.valid else "[bold red]INVALID[/]"
         hint = "hint checked" if spec.hints else "no hint supplied"

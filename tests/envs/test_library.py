@@ -1,0 +1,116 @@
+"""The reference library: shipped as an EnvDuels export, every environment valid, oracles win,
+hints are insights that never contain the winning action."""
+
+import ast
+import json
+import re
+import shutil
+import sys
+
+import pytest
+
+from envduels.envs import (
+    benchmark_seeds,
+    check_hint,
+    library_dir,
+    library_env,
+    library_names,
+    load_export,
+    validate_env,
+)
+from envduels.envs._library import rehash
+from envduels.envs._static import default_max_turns, parse_source
+from envduels.errors import UserError
+
+NAMES = library_names()
+_BOXED = re.compile(r"\\boxed\{(.*)\}", re.S)
+
+
+def test_the_library_has_at_least_12_environments_over_5_domains_and_3_difficulties():
+    specs = [library_env(n) for n in NAMES]
+    assert len(specs) >= 12
+    assert len({s.domain for s in specs}) >= 5
+    assert {s.metadata["difficulty"] for s in specs} == {"easy", "medium", "hard"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_library_environment_is_described_and_hinted(name):
+    spec = library_env(name)
+    assert spec.author == "library" and spec.title and spec.class_name
+    description = spec.metadata["description"]
+    assert description and "\n" not in description and len(description) <= 120
+    assert check_hint(spec.hint, 600) == []
+    assert len(spec.benchmark_seeds) == 4 and list(spec.benchmark_seeds) == benchmark_seeds(0, name, 4)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_library_source_is_standard_library_only_and_never_uses_the_global_random(name):
+    spec = library_env(name)
+    tree = parse_source(spec.source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            assert all(a.name.split(".")[0] in sys.stdlib_module_names for a in node.names)
+        if isinstance(node, ast.ImportFrom):
+            assert node.module.split(".")[0] in sys.stdlib_module_names
+            assert node.module != "random"
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "random":
+            assert node.attr == "Random", f"{name} uses random.{node.attr}: use its own random.Random(seed)"
+    assert default_max_turns(tree, spec.class_name) == spec.max_turns
+
+
+def test_loading_the_library_folder_as_an_export_gives_the_library():
+    assert [s.id for s in load_export(library_dir())] == NAMES
+    assert load_export(library_dir())[0] == library_env(NAMES[0])
+
+
+def test_the_shipped_manifest_hashes_are_current(tmp_path):
+    copy = tmp_path / "library"
+    shutil.copytree(library_dir(), copy)
+    assert rehash(copy) == []  # run `python -m envduels.envs._library --rehash` after edits
+
+
+def test_rehash_rewrites_the_hash_of_an_edited_source(tmp_path):
+    copy = tmp_path / "library"
+    shutil.copytree(library_dir(), copy)
+    with open(copy / "envs" / "nim.py", "a") as f:
+        f.write("# tweak\n")
+    with pytest.raises(UserError, match="does not match source_sha256"):
+        load_export(copy)
+    assert rehash(copy) == ["nim"]
+    assert load_export(copy)[1].source.endswith("# tweak\n")
+    assert json.loads((copy / "manifest.json").read_text())["format_version"] == 1
+
+
+def test_an_unknown_library_name_lists_the_names():
+    with pytest.raises(UserError) as caught:
+        library_env("chess")
+    assert caught.value.message.startswith("no library environment 'chess': choose one of subtraction_game, nim,")
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_each_library_environment_validates_and_its_oracle_wins_on_every_seed(pool, name):
+    spec = library_env(name)
+    seeds = list(spec.benchmark_seeds) + benchmark_seeds(1, name, 1)
+    verdict = await validate_env(spec, pool, seeds=seeds, require_oracle=True)
+    assert verdict.to_json() == {"valid": True, "reasons": [], "oracle": "passed",
+                                 "class_name": spec.class_name, "seeds": seeds}
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_no_library_hint_contains_a_winning_action(pool, name):
+    """SPEC §5 hint_leak: the boxed text of a winning step (stripped, >= 3 chars) in the hint."""
+    spec = library_env(name)
+    for seed in spec.benchmark_seeds:
+        instance = await pool.open(spec.source, class_name=spec.class_name)
+        try:
+            await instance.reset(seed)
+            for _ in range(spec.max_turns):
+                action = await instance.oracle_action()
+                result = await instance.step(action)
+                text = _BOXED.search(action).group(1).strip()
+                assert len(text) < 3 or text.lower() not in spec.hint.lower(), (seed, text)
+                if result.terminated or result.truncated:
+                    break
+            assert result.terminated and result.reward > 0
+        finally:
+            await instance.close()
