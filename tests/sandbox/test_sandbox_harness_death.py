@@ -55,7 +55,7 @@ def test_sigkill_of_the_harness_leaves_no_sandbox_process(tmp_path: Path) -> Non
     finally:
         os.kill(harness.pid, signal.SIGKILL)
         harness.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         left = [p for s in spaces for p in namespace_pids(namespace=s)]
         left += [p for p in info["outer"] if Path(f"/proc/{p}").exists()
@@ -63,4 +63,11 @@ def test_sigkill_of_the_harness_leaves_no_sandbox_process(tmp_path: Path) -> Non
         if not left:
             break
         time.sleep(0.05)
-    assert left == []
+    assert left == [], [_describe(p) for p in left]
+
+
+def _describe(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text()[:120]
+    except OSError:
+        return f"{pid} gone"

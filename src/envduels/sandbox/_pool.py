@@ -136,11 +136,15 @@ class EnvPool:
             if isinstance(error, SandboxUnavailable):
                 raise error
         channel = self._take_ready()
-        self._schedule_refill()
-        if channel is None:
-            channel = await self._spawn()
-        reply = await channel.call({"op": "load", "source": source, "class_name": class_name,
-                                    "max_turns": max_turns}, "load", self.limits.step_timeout_s)
+        try:
+            if channel is None:
+                channel = await self._spawn()
+            reply = await channel.call({"op": "load", "source": source,
+                                        "class_name": class_name, "max_turns": max_turns},
+                                       "load", self.limits.step_timeout_s)
+        finally:
+            # after the load: a start in the background competes for the CPUs
+            self._schedule_refill()
         if reply.get("ok") is not True:
             error = reply.get("error")
             reason = error.splitlines()[0][:500] if isinstance(error, str) and error else "load failed"

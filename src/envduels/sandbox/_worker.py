@@ -9,9 +9,48 @@ is trusted, it only makes honest environments' results and errors precise.
 Usage: python -I -S _worker.py REQUEST_FD RESPONSE_FD OBSERVATION_MAX_CHARS FRAME_MAX_BYTES
 """
 
-import json
 import os
 import sys
+
+
+class _DecodeContext:
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name):
+        raise ValueError("non-finite number " + name)
+
+
+def _not_json(value):
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+try:  # the C codec directly: `import json` pulls in `re` and `enum`, a third of start-up time
+    import _json
+
+    _SCAN = _json.make_scanner(_DecodeContext())
+    _ENCODE = _json.make_encoder({}, _not_json, _json.encode_basestring_ascii, None, ":", ",",
+                                 False, False, False)
+
+    def _dumps(obj):
+        return "".join(_ENCODE(obj, 0))
+
+    def _loads(text):
+        obj, end = _SCAN(text, 0)
+        if end != len(text):
+            raise ValueError("extra data in frame")
+        return obj
+except (ImportError, AttributeError, TypeError):
+    import json
+
+    def _dumps(obj):
+        return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+
+    _loads = json.loads
 
 _SCALARS = (str, int, float, bool, type(None))
 _MAIN_PID = os.getpid()
@@ -31,10 +70,10 @@ def _read_exact(fd, n):
 def _write_frame(fd, obj, frame_max):
     if os.getpid() != _MAIN_PID:
         os._exit(70)  # a child the environment forked fell back into this loop: it may not speak
-    data = json.dumps(obj, allow_nan=False, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    data = _dumps(obj).encode("ascii")
     if len(data) > frame_max:
-        data = json.dumps({"id": obj.get("id"), "ok": False, "kind": "result",
-                           "error": f"result too large ({len(data)} bytes > {frame_max} byte frame cap)"}).encode()
+        data = _dumps({"id": obj.get("id"), "ok": False, "kind": "result",
+                       "error": f"result too large ({len(data)} bytes > {frame_max} byte frame cap)"}).encode()
     data = len(data).to_bytes(4, "big") + data
     view = memoryview(data)
     while view:
@@ -86,17 +125,23 @@ def _error_text(exc):
 
 
 def _describe(exc):
-    import traceback
-
-    frames = traceback.extract_tb(exc.__traceback__)
+    """One line naming the exception and its innermost frame in the env, plus a short
+    traceback; written by hand because importing `traceback` costs start-up time."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno, tb.tb_frame.f_code.co_name))
+        tb = tb.tb_next
     where = ""
-    for frame in reversed(frames):
-        if frame.filename == "<env>":
-            where = f" (env line {frame.lineno} in {frame.name})"
+    for filename, lineno, name in reversed(frames):
+        if filename == "<env>":
+            where = f" (env line {lineno} in {name})"
             break
     message = f"{type(exc).__name__}: {_first_line(exc)}"
-    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-    return message + where, tail[-2000:]
+    lines = ["Traceback (most recent call last):"]
+    lines += [f'  File "{f}", line {n}, in {name}' for f, n, name in frames[-6:]]
+    lines.append(message)
+    return message + where, "\n".join(lines)[-2000:]
 
 
 def _first_line(exc):
@@ -175,11 +220,10 @@ def main():
     obs_cap, frame_max = int(sys.argv[3]), int(sys.argv[4])
     env = None
     _write_frame(resp_fd, {"id": 0, "ok": True, "ready": True}, frame_max)
-    import traceback  # noqa: F401  (while idle: formatting an error must not need to import)
     while True:
         try:
             size = int.from_bytes(_read_exact(req_fd, 4), "big")
-            msg = json.loads(_read_exact(req_fd, size).decode("utf-8"))
+            msg = _loads(_read_exact(req_fd, size).decode("utf-8"))
         except EOFError:
             os._exit(0)
         rid, op = msg.get("id"), msg.get("op")
@@ -238,7 +282,8 @@ def main():
             _write_frame(resp_fd, reply, frame_max)
         except (ValueError, TypeError) as exc:
             _write_frame(resp_fd, {"id": rid, "ok": False, "kind": "result",
-                                   "error": f"{op} returned a value that is not JSON: {_first_line(exc)}"}, frame_max)
+                                   "error": f"{op} returned a value that is not JSON: {_first_line(exc)}"},
+                         frame_max)
 
 
 def _shape(value):
