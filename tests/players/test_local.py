@@ -15,7 +15,7 @@ from players_helpers import player_config
 
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
-from envduels.players import MemoryCache, _local, build_player
+from envduels.players import ContextOverflow, MemoryCache, _local, build_player
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
@@ -70,6 +70,18 @@ async def test_llama_cpp_server_is_driven_through_the_openai_provider(llama_serv
     assert first.finish_reason in ("stop", "length")
     assert first.retries == 0 and not first.cached
     assert again.text == first.text  # same seed, same answer: reruns are reproducible
+
+
+@needs_llama
+@pytest.mark.llama
+@pytest.mark.slow
+async def test_a_conversation_longer_than_the_context_is_a_context_overflow(llama_server) -> None:
+    player = build_player(player_config(llama_server, model="smollm2", timeout_s=60.0,
+                                        max_retries=3))
+    long = [{"role": "user", "content": "apple " * 3000}]
+    with pytest.raises(ContextOverflow):
+        await player.chat(long, call_id="long", role="solver")
+    await player.aclose()
 
 
 @needs_llama

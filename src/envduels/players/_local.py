@@ -135,6 +135,11 @@ class ModelServer:
                                         f"(last exit code {code}); see {self.log_path}")
                 log.warning("local model server died (exit code %s); restarting (%d/%d)", code,
                             self.restarts, MAX_RESTARTS)
+                try:
+                    await self._start()
+                except UserError as err:  # it loaded before: a failed restart is not the user's
+                    raise ProviderError(f"restarting the local model server failed: {err}") from None
+                return self.base_url
             await self._start()
             return self.base_url
 
