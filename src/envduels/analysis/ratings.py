@@ -6,7 +6,7 @@ matrices `S[b, i, j]` = points of i against j (a win 1, a tie ½). Bradley–Ter
 every draw at once by batched Newton steps with a small ridge, warm-started from the observed
 fit. Environments are the resampling unit because the episodes inside one environment (seeds,
 solvers, conditions) share its difficulty and are not independent; they are resampled within
-each (author, round) stratum so every author keeps the number of environments they wrote.
+each author's stratum so every author keeps the number of environments they wrote.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def fit_bradley_terry(
 
 @dataclass
 class Design:
-    """Environments as resampling units: ids and the (author, round) stratum of each."""
+    """Environments as resampling units: ids and the stratum (author) of each."""
 
     env_ids: list[str]
     strata: np.ndarray
@@ -83,10 +83,10 @@ class Design:
 
 
 def make_design(tables: TablesLike) -> Design:
-    """Every environment of the run, stratified by (author, round)."""
+    """Every environment of the run, stratified by author (rounds pooled, so that a run with one
+    environment per author and round still has something to resample)."""
     envs = tables.environments
-    key = envs["author"].astype(str) + "\x00" + envs["round"].astype(str)
-    _, strata = np.unique(key.to_numpy(), return_inverse=True)
+    _, strata = np.unique(envs["author"].astype(str).to_numpy(), return_inverse=True)
     return Design(list(envs["env_id"]), strata)
 
 

@@ -69,7 +69,9 @@ def heatmap(matrix: pd.DataFrame, title: str, *, cmap: str = "RdBu", center: flo
         for i in range(n_r):
             for j in range(n_c):
                 if np.isfinite(vals[i, j]):
-                    ax.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=6.5)
+                    dark = abs(vals[i, j] - center) > 0.6 * span
+                    ax.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=6.5,
+                            color="white" if dark else "black")
     rows, cols = list(matrix.index), list(matrix.columns)
     for r, c in highlight or ():
         if r in rows and c in cols:
