@@ -66,7 +66,7 @@ def test_loading_the_library_folder_as_an_export_gives_the_library():
 def test_the_shipped_manifest_hashes_are_current(tmp_path):
     copy = tmp_path / "library"
     shutil.copytree(library_dir(), copy)
-    assert rehash(copy) == []  # run `python -m envduels.envs._library --rehash` after edits
+    assert rehash(copy) == []  # run `python -m envduels.envs --rehash` after edits
 
 
 def test_rehash_rewrites_the_hash_of_an_edited_source(tmp_path):

@@ -5,7 +5,7 @@
 library loads with the same `load_export` as any export: by construction, not by a special path.
 
 After editing a library source, refresh the manifest's hashes with
-`python -m envduels.envs._library --rehash` (a test fails while they are stale).
+`python -m envduels.envs --rehash` (a test fails while they are stale).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def rehash(folder: Path | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envduels.envs._library", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m envduels.envs", description=__doc__.split("\n")[0])
     parser.add_argument("--rehash", action="store_true", help="rewrite the manifest's source hashes")
     args = parser.parse_args(argv)
     if args.rehash:
