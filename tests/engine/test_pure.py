@@ -142,3 +142,14 @@ def test_history_orders_by_hint_gain_and_respects_visibility_and_budget():
     assert '"GATED"' not in own and '"FLAT"' in own
     short = history_digest(t, author="a", round_=2, mode="all", max_chars=200)
     assert len(short) <= 200 and '"GATED"' not in short and "BROKEN" in short
+
+
+def test_episode_task_is_a_picklable_value():
+    import pickle
+
+    from envduels.engine.solving import EpisodeTask
+    from envduels.envs import EnvSpec
+
+    task = EpisodeTask(key="k", env=EnvSpec(id="e", source="x", hints={"hint": "h"}),
+                       solver="s", seed=2**62, trial=0, hinted=True, max_turns=4)
+    assert pickle.loads(pickle.dumps(task)) == task
