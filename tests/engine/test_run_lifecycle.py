@@ -109,3 +109,33 @@ def test_play_a_library_environment_by_name_until_input_ends(monkeypatch, capsys
                         seed=0, unsafe_no_sandbox=False)
     assert code == 1
     assert "error: provider error: standard input closed" in capsys.readouterr().out
+
+
+def test_play_with_a_configured_player(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    env = tmp_path / "lock.py"
+    env.write_text(LOCK_SOURCE)
+    with ScriptedServer(respond, api_key=KEY) as server:
+        path = _write(tmp_path, config(server.base_url, str(tmp_path / "run")))
+        code = play_command(str(env), config=path, player="bob", human=False, hint=False,
+                            seed=1, unsafe_no_sandbox=False)
+        assert server.request_count == 4  # bob never finds the word without the hint
+    out = capsys.readouterr().out
+    assert code == 1 and "failure: turn cap 4 reached" in out
+    assert not (tmp_path / "run").exists()  # playing writes no run
+
+
+def test_live_view_only_on_a_terminal():
+    from rich.console import Console
+
+    from envduels.engine.progress import LiveView, Progress
+
+    progress = Progress(rounds=2, round=1, phase="solving", episodes_planned=10)
+    progress.episode_finished("success")
+    assert not LiveView(progress, quiet=False, console=Console(file=io.StringIO())).enabled
+    assert not LiveView(progress, quiet=True, console=Console(force_terminal=True)).enabled
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120)
+    console.print(progress.render())
+    text = buf.getvalue()
+    assert "1/2 (solving)" in text and "1 done / 9 left" in text and "success 1" in text
