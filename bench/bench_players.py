@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import openai
 
@@ -66,6 +68,16 @@ async def bench_bare(url: str, calls: int, concurrency: int) -> tuple[float, flo
     return out
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far; Linux /proc, else 0."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,19 +91,27 @@ def main() -> int:
     try:
         url = server.stdout.readline().strip()
         ideal = args.concurrency / (args.latency_ms / 1000.0)
-        rows = [("envduels players", asyncio.run(bench_players(url, args.calls, args.concurrency))),
-                ("bare openai client", asyncio.run(bench_bare(url, args.calls, args.concurrency)))]
+        rows = []
+        for name, bench in (("envduels players", bench_players), ("bare openai client", bench_bare)):
+            server_cpu = _cpu_of(server.pid)
+            wall, cpu = asyncio.run(bench(url, args.calls, args.concurrency))
+            rows.append((name, wall, cpu, _cpu_of(server.pid) - server_cpu))
     finally:
         server.terminate()
         server.wait(timeout=10)
     print(f"{args.calls} calls, {args.concurrency} concurrent, server latency "
           f"{args.latency_ms:g} ms: ideal {ideal:.0f} calls/s")
-    print(f"{'client':<20} {'calls/s':>8} {'of ideal':>9} {'CPU ms/call':>12}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'client':<20} {'calls/s':>8} {'of ideal':>9} {'client CPU ms/call':>19} "
+          f"{'server CPU ms/call':>19}")
     rates = {}
-    for name, (wall, cpu) in rows:
+    for name, wall, cpu, server_cpu in rows:
         rate = args.calls / wall
         rates[name] = rate
-        print(f"{name:<20} {rate:8.0f} {rate / ideal:9.1%} {cpu / args.calls * 1000:12.2f}")
+        # server CPU includes the warm-up calls
+        per_server = server_cpu / (args.calls + 2 * args.concurrency) * 1000
+        print(f"{name:<20} {rate:8.0f} {rate / ideal:9.1%} {cpu / args.calls * 1000:19.2f} "
+              f"{per_server:19.2f}")
     ratio = rates["envduels players"] / rates["bare openai client"]
     print(f"players / bare-client ceiling: {ratio:.1%}")
     return 0
