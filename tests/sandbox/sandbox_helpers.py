@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -14,6 +15,10 @@ from envduels.sandbox._launcher import host
 FAST = SandboxLimits(step_timeout_s=1.5, cpu_s=20, memory_mb=256, max_procs=32,
                      scratch_mb=16, file_size_mb=8, output_cap_bytes=64 << 10,
                      observation_max_chars=1000)
+
+# For attacks that do real work before the limit stops them (touching memory, forking, filling
+# files): a generous deadline, so that a loaded machine still shows the limit, not the timeout.
+ROOMY = dataclasses.replace(FAST, step_timeout_s=15.0)
 
 TRIVIAL = '''
 class Counter:
@@ -73,11 +78,19 @@ def namespace_pids(init_pid: int | None = None, *, namespace: str | None = None)
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if str((entry / "ns" / "pid").readlink()) == target:
+                if str((entry / "ns" / "pid").readlink()) == target and not _zombie(entry):
                     pids.append(int(entry.name))
             except OSError:
                 continue
     return pids
+
+
+def _zombie(proc: Path) -> bool:
+    """An exited process not yet reaped: it holds a pid number, nothing else."""
+    try:
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 @pytest.fixture
@@ -97,6 +110,15 @@ async def pool(canary: Path) -> AsyncIterator[EnvPool]:
         yield p
     left = sandbox_uid_processes()
     assert left == [], [(p, Path(f"/proc/{p}/stat").read_text()) for p in left]
+
+
+@pytest.fixture
+async def roomy_pool(canary: Path) -> AsyncIterator[EnvPool]:
+    """Like `pool`, with a 15 s deadline per call."""
+    async with EnvPool(ROOMY, warm=1) as p:
+        yield p
+    left = sandbox_uid_processes()
+    assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
 
 
 async def assert_pool_still_works(pool: EnvPool) -> None:

@@ -81,14 +81,14 @@ async def test_cpu_time_limit_kills_a_busy_environment(canary: Path) -> None:
 
 # ----- memory and processes -------------------------------------------------------------------
 
-async def test_memory_bomb_hits_the_address_space_limit(pool: EnvPool) -> None:
-    fault = await fault_of(pool, "x = []\nwhile True:\n    x.append(bytearray(16 << 20))")
+async def test_memory_bomb_hits_the_address_space_limit(roomy_pool: EnvPool) -> None:
+    fault = await fault_of(roomy_pool, "x = []\nwhile True:\n    x.append(bytearray(16 << 20))")
     assert fault.reason.startswith("step raised MemoryError")
-    await assert_pool_still_works(pool)
+    await assert_pool_still_works(roomy_pool)
 
 
 async def test_children_each_under_the_process_limit_are_stopped_by_the_cgroup(
-        pool: EnvPool) -> None:
+        roomy_pool: EnvPool) -> None:
     # 4 children x 150 MiB: each under RLIMIT_AS (256 MiB), together over the 256 MiB cgroup.
     step = """
     pids = []
@@ -103,51 +103,51 @@ async def test_children_each_under_the_process_limit_are_stopped_by_the_cgroup(
         pids.append(pid)
     time.sleep(30)
     """
-    fault = await fault_of(pool, step, prelude="import os, time")
+    fault = await fault_of(roomy_pool, step, prelude="import os, time")
     assert fault.reason == "memory limit exceeded (256 MiB)"
-    await assert_pool_still_works(pool)
+    await assert_pool_still_works(roomy_pool)
 
 
-async def test_fork_bomb_is_capped_and_a_second_sandbox_still_starts(pool: EnvPool) -> None:
+async def test_fork_bomb_is_capped_and_a_second_sandbox_still_starts(roomy_pool: EnvPool) -> None:
     step = "while True:\n    os.fork()"
-    fault = await fault_of(pool, step, prelude="import os")
+    fault = await fault_of(roomy_pool, step, prelude="import os")
     assert fault.reason.startswith("step raised BlockingIOError: [Errno 11] Resource temporarily "
                                    "unavailable")
-    await assert_pool_still_works(pool)
-    await assert_pool_still_works(pool)
+    await assert_pool_still_works(roomy_pool)
+    await assert_pool_still_works(roomy_pool)
 
 
-async def test_thread_bomb_is_capped(pool: EnvPool) -> None:
+async def test_thread_bomb_is_capped(roomy_pool: EnvPool) -> None:
     step = ("while True:\n"
             "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()")
-    fault = await fault_of(pool, step, prelude="import threading, time")
+    fault = await fault_of(roomy_pool, step, prelude="import threading, time")
     assert fault.reason.startswith("step raised RuntimeError: can't start new thread")
-    await assert_pool_still_works(pool)
+    await assert_pool_still_works(roomy_pool)
 
 
 # ----- files ----------------------------------------------------------------------------------
 
-async def test_huge_file_hits_the_file_size_limit(pool: EnvPool) -> None:
+async def test_huge_file_hits_the_file_size_limit(roomy_pool: EnvPool) -> None:
     step = """
     with open('/tmp/big', 'wb') as fh:
         for _ in range(100):
             fh.write(b'x' * (1 << 20))
     """
-    fault = await fault_of(pool, step)
+    fault = await fault_of(roomy_pool, step)
     assert fault.reason == "step raised OSError: [Errno 27] File too large (env line 10 in step)"
-    await assert_pool_still_works(pool)
+    await assert_pool_still_works(roomy_pool)
 
 
-async def test_many_files_fill_only_the_capped_scratch(pool: EnvPool) -> None:
+async def test_many_files_fill_only_the_capped_scratch(roomy_pool: EnvPool) -> None:
     step = """
     for i in range(1000):
         with open('/tmp/f%d' % i, 'wb') as fh:
             fh.write(b'x' * (4 << 20))
     """
-    fault = await fault_of(pool, step)
+    fault = await fault_of(roomy_pool, step)
     assert fault.reason == ("step raised OSError: [Errno 28] No space left on device "
                             "(env line 10 in step)")
-    await assert_pool_still_works(pool)
+    await assert_pool_still_works(roomy_pool)
 
 
 async def test_writes_outside_scratch_fail_and_change_nothing(pool: EnvPool, canary: Path) -> None:

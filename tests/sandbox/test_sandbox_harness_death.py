@@ -58,12 +58,18 @@ def test_sigkill_of_the_harness_leaves_no_sandbox_process(tmp_path: Path) -> Non
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         left = [p for s in spaces for p in namespace_pids(namespace=s)]
-        left += [p for p in info["outer"] if Path(f"/proc/{p}").exists()
-                 and "Z" not in Path(f"/proc/{p}/stat").read_text().split(")")[1][:3]]
+        left += [p for p in info["outer"] if Path(f"/proc/{p}").exists() and not _zombie(p)]
         if not left:
             break
         time.sleep(0.05)
     assert left == [], [_describe(p) for p in left]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _describe(pid: int) -> str:

@@ -15,7 +15,6 @@ import atexit
 import ctypes
 import logging
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -219,34 +218,23 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     if group is None and uid is None:
         # Shared with every process of this uid: leave room for the ones already running.
         nproc += _count_own_processes(os.getuid())
-    join = group.join_paths() if group is not None else ()
     mem = limits.memory_mb << 20
-    rlimits = [
-        (resource.RLIMIT_AS, mem, mem),
-        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
-        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
-        (resource.RLIMIT_FSIZE, limits.file_size_mb << 20, limits.file_size_mb << 20),
-        (resource.RLIMIT_CORE, 0, 0),
-        (resource.RLIMIT_NPROC, nproc, nproc),
-    ]
-
-    def preexec() -> None:  # runs in the child between fork and exec
-        pid = str(os.getpid())
-        for path in join:
-            with open(path, "w") as fh:
-                fh.write(pid)
-        for which, soft, hard in rlimits:
-            resource.setrlimit(which, (soft, hard))
-        if uid is not None:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-
+    # The worker lowers its own limits before it reads any environment code (no preexec_fn).
+    rlimits = ",".join(str(v) for v in (mem, limits.cpu_s, limits.cpu_s + 1, limits.open_files,
+                                        limits.file_size_mb << 20, nproc))
+    argv.append(rlimits)
+    ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
     try:
-        popen = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=cwd,
-            pass_fds=child_fds, start_new_session=True, preexec_fn=preexec,
-        )
+        if group is not None:
+            group.enter_thread()
+        try:
+            popen = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=cwd,
+                pass_fds=child_fds, start_new_session=True, **ids,
+            )
+        finally:
+            if group is not None and h.cgroups is not None:
+                h.cgroups.leave_thread()
     except BaseException:
         for fd in (req_r, req_w, resp_r, resp_w, out_r, out_w):
             os.close(fd)

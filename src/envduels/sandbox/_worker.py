@@ -6,7 +6,9 @@ argv (the environment's stdout/stderr are separate, captured pipes). The parent 
 everything this program sends: code in this interpreter can rewrite any of it, so nothing here
 is trusted, it only makes honest environments' results and errors precise.
 
-Usage: python -I -S _worker.py REQUEST_FD RESPONSE_FD OBSERVATION_MAX_CHARS FRAME_MAX_BYTES
+Usage: python -I -S _worker.py REQUEST_FD RESPONSE_FD OBSERVATION_MAX_CHARS FRAME_MAX_BYTES RLIMITS
+RLIMITS: "AS,CPU_SOFT,CPU_HARD,NOFILE,FSIZE,NPROC"; the worker lowers its own limits to these
+before it reads any environment code, so everything the environment runs or forks has them.
 """
 
 import os
@@ -215,9 +217,23 @@ def _load(msg):
             "has_oracle": callable(getattr(env, "oracle_action", None))}
 
 
+def _limit_self(spec):
+    import resource
+
+    mem, cpu, cpu_hard, nofile, fsize, nproc = (int(v) for v in spec.split(","))
+    for which, soft, hard in ((resource.RLIMIT_AS, mem, mem),
+                              (resource.RLIMIT_CPU, cpu, cpu_hard),
+                              (resource.RLIMIT_NOFILE, nofile, nofile),
+                              (resource.RLIMIT_FSIZE, fsize, fsize),
+                              (resource.RLIMIT_CORE, 0, 0),
+                              (resource.RLIMIT_NPROC, nproc, nproc)):
+        resource.setrlimit(which, (soft, hard))
+
+
 def main():
     req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
     obs_cap, frame_max = int(sys.argv[3]), int(sys.argv[4])
+    _limit_self(sys.argv[5])
     env = None
     _write_frame(resp_fd, {"id": 0, "ok": True, "ready": True}, frame_max)
     while True:
