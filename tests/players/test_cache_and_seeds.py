@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from players_helpers import HELLO, JsonFileCache, answer, player_config
 
 from envduels.config import Price
+from envduels.errors import UserError
 from envduels.players import MemoryCache, build_player, request_key, request_seed
 from envduels.testing import ScriptedServer
 
@@ -109,3 +112,40 @@ async def test_reasoning_effort_is_sent_with_max_completion_tokens(server) -> No
 def test_request_key_is_independent_of_dict_order() -> None:
     assert request_key({"a": 1, "b": [1, {"x": 2, "y": 3}]}) == request_key(
         {"b": [1, {"y": 3, "x": 2}], "a": 1})
+
+
+async def test_the_same_request_made_twice_at_once_reaches_the_server_once() -> None:
+    with ScriptedServer(answer, latency_s=0.2) as srv:
+        player = build_player(player_config(srv.base_url), cache=None)
+        a, b = await asyncio.gather(player.chat(HELLO, call_id="x", role="solver"),
+                                    player.chat(HELLO, call_id="x", role="solver"))
+        await player.aclose()
+    assert srv.request_count == 1
+    assert a.text == b.text and sorted([a.cached, b.cached]) == [False, True]
+    assert player.usage["solver"].calls == 2 and player.usage["solver"].cached == 1
+
+
+async def test_a_shared_failure_reaches_every_caller_and_is_not_cached() -> None:
+    with ScriptedServer(answer, latency_s=0.1, faults=["400"]) as srv:
+        player = build_player(player_config(srv.base_url), cache=MemoryCache())
+        results = await asyncio.gather(player.chat(HELLO, call_id="x", role="solver"),
+                                       player.chat(HELLO, call_id="x", role="solver"),
+                                       return_exceptions=True)
+        assert all(isinstance(r, UserError) for r in results)
+        ok = await player.chat(HELLO, call_id="x", role="solver")
+        await player.aclose()
+    assert not ok.cached and srv.request_count == 2
+
+
+async def test_cancelling_the_first_caller_lets_the_second_ask_itself() -> None:
+    with ScriptedServer(answer, latency_s=0.3) as srv:
+        player = build_player(player_config(srv.base_url), cache=None)
+        first = asyncio.create_task(player.chat(HELLO, call_id="x", role="solver"))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(player.chat(HELLO, call_id="x", role="solver"))
+        await asyncio.sleep(0.05)
+        first.cancel()
+        result = await second
+        await player.aclose()
+    assert result.text == "scripted-1 heard: Say hello" and not result.cached
+    assert first.cancelled()

@@ -63,6 +63,16 @@ class Answer:
     finish_reason: str
 
 
+def _from_record(record: dict, key: str) -> ChatResult:
+    """A cache hit: the original answer, tokens and latency; nothing new to pay."""
+    return ChatResult(text=record["reply"]["text"],
+                      input_tokens=int(record["usage"]["input_tokens"]),
+                      output_tokens=int(record["usage"]["output_tokens"]),
+                      finish_reason=record["reply"]["finish_reason"],
+                      latency_s=float(record["latency_s"]), cost_usd=0.0, cached=True,
+                      retries=0, request_key=key)
+
+
 def request_seed(run_seed: int, player: str, call_id: str) -> int:
     """A 31-bit seed fixed by (run seed, player name, call id): reruns ask identical questions."""
     digest = hashlib.sha256(f"{run_seed}\x00{player}\x00{call_id}".encode()).digest()
@@ -103,6 +113,7 @@ class Player:
         self._limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
         self._usage: dict[str, Usage] = defaultdict(Usage)
         self._secrets: list[str] = []
+        self._inflight: dict[str, asyncio.Future[dict]] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.provider}:{self.config.model}>"
@@ -138,19 +149,43 @@ class Player:
             if record is not None:
                 usage.calls += 1
                 usage.cached += 1
-                return ChatResult(
-                    text=record["reply"]["text"],
-                    input_tokens=int(record["usage"]["input_tokens"]),
-                    output_tokens=int(record["usage"]["output_tokens"]),
-                    finish_reason=record["reply"]["finish_reason"],
-                    latency_s=float(record["latency_s"]), cost_usd=0.0, cached=True,
-                    retries=0, request_key=key)
+                return _from_record(record, key)
+        while (pending := self._inflight.get(key)) is not None:
+            # The same request is being answered now: share that answer and pay once.
+            try:
+                record = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if pending.cancelled() and task is not None and not task.cancelling():
+                    continue  # the task asking first was cancelled, not this one: ask again
+                raise
+            usage.calls += 1
+            usage.cached += 1
+            return _from_record(record, key)
+        future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            result, record = await self._answer_fresh(request, key, messages, role, call_id)
+            future.set_result(record)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as err:
+            future.set_exception(err)
+            future.exception()  # mark it retrieved: the sharing tasks re-raise it
+            raise
+        finally:
+            del self._inflight[key]
+        return result
+
+    async def _answer_fresh(self, request: dict, key: str, messages: list[dict[str, str]],
+                            role: str, call_id: str) -> tuple[ChatResult, dict]:
         estimate = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 16
         async with self._semaphore:
-            await self._limiter.acquire(estimate)
-            answer, latency, retries = await self._send_with_retries(request)
+            answer, latency, retries = await self._send_with_retries(request, estimate)
         self._limiter.settle(estimate, answer.input_tokens + answer.output_tokens)
         cost = cost_usd(self.config.price, answer.input_tokens, answer.output_tokens)
+        usage = self._usage[role]
         usage.calls += 1
         usage.input_tokens += answer.input_tokens
         usage.output_tokens += answer.output_tokens
@@ -160,19 +195,21 @@ class Player:
                             output_tokens=answer.output_tokens,
                             finish_reason=answer.finish_reason, latency_s=latency,
                             cost_usd=cost, cached=False, retries=retries, request_key=key)
+        record = {
+            "request": request,
+            "reply": {"text": answer.text, "finish_reason": answer.finish_reason},
+            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
+            "cost_usd": cost, "latency_s": latency, "retries": retries,
+            "player": self.name, "role": role, "call_id": call_id}
         if self.cache is not None:
-            self.cache.put(key, {
-                "request": request,
-                "reply": {"text": answer.text, "finish_reason": answer.finish_reason},
-                "usage": {"input_tokens": answer.input_tokens,
-                          "output_tokens": answer.output_tokens},
-                "cost_usd": cost, "latency_s": latency, "retries": retries,
-                "player": self.name, "role": role, "call_id": call_id})
-        return result
+            self.cache.put(key, record)
+        return result, record
 
-    async def _send_with_retries(self, request: dict) -> tuple[Answer, float, int]:
+    async def _send_with_retries(self, request: dict, estimate: int
+                                 ) -> tuple[Answer, float, int]:
         attempt = 0
         while True:
+            await self._limiter.acquire(estimate)  # every attempt is a request the server counts
             try:
                 await self._ready()
                 started = time.monotonic()
