@@ -97,18 +97,18 @@ async def test_each_library_environment_validates_and_its_oracle_wins_on_every_s
 
 
 @pytest.mark.parametrize("name", NAMES)
-async def test_no_library_hint_contains_a_winning_action(pool, name):
-    """SPEC §5 hint_leak: the boxed text of a winning step (stripped, >= 3 chars) in the hint."""
+async def test_no_hint_holds_a_winning_action_and_actions_tolerate_case_and_spaces(pool, name):
+    """SPEC §5 hint_leak: the boxed text of a winning step (stripped, >= 3 chars) in the hint.
+    The oracle's actions are played upper-cased and padded: the environment must still win."""
     spec = library_env(name)
     for seed in spec.benchmark_seeds:
         instance = await pool.open(spec.source, class_name=spec.class_name)
         try:
             await instance.reset(seed)
             for _ in range(spec.max_turns):
-                action = await instance.oracle_action()
-                result = await instance.step(action)
-                text = _BOXED.search(action).group(1).strip()
+                text = _BOXED.search(await instance.oracle_action()).group(1).strip()
                 assert len(text) < 3 or text.lower() not in spec.hint.lower(), (seed, text)
+                result = await instance.step(f"\\boxed{{  {text.upper()} }}")
                 if result.terminated or result.truncated:
                     break
             assert result.terminated and result.reward > 0

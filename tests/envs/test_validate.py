@@ -58,6 +58,26 @@ async def test_a_non_bool_terminated_flag_is_refused(pool):
                                "of type int; expected True or False"]
 
 
+CLOCK_ENV = """
+import time
+
+
+class Clock:
+    def reset(self, seed=None):
+        return "ready", {}
+
+    def step(self, action):
+        return f"it is {time.perf_counter_ns()}", 0.0, False, False, {}
+"""
+
+
+async def test_an_environment_reading_the_clock_fails_the_determinism_check(pool):
+    verdict = await verdict_of(pool, EnvSpec("clock", CLOCK_ENV))
+    [reason] = verdict.reasons
+    assert reason.startswith("seed 11: not deterministic: two fresh instances given the same seed "
+                             "and actions diverge: turn 1 observations differ ('it is ")
+
+
 async def test_an_unseeded_environment_fails_the_determinism_check(pool):
     verdict = await verdict_of(pool, fixture_spec("bad/nondeterministic.py"))
     [reason] = verdict.reasons
