@@ -11,17 +11,16 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from envduels.analysis.transfer import (
-    TransferResult,
-    Unit,
-    correlate_gains,
-    unit_predictors,
-)
 from envduels.errors import UserError
+
+if TYPE_CHECKING:  # the analysis stack loads scipy: imported only once the input is known good
+    from envduels.analysis.transfer import TransferResult
+
+Unit = Literal["author", "env_id"]
 
 HEADER_FIX = "the header must be `author,gain` (one row per author pool) or `env_id,gain` (one per environment)"
 
@@ -105,6 +104,8 @@ def correlate_tables(
     authors = set(envs["author"].astype(str)) if not envs.empty else set()
     env_ids = set(envs["env_id"].astype(str)) if not envs.empty else set()
     unit, gains = parse_gains(gains_path, authors=authors, env_ids=env_ids)
+    from envduels.analysis.transfer import correlate_gains, unit_predictors
+
     predictors = unit_predictors(tables.episodes, unit)
     return correlate_gains(predictors, gains, unit=unit, bootstrap=bootstrap, seed=seed)
 
