@@ -164,7 +164,11 @@ class AuthorBuilder:
     num: np.ndarray  # (n_env, n*n): Σ (yh − y0) placed at (author, solver)
     den: np.ndarray  # matched pairs likewise
 
-    def scores(self, w: np.ndarray) -> np.ndarray:
+    def scores(self, w: np.ndarray, chunk: int = 128) -> np.ndarray:
+        # (draws, n, n, n) intermediates: chunked so 1,000 draws × 20 models stay small in memory
+        return np.concatenate([self._scores(w[k : k + chunk]) for k in range(0, len(w), chunk)])
+
+    def _scores(self, w: np.ndarray) -> np.ndarray:
         n = len(self.players)
         num = (w @ self.num).reshape(-1, n, n)
         den = (w @ self.den).reshape(-1, n, n)
