@@ -250,15 +250,13 @@ async def test_network_is_unreachable_from_inside(pool: EnvPool, tmp_path: Path)
     unix_file.listen()
     step = f"""
     def attempt(family, address):
-        s = socket.socket(family)
-        s.settimeout(1)
         try:
-            s.connect(address)
+            with socket.socket(family) as s:
+                s.settimeout(1)
+                s.connect(address)
             return 'connected'
         except OSError as exc:
             return type(exc).__name__
-        finally:
-            s.close()
     def dns():
         try:
             socket.getaddrinfo('example.com', 80)
@@ -271,7 +269,8 @@ async def test_network_is_unreachable_from_inside(pool: EnvPool, tmp_path: Path)
         'dns': dns(),
         'abstract_unix': attempt(socket.AF_UNIX, {abstract!r}),
         'unix_file': attempt(socket.AF_UNIX, {sock_path!r}),
-        'interfaces': [name for _, name in socket.if_nameindex()],
+        'interfaces': [line.split(':')[0].strip()
+                       for line in open('/proc/net/dev').read().splitlines()[2:]],
     }}), 0, False, False, {{}}
     """
     try:
@@ -282,9 +281,53 @@ async def test_network_is_unreachable_from_inside(pool: EnvPool, tmp_path: Path)
         for s in (listener, unix_abstract, unix_file):
             s.close()
         os.unlink(sock_path)
-    assert found == {"loopback_listener": "ConnectionRefusedError", "internet": "OSError",
+    # AF_INET sockets cannot even be created (seccomp: EAFNOSUPPORT, an OSError); without the
+    # filter the empty network namespace refuses them.
+    assert found == {"loopback_listener": "OSError", "internet": "OSError",
                      "dns": "gaierror", "abstract_unix": "ConnectionRefusedError",
                      "unix_file": "FileNotFoundError", "interfaces": ["lo"]}
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86_64")
+async def test_dangerous_syscalls_are_denied_but_ordinary_python_works(pool: EnvPool) -> None:
+    step = """
+    libc = ctypes.CDLL(None, use_errno=True)
+    def call(nr, *args):
+        ctypes.set_errno(0)
+        rc = libc.syscall(nr, *args)
+        return errno.errorcode.get(ctypes.get_errno(), 'ok') if rc < 0 else 'allowed'
+    def sock(family):
+        try:
+            socket.socket(family, socket.SOCK_DGRAM).close()
+            return 'allowed'
+        except OSError as exc:
+            return errno.errorcode[exc.errno]
+    params = ctypes.create_string_buffer(120)
+    found = {
+        'io_uring_setup': call(425, 1, params), 'userfaultfd': call(323, 0),
+        'bpf': call(321, 0, 0, 0), 'ptrace_traceme': call(101, 0, 0, 0, 0),
+        'keyctl': call(250, 0, 0, 0, 0, 0), 'unshare_net': call(272, 0x40000000),
+        'perf_event_open': call(298, 0, 0, -1, -1, 0),
+        'socket_inet': sock(socket.AF_INET), 'socket_netlink': sock(socket.AF_NETLINK),
+    }
+    a, b = socket.socketpair()
+    a.send(b'ok')
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+    found['ordinary'] = [b.recv(2).decode(), os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])]
+    return json.dumps(found), 0, False, False, {}
+    """
+    found = await observe(pool, step,
+                          prelude="import ctypes, errno, json, os, socket, threading")
+    assert found == {
+        "io_uring_setup": "EPERM", "userfaultfd": "EPERM", "bpf": "EPERM",
+        "ptrace_traceme": "EPERM", "keyctl": "EPERM", "unshare_net": "EPERM",
+        "perf_event_open": "EPERM", "socket_inet": "EAFNOSUPPORT",
+        "socket_netlink": "EAFNOSUPPORT", "ordinary": ["ok", 7]}
 
 
 # ----- processes that outlive a call ----------------------------------------------------------

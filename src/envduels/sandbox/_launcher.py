@@ -6,7 +6,9 @@ Layers (docs/sandbox.md says what each one stops):
 * bwrap with every namespace unshared, no nested user namespaces, all capabilities dropped, a
   root made of `/usr` only, a size-capped private /tmp, `/` and `/dev` read-only, started
   with an empty environment (its pid 1 would otherwise expose ours in /proc/1/environ);
-* rlimits set between fork and exec, and a cgroup for the sandbox's total memory and processes.
+* a seccomp deny-list (`_seccomp.py`) installed by bwrap right before the worker starts;
+* rlimits the worker sets on itself before any environment code exists, and a cgroup for the
+  sandbox's total memory and processes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from ._cgroup import CgroupRoot, SandboxCgroup
 from ._limits import SandboxLimits, SandboxUnavailable
+from ._seccomp import build_filter
 
 log = logging.getLogger("envduels.sandbox")
 
@@ -55,6 +58,7 @@ class Host:
     root: bool
     cgroups: CgroupRoot | None
     subreaper: bool
+    seccomp: bytes | None
     missing: list[str] = field(default_factory=list)
     _free_slots: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -111,6 +115,9 @@ def _probe() -> Host:
         missing.append(f"no per-sandbox memory/process cgroup ({why}; rlimits only)")
     else:
         atexit.register(cgroups.close)
+    seccomp = build_filter()
+    if seccomp is None:
+        missing.append("no seccomp filter (libseccomp not found)")
     if not root:
         missing.append("no per-sandbox uid (the harness is not root; sandboxes share your uid)")
     subreaper = False
@@ -123,7 +130,7 @@ def _probe() -> Host:
         log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
     free = [s for s in range(_SLOTS_PER_HARNESS - 1, -1, -1)]
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
-                cgroups=cgroups, subreaper=subreaper, missing=missing, _free_slots=free,
+                cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing, _free_slots=free,
                 _uid_base=100000 + (os.getpid() % 2000) * _SLOTS_PER_HARNESS)
 
 
@@ -133,7 +140,7 @@ def require_bwrap() -> None:
         raise SandboxUnavailable()
 
 
-def bwrap_argv(h: Host, limits: SandboxLimits) -> list[str]:
+def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) -> list[str]:
     argv = [
         h.bwrap or "bwrap",
         "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
@@ -155,8 +162,10 @@ def bwrap_argv(h: Host, limits: SandboxLimits) -> list[str]:
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8",
         "--remount-ro", "/", "--remount-ro", "/dev",
-        h.python,
     ]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
+    argv.append(h.python)
     return argv
 
 
@@ -194,7 +203,8 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     req_r, req_w = os.pipe2(os.O_CLOEXEC)
     resp_r, resp_w = os.pipe2(os.O_CLOEXEC)
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    child_fds = (req_r, resp_w)
+    child_fds: tuple[int, ...] = (req_r, resp_w)
+    seccomp_r: int | None = None
     tail = ["-I", "-S", "-c", WORKER_SOURCE, str(req_r), str(resp_w),
             str(limits.observation_max_chars), str(limits.frame_max_bytes)]
     slot = uid = group = scratch = None
@@ -206,7 +216,12 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     else:
         if h.bwrap is None:
             raise SandboxUnavailable()
-        argv = bwrap_argv(h, limits) + tail
+        if h.seccomp is not None:
+            seccomp_r, seccomp_w = os.pipe2(os.O_CLOEXEC)
+            os.write(seccomp_w, h.seccomp)   # a few hundred bytes: fits the pipe buffer
+            os.close(seccomp_w)
+            child_fds += (seccomp_r,)
+        argv = bwrap_argv(h, limits, seccomp_r) + tail
         env = {}
         cwd = "/"
         if h.root:
@@ -236,15 +251,17 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
             if group is not None and h.cgroups is not None:
                 h.cgroups.leave_thread()
     except BaseException:
-        for fd in (req_r, req_w, resp_r, resp_w, out_r, out_w):
-            os.close(fd)
+        for fd in (req_r, req_w, resp_r, resp_w, out_r, out_w, seccomp_r):
+            if fd is not None:
+                os.close(fd)
         if group is not None and h.cgroups is not None:
             h.cgroups.discard(group)
         if slot is not None:
             h.give_slot(slot)
         raise
-    for fd in (req_r, resp_w, out_w):
-        os.close(fd)
+    for fd in (req_r, resp_w, out_w, seccomp_r):
+        if fd is not None:
+            os.close(fd)
     for fd in (resp_r, out_r, req_w):
         os.set_blocking(fd, False)
     return Launched(popen, req_w, resp_r, out_r, slot, uid, group, not unsafe_no_sandbox, scratch)
