@@ -11,7 +11,7 @@ import re
 from envduels.envs._spec import DEFAULT_MAX_TURNS
 
 _BOXED = re.compile(r"\\boxed\s*\{")
-_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+_FENCE = re.compile(r"```|~~~")  # a fence anywhere, inline too
 
 
 class StaticError(Exception):
