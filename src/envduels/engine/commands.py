@@ -125,9 +125,9 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool) -> int:
 
     try:
         result = asyncio.run(main())
+        counts = store.episode_counts()
     finally:
         store.close()
-    counts = Store(cfg.run_dir).episode_counts()
     summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no episodes"
     print(f"{cfg.name}: {summary}; {progress.tokens:,} tokens and ${progress.cost_usd:.4f} this "
           f"session; results in {cfg.run_dir}")
