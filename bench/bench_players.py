@@ -84,6 +84,8 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=1920)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--latency-ms", type=float, default=100.0)
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="alternate the two clients this many times; keep each one's best run")
     args = ap.parse_args()
     server = subprocess.Popen(
         [sys.executable, "-m", "envduels.testing.server", "--port", "0",
@@ -91,16 +93,21 @@ def main() -> int:
     try:
         url = server.stdout.readline().strip()
         ideal = args.concurrency / (args.latency_ms / 1000.0)
-        rows = []
-        for name, bench in (("envduels players", bench_players), ("bare openai client", bench_bare)):
-            server_cpu = _cpu_of(server.pid)
-            wall, cpu = asyncio.run(bench(url, args.calls, args.concurrency))
-            rows.append((name, wall, cpu, _cpu_of(server.pid) - server_cpu))
+        best: dict[str, tuple[float, float, float]] = {}
+        for _ in range(args.repeat):  # alternating evens out a load that changes meanwhile
+            for name, bench in (("envduels players", bench_players),
+                                ("bare openai client", bench_bare)):
+                server_cpu = _cpu_of(server.pid)
+                wall, cpu = asyncio.run(bench(url, args.calls, args.concurrency))
+                run = (wall, cpu, _cpu_of(server.pid) - server_cpu)
+                if name not in best or run[0] < best[name][0]:
+                    best[name] = run
+        rows = [(name, *run) for name, run in best.items()]
     finally:
         server.terminate()
         server.wait(timeout=10)
     print(f"{args.calls} calls, {args.concurrency} concurrent, server latency "
-          f"{args.latency_ms:g} ms: ideal {ideal:.0f} calls/s")
+          f"{args.latency_ms:g} ms: ideal {ideal:.0f} calls/s (best of {args.repeat})")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'client':<20} {'calls/s':>8} {'of ideal':>9} {'client CPU ms/call':>19} "
           f"{'server CPU ms/call':>19}")
