@@ -153,3 +153,36 @@ def test_episode_task_is_a_picklable_value():
     task = EpisodeTask(key="k", env=EnvSpec(id="e", source="x", hints={"hint": "h"}),
                        solver="s", seed=2**62, trial=0, hinted=True, max_turns=4)
     assert pickle.loads(pickle.dumps(task)) == task
+
+
+def _tasks(tmp_path, **tournament):
+    from envduels.engine.progress import Progress
+    from envduels.engine.scheduler import Tournament
+    from envduels.store import EnvironmentRow, Store
+
+    cfg = parse_config({"name": "t", "tournament": tournament, "players": [
+        {"name": "a", "provider": "openai", "model": "m"},
+        {"name": "b", "provider": "openai", "model": "m", "roles": ["solver"]},
+        {"name": "c", "provider": "openai", "model": "m", "roles": ["author"]}]})
+    env = EnvironmentRow(env_id="r1-a-0", author="a", round=1, slot=0, domain="d", title="",
+                         valid=True, invalid_reason=None, hints={"hint": "h"}, source="s",
+                         source_sha256="x", class_name="E", max_turns=9, fixed_pool=False,
+                         benchmark_seeds=(11, 12), metadata={})
+    t = Tournament(cfg, store=Store(tmp_path), players={}, pool=None, fingerprint="fp",
+                   pool_specs=[], progress=Progress(rounds=1))
+    return t._tasks([env])
+
+
+def test_every_solver_plays_every_seed_and_trial_in_both_conditions(tmp_path):
+    tasks = _tasks(tmp_path, trials_per_seed=2, max_turns=5)
+    assert len(tasks) == 2 * 2 * 2 * 2  # solvers a, b (c only authors) x seeds x trials x hinted
+    assert {(t.solver, t.seed, t.trial) for t in tasks if t.hinted} == {
+        (t.solver, t.seed, t.trial) for t in tasks if not t.hinted}
+    assert {t.max_turns for t in tasks} == {5}  # min(env 9, tournament 5)
+    assert {t.solver for t in tasks if t.self_play} == {"a"}
+    assert len({t.key for t in tasks}) == len(tasks)
+
+
+def test_self_play_false_skips_an_author_on_its_own_environment(tmp_path):
+    tasks = _tasks(tmp_path, self_play=False)
+    assert {t.solver for t in tasks} == {"b"} and not any(t.self_play for t in tasks)
