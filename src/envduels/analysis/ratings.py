@@ -142,7 +142,7 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
             net[env_index[e], col] += pt
             count[env_index[e], col] += k
     played = tables.episodes[~tables.episodes["self_play"].astype(bool)]
-    slots = played.groupby(["env_id", "solver"])[["seed", "trial"]].apply(lambda g: len(g.drop_duplicates()))
+    slots = played[["env_id", "solver", "seed", "trial"]].drop_duplicates().groupby(["env_id", "solver"]).size()
     typical = float(slots.median()) if len(slots) else 1.0
     solvers = solver_names(tables)
     for row in envs[~envs["valid"].astype(bool)].itertuples(index=False):
