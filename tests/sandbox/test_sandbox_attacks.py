@@ -70,10 +70,14 @@ async def test_blocking_sleep_is_stopped_at_the_wall_deadline(pool: EnvPool) -> 
     await assert_pool_still_works(pool)
 
 
-async def test_cpu_time_limit_kills_a_busy_environment(canary: Path) -> None:
-    limits = SandboxLimits(step_timeout_s=20, cpu_s=1)
+@pytest.mark.parametrize("ignore_sigxcpu", [False, True])
+async def test_cpu_time_limit_kills_a_busy_environment(canary: Path, ignore_sigxcpu: bool) -> None:
+    limits = SandboxLimits(step_timeout_s=30, cpu_s=1)
+    step = "while True:\n    pass"
+    if ignore_sigxcpu:   # then the hard limit (1 s later) kills it with SIGKILL
+        step = "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n" + step
     async with EnvPool(limits, warm=0) as pool:
-        fault = await fault_of(pool, "while True:\n    pass")
+        fault = await fault_of(pool, step, prelude="import signal")
         assert fault.reason == "CPU time limit exceeded (1 s) during step"
         await assert_pool_still_works(pool)
     assert sandbox_uid_processes() == []

@@ -177,10 +177,9 @@ class WorkerChannel:
         return await self._receive(rid, what, deadline, timeout)
 
     def _readable_now(self) -> bool:
-        with contextlib.suppress(OSError, ValueError):
-            ready, _, _ = select.select([self.launched.response_r], [], [], 0)
-            return bool(ready)
-        return False
+        poller = select.poll()   # not select(): harnesses with many workers pass fd 1024
+        poller.register(self.launched.response_r, select.POLLIN)
+        return bool(poller.poll(0))
 
     async def _send(self, data: bytes, deadline: float, what: str, timeout: float) -> None:
         view = memoryview(data)
@@ -254,6 +253,8 @@ class WorkerChannel:
         if sig == signal.SIGXCPU:
             return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
         if sig == signal.SIGKILL:
+            if group is not None:   # no OOM in the group: the hard CPU limit (SIGXCPU ignored)
+                return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
             return (f"worker killed by SIGKILL (CPU time limit of {self.limits.cpu_s} s or "
                     "out of memory)")
         if sig:

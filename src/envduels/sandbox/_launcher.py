@@ -14,9 +14,11 @@ Layers (docs/sandbox.md says what each one stops):
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -115,6 +117,7 @@ def _probe() -> Host:
         missing.append(f"no per-sandbox memory/process cgroup ({why}; rlimits only)")
     else:
         atexit.register(cgroups.close)
+    _raise_open_file_limit()
     seccomp = build_filter()
     if seccomp is None:
         missing.append("no seccomp filter (libseccomp not found)")
@@ -132,6 +135,16 @@ def _probe() -> Host:
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
                 cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing, _free_slots=free,
                 _uid_base=100000 + (os.getpid() % 2000) * _SLOTS_PER_HARNESS)
+
+
+def _raise_open_file_limit() -> None:
+    """Each live worker holds five fds in the harness; hundreds of episodes at once need more
+    than the usual soft limit of 1024, and the hard limit is ours to take."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 16
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def require_bwrap() -> None:
