@@ -114,6 +114,35 @@ async def test_local_provider_answers_offline_and_survives_a_model_crash() -> No
         assert proc.poll() is not None  # the last player closing stops the model server
 
 
+@needs_llama
+@pytest.mark.llama
+@pytest.mark.slow
+def test_the_model_server_dies_with_a_killed_parent(tmp_path) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import asyncio, sys, time\n"
+        "from envduels.config import PlayerConfig\n"
+        "from envduels.players import build_player\n"
+        "async def main():\n"
+        "    p = build_player(PlayerConfig(name='s', provider='local', model='smollm2', max_tokens=2))\n"
+        "    await p.chat([{'role': 'user', 'content': 'hi'}], call_id='a', role='solver')\n"
+        "    print(p.server.process.pid, flush=True)\n"
+        "    time.sleep(600)\n"
+        "asyncio.run(main())\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    parent.kill()  # SIGKILL: no atexit, no cleanup of its own
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"model server {server_pid} outlived its parent")
+
+
 def test_missing_llama_cpp_says_to_run_the_install_script(monkeypatch) -> None:
     monkeypatch.setattr(_local, "llama_available", lambda: False)
     monkeypatch.setattr(_local, "resolve_model_file", lambda model: __file__)

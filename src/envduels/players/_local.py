@@ -91,11 +91,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # runs in the child before exec
-    with contextlib.suppress(Exception):
-        import ctypes
+# Linux: the model server gets SIGKILL when its parent dies (PR_SET_PDEATHSIG survives exec),
+# set by this launcher rather than a preexec_fn, which is unsafe in a threaded parent.
+_LAUNCHER = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+os.execv(sys.executable, [sys.executable, "-m", "llama_cpp.server", *sys.argv[2:]])
+"""
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _server_command(args: list[str]) -> list[str]:
+    if sys.platform == "linux":
+        return [sys.executable, "-c", _LAUNCHER, str(os.getpid()), *args]
+    return [sys.executable, "-m", "llama_cpp.server", *args]
 
 
 class ModelServer:
@@ -145,13 +158,12 @@ class ModelServer:
 
     async def _start(self) -> None:
         port = _free_port()
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.path),
-               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(self.n_ctx)]
+        cmd = _server_command(["--model", str(self.path), "--host", "127.0.0.1",
+                               "--port", str(port), "--n_ctx", str(self.n_ctx)])
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                start_new_session=True)
         self.base_url = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         async with httpx.AsyncClient(timeout=2.0) as http:
