@@ -106,3 +106,33 @@ def test_sigkilled_runs_resume_to_identical_results_without_repeating_finished_c
     assert got[3] == expected[3]  # the same set of recorded calls
     # only calls in flight at a kill may be sent twice: at most one per player per kill
     assert crash_calls - clean_calls <= 3 * 4
+
+
+def test_ctrl_c_says_how_to_resume_and_the_resumed_run_completes(tmp_path):
+    from duel_script import EXPECTED
+
+    class Interrupting(KillingResponder):
+        def __call__(self, model, messages):
+            with self.lock:
+                self.seen += 1
+                if self.seen == self.kill_at and self.proc is not None:
+                    os.kill(self.proc.pid, signal.SIGINT)
+            return respond(model, messages)
+
+    responder = Interrupting()
+    with ScriptedServer(responder, api_key=KEY) as server:
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(config(server.base_url, str(tmp_path / "run"))))
+        env = dict(os.environ, ENVDUELS_TEST_KEY=KEY)
+        responder.kill_at = 8
+        responder.proc = subprocess.Popen(
+            [sys.executable, "-m", "envduels.cli", "run", str(path)], env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, err = responder.proc.communicate(timeout=240)
+        assert responder.proc.returncode == 130
+        assert "interrupted; finished work is saved, run the same command again" in err
+        assert _run(path, responder, None) == 0
+    got: dict = {}
+    for e in Store(tmp_path / "run", create=False).episodes():
+        got.setdefault((e.env_id, e.solver, e.hinted), set()).add((e.outcome, e.turns))
+    assert got == {k: {v} for k, v in EXPECTED.items()}

@@ -126,6 +126,10 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool) -> int:
     try:
         result = asyncio.run(main())
         counts = store.episode_counts()
+    except KeyboardInterrupt:
+        print("interrupted; finished work is saved, run the same command again to resume",
+              file=sys.stderr)
+        raise
     finally:
         store.close()
     summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no episodes"
