@@ -50,8 +50,9 @@ async def test_max_turns_defaults_to_20_and_no_arg_constructor_is_used(pool: Env
 @pytest.mark.parametrize(("source", "class_name", "reason"), [
     ("x = 1\n", None, "no environment class (a class with reset and step) in the source"),
     ("class A:\n    def reset(self): pass\n    def step(self, a): pass\n"
-     "class B(A): pass\nclass C(A): pass\n", None,
-     "3 environment classes (A, B, C); set class_name"),
+     "class B:\n    def reset(self): pass\n    def step(self, a): pass\n"
+     "class C(A): pass\nclass D(A): pass\n", None,
+     "3 environment classes (B, C, D); set class_name"),
     ("class A:\n    def reset(self): pass\n    def step(self, a): pass\n", "Z",
      "no environment class named Z (a class with reset and step)"),
     ("def broken(:\n", None, "the source does not compile: invalid syntax (line 1)"),
@@ -68,6 +69,16 @@ async def test_sources_that_do_not_load_fail_with_a_reason(pool: EnvPool, source
         await pool.open(source, class_name=class_name)
     assert info.value.reason == reason
     await assert_pool_still_works(pool)
+
+
+async def test_a_base_class_extended_in_the_source_is_not_a_candidate(pool: EnvPool) -> None:
+    src = ("class Base:\n    def reset(self, seed=None): raise NotImplementedError\n"
+           "    def step(self, a): raise NotImplementedError\n"
+           "class Game(Base):\n    def reset(self, seed=None): return 'game', {}\n")
+    inst = await pool.open(src)
+    assert inst.class_name == "Game"
+    assert await inst.reset(None) == ("game", {})
+    await inst.close()
 
 
 async def test_class_name_picks_one_of_several(pool: EnvPool) -> None:

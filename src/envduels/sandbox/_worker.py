@@ -195,12 +195,14 @@ def _load(msg):
     elif not classes:
         return {"ok": False, "kind": "load",
                 "error": "no environment class (a class with reset and step) in the source"}
-    elif len(classes) > 1:
-        names = ", ".join(c.__name__ for c in classes)
-        return {"ok": False, "kind": "load",
-                "error": f"{len(classes)} environment classes ({names}); set class_name"}
     else:
-        cls = classes[0]
+        # A base class that another candidate extends is not a candidate itself.
+        leaves = [c for c in classes if not any(o is not c and issubclass(o, c) for o in classes)]
+        if len(leaves) > 1:
+            names = ", ".join(c.__name__ for c in leaves)
+            return {"ok": False, "kind": "load",
+                    "error": f"{len(leaves)} environment classes ({names}); set class_name"}
+        cls = leaves[0]
     max_turns = msg.get("max_turns")
     try:
         if max_turns is not None and _accepts_max_turns(cls):
