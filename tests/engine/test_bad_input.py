@@ -123,3 +123,15 @@ def test_a_config_change_that_changes_results_is_refused_by_name(tmp_path):
 def test_status_of_a_folder_without_a_run_is_one_line(tmp_path, monkeypatch, capsys):
     code, err = _cli(monkeypatch, capsys, "status", str(tmp_path))
     _assert_one_line(code, err, "holds no run database")
+
+
+def test_a_pool_environment_id_that_collides_with_an_authored_one_is_refused(tmp_path):
+    from envduels.engine.commands import load_pools
+    from envduels.envs import EnvSpec, write_export
+
+    write_export(tmp_path / "export", [EnvSpec(id="r1-alice-0", source="class E: pass\n",
+                                               hints={"hint": "h"}, author="alice")])
+    cfg = config("http://127.0.0.1:1/v1", str(tmp_path / "run"))
+    cfg["tournament"]["environments"] = [str(tmp_path / "export")]
+    with pytest.raises(UserError, match="'r1-alice-0' is also an id this run's authors write"):
+        load_pools(parse_config(cfg))

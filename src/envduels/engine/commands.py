@@ -55,6 +55,16 @@ def load_pools(cfg: RunConfig) -> list[Any]:
             raise UserError(f"tournament.environments: environment id {s.id!r} is listed twice; "
                             "list each export folder or library name once")
         seen.add(s.id)
+    from envduels.engine._keys import authored_env_id
+
+    t = cfg.tournament
+    authored = {authored_env_id(p.name, r, k) for p in cfg.players if p.authors
+                for r in range(1, t.rounds + 1) for k in range(t.envs_per_author)}
+    for s in specs:
+        if s.id in authored:
+            raise UserError(
+                f"tournament.environments: environment id {s.id!r} is also an id this run's "
+                "authors write; rename that author in players[].name")
     return specs
 
 
