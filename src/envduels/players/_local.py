@@ -239,8 +239,9 @@ class LocalPlayer(OpenAIPlayer):
         if not llama_available():
             raise UserError(f"player {config.name!r}: the local provider needs "
                             f"llama-cpp-python[server]; {INSTALL_HINT}")
-        self._server: ModelServer | None = _acquire_server(
-            self.model_file, config.context_tokens or DEFAULT_CONTEXT)
+        self._model_id = f"local:{self.model_file.name}:{self.model_file.stat().st_size}"
+        self._server: ModelServer | None = None  # taken on first use: building starts nothing
+        self._closed = False
         self._sdk_url = ""
 
     def _default_key_env(self) -> str | None:
@@ -248,12 +249,16 @@ class LocalPlayer(OpenAIPlayer):
 
     @property
     def server(self) -> ModelServer:
-        if self._server is None:
+        """The shared model server of this player's file (registered on first use)."""
+        if self._closed:
             raise ProviderError(f"player {self.name!r} is closed")
+        if self._server is None:
+            self._server = _acquire_server(self.model_file,
+                                           self.config.context_tokens or DEFAULT_CONTEXT)
         return self._server
 
     def _cache_endpoint(self) -> str:
-        return f"local:{self.model_file.name}:{self.model_file.stat().st_size}"
+        return self._model_id
 
     async def client(self) -> openai.AsyncOpenAI:
         url = await self.server.ensure()
@@ -272,23 +277,22 @@ class LocalPlayer(OpenAIPlayer):
         async with server.slot():
             try:
                 return await super()._send(request)
-            except Retryable as err:
+            except Retryable:
                 if server.process is not None and not server.alive():
                     raise Retryable(f"local model server died (exit code "
                                     f"{server.process.returncode}); restarting") from None
-                raise err
+                raise
 
     @property
     def endpoint(self) -> str:
         return self._sdk_url or "local model server"
 
     def discard(self) -> None:
+        self._closed = True
         if self._server is not None:
             server, self._server = self._server, None
             _release_server(server)
 
     async def aclose(self) -> None:
         await super().aclose()
-        if self._server is not None:
-            server, self._server = self._server, None
-            _release_server(server)
+        self.discard()
