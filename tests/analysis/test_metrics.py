@@ -98,3 +98,14 @@ def test_learnability_is_p_times_one_minus_p_of_the_no_hint_rate():
         pair("e", "A", "B", 0, 1, 1), pair("e", "A", "B", 1, 0, 1), pair("e", "A", "B", 2, 0, 0), pair("e", "A", "B", 3, 1, 0)])
     row = learnability(matched_pairs(t.episodes)).iloc[0]
     assert (row["p"], row["learnability"]) == (0.5, 0.25)
+
+
+def test_a_missing_domain_is_balanced_as_its_own_domain():
+    import pandas as pd
+
+    from envduels.analysis import domain_balanced
+
+    v = pd.Series([1.0, 0.0, 0.0, float("nan")])
+    d = pd.Series(["logic", None, None, "math"])
+    assert domain_balanced(v, d) == pytest.approx(0.5)
+    assert domain_balanced(pd.Series([float("nan")]), pd.Series(["x"])) is None

@@ -37,7 +37,6 @@ def matched_pairs(episodes: pd.DataFrame, *, include_self_play: bool = False) ->
     base = eps[~hinted][PAIR_KEYS + ["author", "round", "domain", "self_play", "y"]]
     with_hint = eps[hinted][PAIR_KEYS + ["y"]]
     pairs = base.merge(with_hint, on=PAIR_KEYS, suffixes=("0", "h"))
-    pairs = pairs.rename(columns={"y0": "y0", "yh": "yh"})
     pairs["self_play"] = pairs["self_play"].astype(bool)
     return pairs[PAIR_COLUMNS].reset_index(drop=True)
 
@@ -45,9 +44,11 @@ def matched_pairs(episodes: pd.DataFrame, *, include_self_play: bool = False) ->
 def domain_balanced(values: pd.Series, domains: pd.Series) -> float | None:
     """Mean within each domain, then the mean across domains; None when there are no values.
 
-    `values` and `domains` are aligned per environment; NaN values are dropped first.
+    `values` and `domains` are aligned per environment; NaN values are dropped first, and a
+    missing domain counts as the domain "other".
     """
-    frame = pd.DataFrame({"v": values.to_numpy(dtype=float), "d": domains.to_numpy()}).dropna(subset=["v"])
+    d = pd.Series(domains.to_numpy(), dtype=object).fillna("other")  # a missing domain is a domain
+    frame = pd.DataFrame({"v": values.to_numpy(dtype=float), "d": d.to_numpy()}).dropna(subset=["v"])
     if frame.empty:
         return None
     return float(frame.groupby("d")["v"].mean().mean())
