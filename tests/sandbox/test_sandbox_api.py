@@ -104,6 +104,24 @@ async def test_exception_in_step_is_a_fault_with_location_and_kills_the_instance
     await assert_pool_still_works(pool)
 
 
+async def test_string_hashing_is_the_same_in_every_instance(pool: EnvPool) -> None:
+    # set iteration order over strings must not differ between two instances of one env
+    src = env_source(reset="return ','.join(sorted({'ab', 'cd', 'ef'}, key=hash)), {}")
+    first, second = await pool.open(src), await pool.open(src)
+    assert (await first.reset(0))[0] == (await second.reset(0))[0]
+    assert (await first.reset(0))[0] == ",".join(sorted({"ab", "cd", "ef"}, key=_hash0))
+    await first.close()
+    await second.close()
+
+
+def _hash0(text: str) -> int:
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", f"print(hash({text!r}))"], capture_output=True,
+                         text=True, env={"PYTHONHASHSEED": "0"}, check=True)
+    return int(out.stdout)
+
+
 async def test_print_goes_to_captured_output_not_the_protocol(pool: EnvPool) -> None:
     inst = await pool.open(env_source("print('thinking', action)\nreturn 'o', 1, True, False, {}"))
     await inst.reset(0)

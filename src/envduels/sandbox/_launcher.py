@@ -173,7 +173,7 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
         "--size", str(limits.scratch_mb << 20), "--tmpfs", "/tmp",
         "--chdir", "/tmp",
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
-        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONHASHSEED", "0",
         "--remount-ro", "/", "--remount-ro", "/dev",
     ]
     if seccomp_fd is not None:
@@ -218,13 +218,15 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     child_fds: tuple[int, ...] = (req_r, resp_w)
     seccomp_r: int | None = None
-    tail = ["-I", "-S", "-c", WORKER_SOURCE, str(req_r), str(resp_w),
+    # Not -I: it would ignore PYTHONHASHSEED. The environment is ours alone (bwrap starts
+    # from an empty one), so -s -S and a fixed hash seed are as isolated, and reproducible.
+    tail = ["-s", "-S", "-c", WORKER_SOURCE, str(req_r), str(resp_w),
             str(limits.observation_max_chars), str(limits.frame_max_bytes)]
     slot = uid = group = scratch = None
     if unsafe_no_sandbox:
         argv = [h.python, *tail]
         scratch = tempfile.mkdtemp(prefix="envduels-unsafe-")
-        env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "LANG": "C.UTF-8"}
+        env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
         cwd = scratch
     else:
         if h.bwrap is None:

@@ -233,6 +233,8 @@ def _limit_self(spec):
 
 
 def main():
+    if sys.path and sys.path[0] == "":
+        del sys.path[0]   # `-c` puts the scratch directory first; the env gets no say in imports
     req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
     obs_cap, frame_max = int(sys.argv[3]), int(sys.argv[4])
     _limit_self(sys.argv[5])
