@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import time
 
 import pytest
@@ -195,6 +198,25 @@ def test_without_bwrap_the_pool_refuses_and_says_how_to_install(
     message = str(info.value)
     assert "apt-get install bubblewrap" in message and "--unsafe-no-sandbox" in message
     assert "\n" not in message
+
+
+async def test_bwrap_that_cannot_create_namespaces_is_reported_as_unavailable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tempfile.mkdtemp(prefix="envduels-fake-bwrap-")
+    fake = os.path.join(folder, "bwrap")
+    with open(fake, "w") as fh:
+        fh.write("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    os.chmod(folder, 0o755)
+    os.chmod(fake, 0o755)
+    monkeypatch.setattr(_launcher.host(), "bwrap", fake)
+    try:
+        async with EnvPool(FAST, warm=0) as pool:
+            with pytest.raises(SandboxUnavailable) as info:
+                await pool.open(TRIVIAL)
+    finally:
+        shutil.rmtree(folder)
+    assert str(info.value).startswith("bubblewrap cannot create a sandbox here (bwrap: No "
+                                      "permissions to create new namespace): ")
 
 
 def test_unsafe_mode_runs_without_bwrap_and_says_so_loudly(
