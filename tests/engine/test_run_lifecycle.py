@@ -139,3 +139,19 @@ def test_live_view_only_on_a_terminal():
     console.print(progress.render())
     text = buf.getvalue()
     assert "1/2 (solving)" in text and "1 done / 9 left" in text and "success 1" in text
+
+
+def test_provider_failures_exit_4_and_the_next_run_retries_them(tmp_path, monkeypatch):
+    from envduels.engine.commands import EXIT_ERRORS
+
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    with ScriptedServer(respond, api_key=KEY, faults=["500"]) as server:
+        cfg = config(server.base_url, str(tmp_path / "run"))
+        cfg["players"] = [dict(p, max_retries=0) for p in cfg["players"]]
+        path = _write(tmp_path, cfg)
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
+        store = Store(tmp_path / "run", create=False)
+        assert len(store.environments()) == 2  # the failed author's environment is not final
+        store.close()
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+    assert _outcomes(tmp_path / "run") == {k: {v} for k, v in EXPECTED.items()}
