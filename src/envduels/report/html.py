@@ -50,6 +50,10 @@ def headline(j: dict[str, Any]) -> list[str]:
                 s += f" (95% interval {d['ci_low']:.2f} to {d['ci_high']:.2f})"
             s += "."
         out.append(s)
+    elif ratings["solver"]:
+        top = ratings["solver"][0]
+        out.append(f"Best solver: {top['model']} (solver rating {top['rating']:.0f}); no model was rated as "
+                   "both author and solver, so authoring and solving cannot be compared in this run.")
     if ratings["duel"]:
         top = ratings["duel"][0]
         tied = [r["model"] for r in ratings["duel"] if r["rank"] == 1]
