@@ -20,6 +20,7 @@ import logging
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -211,72 +212,85 @@ def _count_own_processes(uid: int) -> int:
 
 def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     """Start a worker that waits for its "load" frame. Blocking (fork + exec): call it from a
-    thread when an event loop is running."""
+    launcher thread (`launcher_threads()`) when an event loop is running."""
     h = host()
-    req_r, req_w = os.pipe2(os.O_CLOEXEC)
-    resp_r, resp_w = os.pipe2(os.O_CLOEXEC)
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    child_fds: tuple[int, ...] = (req_r, resp_w)
-    seccomp_r: int | None = None
-    # Not -I: it would ignore PYTHONHASHSEED. The environment is ours alone (bwrap starts
-    # from an empty one), so -s -S and a fixed hash seed are as isolated, and reproducible.
-    tail = ["-s", "-S", "-c", WORKER_SOURCE, str(req_r), str(resp_w),
-            str(limits.observation_max_chars), str(limits.frame_max_bytes)]
-    slot = uid = group = scratch = None
-    if unsafe_no_sandbox:
-        argv = [h.python, *tail]
-        scratch = tempfile.mkdtemp(prefix="envduels-unsafe-")
-        env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
-        cwd = scratch
-    else:
-        if h.bwrap is None:
-            raise SandboxUnavailable()
-        if h.seccomp is not None:
-            seccomp_r, seccomp_w = os.pipe2(os.O_CLOEXEC)
-            os.write(seccomp_w, h.seccomp)   # a few hundred bytes: fits the pipe buffer
-            os.close(seccomp_w)
-            child_fds += (seccomp_r,)
-        argv = bwrap_argv(h, limits, seccomp_r) + tail
-        env = {}
-        cwd = "/"
-        if h.root:
-            slot = h.take_slot()
-            uid = h.slot_uid(slot)
-        if h.cgroups is not None:
-            group = h.cgroups.create(limits.memory_mb, limits.max_procs)
-    nproc = limits.max_procs
-    if group is None and uid is None:
-        # Shared with every process of this uid: leave room for the ones already running.
-        nproc += _count_own_processes(os.getuid())
-    mem = limits.memory_mb << 20
-    # The worker lowers its own limits before it reads any environment code (no preexec_fn).
-    rlimits = ",".join(str(v) for v in (mem, limits.cpu_s, limits.cpu_s + 1, limits.open_files,
-                                        limits.file_size_mb << 20, nproc))
-    argv.append(rlimits)
-    ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+    if not unsafe_no_sandbox and h.bwrap is None:
+        raise SandboxUnavailable()
+    opened: list[int] = []
+    slot: int | None = None
+    group: SandboxCgroup | None = None
+    scratch: str | None = None
+
+    def pipe() -> tuple[int, int]:
+        ends = os.pipe2(os.O_CLOEXEC)
+        opened.extend(ends)
+        return ends
+
     try:
+        req_r, req_w = pipe()
+        resp_r, resp_w = pipe()
+        out_r, out_w = pipe()
+        child_ends = [req_r, resp_w, out_w]
+        # Not -I: it would ignore PYTHONHASHSEED. The environment is ours alone (bwrap starts
+        # from an empty one), so -s -S and a fixed hash seed are as isolated, and reproducible.
+        tail = ["-s", "-S", "-c", WORKER_SOURCE, str(req_r), str(resp_w),
+                str(limits.observation_max_chars), str(limits.frame_max_bytes)]
+        uid: int | None = None
+        if unsafe_no_sandbox:
+            argv = [h.python, *tail]
+            scratch = tempfile.mkdtemp(prefix="envduels-unsafe-")
+            env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "LANG": "C.UTF-8",
+                   "PYTHONHASHSEED": "0"}
+            cwd = scratch
+        else:
+            seccomp_r = None
+            if h.seccomp is not None:
+                seccomp_r, seccomp_w = pipe()
+                os.write(seccomp_w, h.seccomp)   # a few hundred bytes: fits the pipe buffer
+                os.close(seccomp_w)
+                opened.remove(seccomp_w)
+                child_ends.append(seccomp_r)
+            argv = bwrap_argv(h, limits, seccomp_r) + tail
+            env, cwd = {}, "/"
+            if h.root:
+                slot = h.take_slot()
+                uid = h.slot_uid(slot)
+            if h.cgroups is not None:
+                group = h.cgroups.create(limits.memory_mb, limits.max_procs)
+        nproc = limits.max_procs
+        if group is None and uid is None:
+            # Shared with every process of this uid: leave room for the ones already running.
+            nproc += _count_own_processes(os.getuid())
+        # The worker lowers its own limits before it reads any environment code: no
+        # preexec_fn, whose Python-level fork of the whole harness costs milliseconds.
+        argv.append(",".join(str(v) for v in (
+            limits.memory_mb << 20, limits.cpu_s, limits.cpu_s + 1, limits.open_files,
+            limits.file_size_mb << 20, nproc)))
+        ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         if group is not None:
             group.enter_thread()
         try:
             popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=cwd,
-                pass_fds=child_fds, start_new_session=True, **ids,
+                pass_fds=[fd for fd in child_ends if fd != out_w], start_new_session=True,
+                **ids,
             )
         finally:
             if group is not None and h.cgroups is not None:
                 h.cgroups.leave_thread()
     except BaseException:
-        for fd in (req_r, req_w, resp_r, resp_w, out_r, out_w, seccomp_r):
-            if fd is not None:
+        for fd in opened:
+            with contextlib.suppress(OSError):
                 os.close(fd)
         if group is not None and h.cgroups is not None:
             h.cgroups.discard(group)
         if slot is not None:
             h.give_slot(slot)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
         raise
-    for fd in (req_r, resp_w, out_w, seccomp_r):
-        if fd is not None:
-            os.close(fd)
+    for fd in child_ends:
+        os.close(fd)
     for fd in (resp_r, out_r, req_w):
         os.set_blocking(fd, False)
     return Launched(popen, req_w, resp_r, out_r, slot, uid, group, not unsafe_no_sandbox, scratch)
@@ -284,9 +298,6 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
 
 def discard(launched: Launched) -> None:
     """Kill and release a worker that never got a channel (its opener was cancelled). Blocking."""
-    import contextlib
-    import signal
-
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(launched.popen.pid, signal.SIGKILL)
     if launched.cgroup is not None:
