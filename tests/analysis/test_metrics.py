@@ -109,3 +109,15 @@ def test_a_missing_domain_is_balanced_as_its_own_domain():
     d = pd.Series(["logic", None, None, "math"])
     assert domain_balanced(v, d) == pytest.approx(0.5)
     assert domain_balanced(pd.Series([float("nan")]), pd.Series(["x"])) is None
+
+
+def test_common_panel_solve_compares_solvers_only_on_shared_environments():
+    from envduels.analysis import common_panel_solve
+
+    t = tables(["A", "B", "C", "D"], [env("e1", "A"), env("e2", "A"), env("e3", "D")], [
+        pair("e1", "A", "B", 0, 1, 1), pair("e1", "A", "C", 0, 0, 1),
+        pair("e2", "A", "B", 0, 1, 1), pair("e2", "A", "C", 0, 1, 1),
+        pair("e3", "D", "C", 0, 1, 1)])
+    out = common_panel_solve(t)
+    # B and C share e1 (1 vs 0) and e2 (1 vs 1): B +0.5 over C; e3 is C's alone
+    assert out == {"B": 0.5, "C": -0.5}

@@ -115,16 +115,17 @@ def common_panel_solve(tables: TablesLike, pairs: pd.DataFrame | None = None) ->
     if pairs.empty:
         return {}
     rates = pairs.groupby(["env_id", "solver"])["y0"].mean().unstack("solver")
+    played = rates.notna().to_numpy(float)  # (env, solver)
+    r = rates.fillna(0.0).to_numpy(float)
+    both = played.T @ played  # environments each pair of solvers shares
+    diff = r.T @ played - played.T @ r  # Σ over shared environments of (r_s − r_t)
+    np.fill_diagonal(both, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_diff = np.where(both > 0, diff / np.where(both > 0, both, 1), np.nan)
     out: dict[str, float | None] = {}
-    for s in rates.columns:
-        diffs = []
-        for t in rates.columns:
-            if t == s:
-                continue
-            both = rates[[s, t]].dropna()
-            if len(both):
-                diffs.append(float((both[s] - both[t]).mean()))
-        out[s] = float(np.mean(diffs)) if diffs else None
+    for k, s in enumerate(rates.columns):
+        vals = mean_diff[k][both[k] > 0]
+        out[s] = float(vals.mean()) if len(vals) else None
     return out
 
 
