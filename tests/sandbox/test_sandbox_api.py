@@ -84,6 +84,32 @@ async def test_a_base_class_extended_in_the_source_is_not_a_candidate(pool: EnvP
     await inst.close()
 
 
+@pytest.mark.parametrize(("source", "reason"), [
+    ("import time\ntime.sleep(60)\n", "load timed out after 1.5 s"),
+    ("class A:\n    def __init__(self):\n        while True: pass\n"
+     "    def reset(self): pass\n    def step(self, a): pass\n", "load timed out after 1.5 s"),
+])
+async def test_a_source_that_hangs_while_loading_times_out(pool: EnvPool, source: str,
+                                                           reason: str) -> None:
+    with pytest.raises(EnvFault) as info:
+        await pool.open(source)
+    assert info.value.reason == reason
+    await assert_pool_still_works(pool)
+
+
+async def test_a_warm_worker_that_died_while_idle_is_skipped(pool: EnvPool) -> None:
+    for _ in range(200):
+        if pool._ready:
+            break
+        await asyncio.sleep(0.01)
+    idle = pool._ready[0]
+    idle.kill()
+    await asyncio.sleep(0.2)
+    inst = await pool.open(TRIVIAL)
+    assert inst.class_name == "Counter"
+    await inst.close()
+
+
 async def test_class_name_picks_one_of_several(pool: EnvPool) -> None:
     src = ("class A:\n    def reset(self, seed=None): return 'a', {}\n"
            "    def step(self, a): return 'a', 0, False, False, {}\n"

@@ -68,6 +68,12 @@ class WorkerChannel:
         if self._oom_fd is not None:
             loop.add_reader(self._oom_fd, self._on_oom)
 
+    @property
+    def usable(self) -> bool:
+        """Alive, and nothing has happened to it since its last call."""
+        return self.dead is None and not (self._exited or self._eof or self._problem
+                                          or self._frames or self._buf)
+
     # ----- event-loop callbacks -------------------------------------------------------------
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():

@@ -107,11 +107,13 @@ class EnvPool:
                 return
             self._ready.append(channel)
 
-    def _take_ready(self) -> WorkerChannel | None:
+    async def _take_ready(self) -> WorkerChannel | None:
+        """A warm worker, skipping any that died while idle (that is no environment's fault)."""
         while self._ready:
             channel = self._ready.popleft()
-            if channel.dead is None:
+            if channel.usable:
                 return channel
+            await channel.close()
         return None
 
     async def open(self, source: str, *, class_name: str | None = None,
@@ -135,7 +137,7 @@ class EnvPool:
             error, self._start_error = self._start_error, None
             if isinstance(error, SandboxUnavailable):
                 raise error
-        channel = self._take_ready()
+        channel = await self._take_ready()
         try:
             if channel is None:
                 channel = await self._spawn()
