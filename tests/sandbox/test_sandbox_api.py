@@ -110,6 +110,19 @@ async def test_a_warm_worker_that_died_while_idle_is_skipped(pool: EnvPool) -> N
     await inst.close()
 
 
+async def test_a_cancelled_call_kills_the_worker(pool: EnvPool) -> None:
+    inst = await pool.open(env_source("time.sleep(60)", prelude="import time"))
+    await inst.reset(0)
+    task = asyncio.ensure_future(inst.step("a"))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(EnvFault, match="^step was cancelled$"):
+        await inst.step("a")
+    await inst.close()
+
+
 async def test_class_name_picks_one_of_several(pool: EnvPool) -> None:
     src = ("class A:\n    def reset(self, seed=None): return 'a', {}\n"
            "    def step(self, a): return 'a', 0, False, False, {}\n"

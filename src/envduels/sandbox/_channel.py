@@ -55,6 +55,7 @@ class WorkerChannel:
         self._next_id = 1
         self._closed = False
         self._killed_by_us = False
+        self._reaper: asyncio.Task[None] | None = None
         self._pidfd: int | None = None
         with contextlib.suppress(OSError, AttributeError):
             self._pidfd = os.pidfd_open(self.pid)
@@ -179,8 +180,16 @@ class WorkerChannel:
             raise await self.fail(f"{what} request of {len(data)} bytes exceeds the "
                                   f"{self.limits.frame_max_bytes} byte frame cap")
         deadline = time.monotonic() + timeout
-        await self._send(len(data).to_bytes(4, "big") + data, deadline, what, timeout)
-        return await self._receive(rid, what, deadline, timeout)
+        try:
+            await self._send(len(data).to_bytes(4, "big") + data, deadline, what, timeout)
+            return await self._receive(rid, what, deadline, timeout)
+        except asyncio.CancelledError:
+            # The worker is somewhere inside the call: nothing it says later can be trusted.
+            if self.dead is None:
+                self.dead = f"{what} was cancelled"
+            self.kill()
+            self._reaper = self.loop.create_task(self.reap())
+            raise
 
     def _readable_now(self) -> bool:
         poller = select.poll()   # not select(): harnesses with many workers pass fd 1024
