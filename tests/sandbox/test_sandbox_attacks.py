@@ -457,6 +457,11 @@ async def test_nan_and_odd_typed_results_are_rejected(pool: EnvPool, returned: s
     assert fault.reason == reason
 
 
+async def test_a_result_over_the_frame_cap_is_a_fault(pool: EnvPool) -> None:
+    fault = await fault_of(pool, "return 'o', 1.0, True, False, {'x': 'y' * 2_000_000}")
+    assert fault.reason == "result too large (2000123 bytes > 1048576 byte frame cap)"
+
+
 # ----- dying workers --------------------------------------------------------------------------
 
 async def test_os_exit_is_reported_and_never_counts_as_a_step(pool: EnvPool) -> None:
