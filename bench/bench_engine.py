@@ -78,9 +78,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     store = Store(tmp / "run", create=False)
     episodes = store.episodes()
     solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
-    db = store._query  # read-only timing columns for the solving window
-    (first_call,), = db("SELECT MIN(created - latency_s) FROM calls WHERE role = 'solver'")
-    (last_episode,), = db("SELECT MAX(created) FROM episodes")
+    first_call, last_episode = store.solving_span()
     solving = max(1e-9, last_episode - first_call)
     busy = sum(r["latency_s"] for r in solver_calls)
     slots = PLAYERS * args.concurrency

@@ -98,3 +98,12 @@ def test_records_survive_reopening_the_database(tmp_path):
 def test_opening_a_folder_without_a_run_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="holds no run database"):
         Store(tmp_path / "nothing", create=False)
+
+
+def test_solving_span_runs_from_the_first_solver_call_to_the_last_episode(tmp_path):
+    store = Store(tmp_path)
+    assert store.solving_span() is None
+    store.put("k", {"player": "b", "role": "solver", "latency_s": 0.5})
+    store.put_episode(_episode("e1"))
+    start, end = store.solving_span()
+    assert 0 < end - start < 60

@@ -243,6 +243,13 @@ class Store:
             self._totals = Totals(int(n), int(i), int(o), float(c))
         return self._totals
 
+    def solving_span(self) -> tuple[float, float] | None:
+        """(start of the first solver call, end of the last episode) in Unix seconds, or None."""
+        (start, end), = self._query(
+            "SELECT (SELECT MIN(created - latency_s) FROM calls WHERE role = 'solver'),"
+            " (SELECT MAX(created) FROM episodes)")
+        return None if start is None or end is None else (float(start), float(end))
+
     def usage_by_player(self) -> dict[str, Totals]:
         rows = self._query(
             "SELECT player, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd)"
