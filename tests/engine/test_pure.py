@@ -186,3 +186,18 @@ def test_every_solver_plays_every_seed_and_trial_in_both_conditions(tmp_path):
 def test_self_play_false_skips_an_author_on_its_own_environment(tmp_path):
     tasks = _tasks(tmp_path, self_play=False)
     assert {t.solver for t in tasks} == {"b"} and not any(t.self_play for t in tasks)
+
+
+def test_every_example_config_is_valid():
+    from pathlib import Path
+
+    from envduels.config import load_config
+
+    examples = sorted(Path(__file__).resolve().parents[2].joinpath("examples").glob("*.yaml"))
+    assert len(examples) >= 4
+    for path in examples:
+        cfg = load_config(path)
+        assert cfg.players, path
+    quick = load_config(examples[0].with_name("quickstart.yaml"))
+    assert {p.provider for p in quick.players} == {"local"}
+    assert len({p.temperature for p in quick.players}) == len(quick.players) >= 2
