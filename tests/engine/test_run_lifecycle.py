@@ -155,3 +155,24 @@ def test_provider_failures_exit_4_and_the_next_run_retries_them(tmp_path, monkey
         store.close()
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
     assert _outcomes(tmp_path / "run") == {k: {v} for k, v in EXPECTED.items()}
+
+
+def test_play_an_environment_of_an_export_folder_by_id(tmp_path, monkeypatch, capsys):
+    import pytest
+
+    from envduels.envs import EnvSpec, write_export
+    from envduels.errors import UserError
+
+    specs = [EnvSpec(id=i, source=LOCK_SOURCE, hints={"hint": LOCK_HINT}, author="x")
+             for i in ("lock-a", "lock-b")]
+    write_export(tmp_path / "export", specs)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("open\n"))
+    assert play_command(str(tmp_path / "export" / "lock-b"), config=None, player=None,
+                        human=True, hint=False, seed=0, unsafe_no_sandbox=False) == 0
+    assert "success" in capsys.readouterr().out
+    with pytest.raises(UserError, match="holds 2 environments; name one as"):
+        play_command(str(tmp_path / "export"), config=None, player=None, human=True,
+                     hint=False, seed=0, unsafe_no_sandbox=False)
+    with pytest.raises(UserError, match="neither an environment .py file"):
+        play_command("no_such_env", config=None, player=None, human=True, hint=False, seed=0,
+                     unsafe_no_sandbox=False)

@@ -246,15 +246,29 @@ class HumanSolver:
 
 
 def resolve_env(path: str) -> Any:
-    """An environment by .py path or library name."""
-    from envduels.envs import library_env, library_names, load_env_file
+    """An environment by .py path, library name, export folder (holding one environment) or
+    `EXPORT_FOLDER/ENV_ID`."""
+    from envduels.envs import library_env, library_names, load_env_file, load_export
 
-    if path.endswith(".py") or Path(path).is_file():
+    p = Path(path)
+    if path.endswith(".py") or p.is_file():
         return load_env_file(path)
+    if p.is_dir():
+        specs = load_export(p)
+        if len(specs) == 1:
+            return specs[0]
+        raise UserError(f"{path} holds {len(specs)} environments; name one as {path}/ENV_ID "
+                        f"(ids: {', '.join(s.id for s in specs[:8])})")
+    if p.parent.is_dir() and (p.parent / "manifest.json").is_file():
+        specs = {s.id: s for s in load_export(p.parent)}
+        if p.name in specs:
+            return specs[p.name]
+        raise UserError(f"export {p.parent} has no environment {p.name!r}; choose one of "
+                        f"{', '.join(list(specs)[:8])}")
     if path in library_names():
         return library_env(path)
-    raise UserError(f"{path!r} is neither an environment .py file nor a library environment; "
-                    "fix the path or pick a name from `envduels library list`")
+    raise UserError(f"{path!r} is neither an environment .py file, an export folder nor a library "
+                    "environment; fix the path or pick a name from `envduels library list`")
 
 
 def _printer(console: Console) -> Any:
