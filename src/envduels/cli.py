@@ -210,6 +210,7 @@ def main() -> None:
             err.show()
             sys.exit(err.exit_code)
         if isinstance(err, click.exceptions.Abort):
+            print("interrupted; finished work is saved, run the same command again to resume", file=sys.stderr)
             sys.exit(130)
         raise
 

@@ -38,6 +38,8 @@ class PlayerConfig(_Strict):
     temperature: float = Field(0.7, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int = Field(1024, ge=1, le=200_000)
+    # Authoring writes a whole program; solving writes one action. None: same as max_tokens.
+    author_max_tokens: int | None = Field(None, ge=1, le=200_000)
     context_tokens: int | None = Field(None, ge=256)
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     timeout_s: float = Field(120.0, gt=0)

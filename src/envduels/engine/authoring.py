@@ -117,7 +117,7 @@ async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: S
     for attempt in range(t.author_repairs + 1):
         try:
             reply = await player.chat(messages, call_id=f"author:{job.env_id}:attempt:{attempt}",
-                                      role="author")
+                                      role="author", max_tokens=player.config.author_max_tokens)
         except ProviderError:
             return None
         except ContextOverflow as err:

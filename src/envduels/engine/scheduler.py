@@ -67,6 +67,8 @@ class _TrackedPlayer:
     def __init__(self, player: Any, progress: Progress) -> None:
         self._player = player
         self._progress = progress
+        self.name = player.name
+        self.config = player.config
 
     async def chat(self, messages: list[dict[str, str]], **kw: Any) -> Any:
         self._progress.calls_in_flight += 1
