@@ -85,18 +85,21 @@ class AnthropicPlayer(Player):
 
     async def _send(self, request: dict) -> Answer:
         extra = {"system": request["system"]} if "system" in request else {}
+        failure: Exception | None = None
         try:
             reply = await self.client().messages.create(
                 model=request["model"], messages=request["messages"], **request["params"], **extra)
         except anthropic.APIStatusError as err:
-            raise self._classify(err) from None
+            failure = self._classify(err)
         except anthropic.APITimeoutError:
-            raise Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)") from None
+            failure = Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)")
         except anthropic.APIConnectionError as err:
             cause = type(err.__cause__).__name__ if err.__cause__ else "connection error"
-            raise Retryable(f"connection to {self.endpoint} failed ({cause})") from None
+            failure = Retryable(f"connection to {self.endpoint} failed ({cause})")
         except ValueError as err:
-            raise Retryable(f"malformed response ({type(err).__name__})") from None
+            failure = Retryable(f"malformed response ({type(err).__name__})")
+        if failure is not None:
+            raise failure  # outside the handler: no SDK error (which holds the key) as context
         content = getattr(reply, "content", None)
         if content is None:
             raise Retryable("malformed response (no content)")

@@ -109,19 +109,24 @@ class OpenAIPlayer(Player):
     async def _send(self, request: dict) -> Answer:
         sdk = await self.client()
         body = {"model": request["model"], "messages": request["messages"], **request["params"]}
+        failure: Exception | None = None
         try:
             # The SDK's generic `post` keeps its auth, errors and connection pool but skips the
             # per-call TypedDict transform and model construction of `chat.completions.create`,
             # which cost about 1 ms of CPU per call: our messages are plain JSON already.
             reply = await sdk.post("/chat/completions", cast_to=dict, body=body)
         except openai.APIStatusError as err:
-            raise self._classify(err) from None
+            failure = self._classify(err)
         except openai.APITimeoutError:
-            raise Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)") from None
+            failure = Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)")
         except openai.APIConnectionError as err:
-            raise self._connection_failed(err) from None
+            failure = self._connection_failed(err)
         except (json.JSONDecodeError, ValueError) as err:
-            raise Retryable(f"malformed response ({type(err).__name__})") from None
+            failure = Retryable(f"malformed response ({type(err).__name__})")
+        if failure is not None:
+            # Raised outside the handler: SDK errors hold the request, headers and key
+            # included, and must not ride along as __context__.
+            raise failure
         return self._answer(reply)
 
     def _connection_failed(self, err: openai.APIConnectionError) -> Exception:
