@@ -8,7 +8,7 @@ import time
 from players_helpers import HELLO, answer, player_config
 
 from envduels.config import Price
-from envduels.players import build_player
+from envduels.players import Usage, build_player
 from envduels.players._ratelimit import RateLimiter
 from envduels.testing import ScriptedServer
 
@@ -28,9 +28,16 @@ async def test_usage_is_split_by_role_and_priced_from_the_config(server) -> None
     assert (solver.calls, solver.input_tokens, solver.output_tokens) == (2, 7, 8)
     assert solver.cost_usd == s1.cost_usd + s2.cost_usd
     assert a.cost_usd == (5 * 0.5 + 4 * 4.0) / 1e6
+    assert set(player.usage) == {"author", "solver"}
     total = player.total_usage()
     assert (total.calls, total.input_tokens) == (3, 12)
     assert a.finish_reason == "stop" and a.latency_s > 0
+
+
+async def test_usage_lists_every_configured_role_before_it_is_used(server) -> None:
+    player = build_player(player_config(server.base_url, roles=["solver"]))
+    assert player.usage == {"solver": Usage()}
+    await player.aclose()
 
 
 async def test_concurrency_is_limited_per_player() -> None:

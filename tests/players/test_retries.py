@@ -74,7 +74,7 @@ async def test_after_max_retries_the_call_raises_provider_error(caplog) -> None:
         await player.aclose()
     assert srv.request_count == 4
     assert len([r for r in caplog.records if "retry" in r.getMessage()]) == 3
-    assert player.usage.get("solver") is None or player.usage["solver"].calls == 0
+    assert player.usage["solver"].calls == 0
 
 
 async def test_unreachable_server_raises_provider_error_after_retries() -> None:

@@ -120,8 +120,11 @@ class Player:
 
     @property
     def usage(self) -> dict[str, Usage]:
-        """Per role ("author", "solver"): calls, tokens, cost, retries, cache hits (copies)."""
-        return {role: Usage(**u.to_json()) for role, u in self._usage.items()}
+        """Per role: calls, tokens, cost, retries, cache hits (copies). Every configured role
+        is present, with zeros until it is used."""
+        roles = [*self.config.roles, *(r for r in self._usage if r not in self.config.roles)]
+        return {role: Usage(**self._usage[role].to_json()) if role in self._usage else Usage()
+                for role in roles}
 
     def total_usage(self) -> Usage:
         total = Usage()
