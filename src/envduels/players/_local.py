@@ -153,7 +153,12 @@ class ModelServer:
                 except UserError as err:  # it loaded before: a failed restart is not the user's
                     raise ProviderError(f"restarting the local model server failed: {err}") from None
                 return self.base_url
-            await self._start()
+            try:
+                await self._start()
+            except UserError as err:
+                if "already in use" not in str(err):
+                    raise
+                await self._start()  # another process took the free port first: once more
             return self.base_url
 
     async def _start(self) -> None:
