@@ -174,3 +174,24 @@ async def test_building_a_local_player_starts_no_model_server() -> None:
     assert not _local._SERVERS  # the engine builds players once just to validate the config
     await player.aclose()
     assert not _local._SERVERS
+
+
+@needs_llama
+@pytest.mark.llama
+@pytest.mark.slow
+async def test_a_port_taken_before_the_model_server_binds_it_is_survived(monkeypatch) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        ports = iter([busy.getsockname()[1]])
+        free_port = _local._free_port
+        monkeypatch.setattr(_local, "_free_port", lambda: next(ports, None) or free_port())
+        server = _local.ModelServer(_local.resolve_model_file("smollm2"), 2048)
+        try:
+            url = await server.ensure()
+            assert server.alive() and url.startswith("http://127.0.0.1:")
+            assert str(busy.getsockname()[1]) not in url
+        finally:
+            server.stop()

@@ -166,6 +166,7 @@ class ModelServer:
         cmd = _server_command(["--model", str(self.path), "--host", "127.0.0.1",
                                "--port", str(port), "--n_ctx", str(self.n_ctx)])
         with open(self.log_path, "ab") as log_file:
+            offset = log_file.tell()
             self.process = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                 start_new_session=True)
@@ -174,7 +175,7 @@ class ModelServer:
         async with httpx.AsyncClient(timeout=2.0) as http:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    tail = self._log_tail()
+                    tail = self._log_tail(offset)
                     raise UserError(f"the local model server exited (code {self.process.returncode}) "
                                     f"while loading {self.path.name}: {tail}; see {self.log_path}")
                 with contextlib.suppress(httpx.HTTPError):
@@ -185,12 +186,16 @@ class ModelServer:
         raise UserError(f"the local model server did not start within {STARTUP_TIMEOUT_S:g} s; "
                         f"see {self.log_path}")
 
-    def _log_tail(self) -> str:
+    def _log_tail(self, offset: int) -> str:
+        """The line of this start's log (from byte `offset`) most likely to say what went wrong."""
         try:
-            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                lines = f.read().decode(errors="replace").strip().splitlines()
         except OSError:
             return "no log"
-        return " ".join(lines[-1:])[:200] if lines else "no output"
+        errors = [line for line in lines if "error" in line.lower()]
+        return " ".join((errors or lines or ["no output"])[-1].split())[:300]
 
     def stop(self) -> None:
         """Kill the server's process group; idempotent."""
