@@ -44,6 +44,8 @@ def main() -> None:
     print(f"bootstrap draws    {args.draws:>10,}")
     print(f"simulate           {t_sim:>9.2f} s")
     print(f"analysis (full)    {t_an:>9.2f} s   target < 30 s  {'OK' if t_an < 30 else 'SLOW'}")
+    conv = result.json["convergence"]
+    print(f"embedding          {conv['backend']:>10}   ({conv['backend_reason']})")
     if t_html is not None:
         print(f"html report        {t_html:>9.2f} s   ({len(html) / 1e6:.1f} MB)")
     print(f"peak RSS           {rss_analysis:>9.1f} MiB after analysis ({rss_before:.0f} MiB before it)")
