@@ -3,18 +3,27 @@
     .venv/bin/python bench/bench_engine.py [--latency-ms 50] [--seeds 2] [--concurrency 8]
 
 The server runs as a subprocess (`python -m envduels.testing.server`) with a fixed latency per
-answer; the engine runs here, with environments in the bubblewrap sandbox. Prints:
+answer; the engine runs here, with environments in the bubblewrap sandbox. Then, in the same
+process and against the same server, the **ceiling**: the very solver conversations the engine
+sent (same messages, same number of calls per episode, one call at a time per episode, each
+player at its `max_concurrency`) driven straight through `envduels.players`, with no engine, no
+sandbox and no database. On a small machine the server and the HTTP client saturate the CPUs
+long before 6 x 8 slots x 20 calls/s, so the ceiling, not the slot arithmetic, is what the
+engine can be held to. Prints:
 
-- episodes/s over the whole run, and over the solving phase;
-- engine-bound fraction: the share of the players' call slots that sat idle during solving,
-  1 - (sum of solver-call latencies) / (solving wall time x total max_concurrency). 0 means the
-  run was bound only by the server; the rest is the engine (sandbox starts, steps, bookkeeping);
-- peak resident memory of the engine process and of its largest child (a sandbox worker).
+- episodes/s over the whole run, over the solving phase, and of the ceiling;
+- engine / ceiling: solving episodes/s as a share of the ceiling's (1.0: the engine costs
+  nothing the providers do not already cost); engine-bound fraction = 1 - that share;
+- the raw slot-idle fraction: 1 - (sum of solver-call latencies) / (solving wall time x total
+  max_concurrency), which also counts what the machine cannot do with or without the engine;
+- peak resident memory of the engine process and of its largest child (a sandbox worker),
+  and the load average (the machine is shared).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import resource
 import subprocess
@@ -79,21 +88,70 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     episodes = store.episodes()
     solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
     first_call, last_episode = store.solving_span()
+    store.close()
     solving = max(1e-9, last_episode - first_call)
     busy = sum(r["latency_s"] for r in solver_calls)
     slots = PLAYERS * args.concurrency
-    engine_bound = max(0.0, 1.0 - busy / (solving * slots))
+    slot_idle = max(0.0, 1.0 - busy / (solving * slots))
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    load_engine = os.getloadavg()[0]
+
+    conversations = _conversations(solver_calls)
+    ceiling_wall = asyncio.run(_ceiling(path, conversations))
+    n = len(episodes)
+    ratio = (n / solving) / (len(conversations) / ceiling_wall)
     print(f"players {PLAYERS} x concurrency {args.concurrency}, server latency "
-          f"{args.latency_ms:g} ms, {len(episodes)} episodes, {len(solver_calls)} solver calls")
-    print(f"episodes/s (whole run, {wall:.1f} s):  {len(episodes) / wall:8.2f}")
-    print(f"episodes/s (solving, {solving:.1f} s):     {len(episodes) / solving:8.2f}")
-    print(f"server-bound ideal episodes/s:        "
-          f"{len(episodes) / (len(solver_calls) * args.latency_ms / 1000 / slots):8.2f}")
-    print(f"engine-bound fraction of slot time:   {engine_bound:8.2f}")
+          f"{args.latency_ms:g} ms, {n} episodes, {len(solver_calls)} solver calls; "
+          f"load average {load_engine:.1f} / {os.getloadavg()[0]:.1f} (engine / ceiling) "
+          f"on {os.cpu_count()} CPUs")
+    print(f"episodes/s (whole run, {wall:.1f} s):  {n / wall:8.2f}")
+    print(f"episodes/s (solving, {solving:.1f} s):     {n / solving:8.2f}")
+    print(f"ceiling episodes/s ({ceiling_wall:.1f} s):     "
+          f"{len(conversations) / ceiling_wall:8.2f}   (same calls, players only)")
+    print(f"slot-arithmetic ideal episodes/s:     "
+          f"{n / (len(solver_calls) * args.latency_ms / 1000 / slots):8.2f}   (unreachable here)")
+    print(f"engine / ceiling:                     {ratio:8.2f}")
+    print(f"engine-bound fraction (vs ceiling):   {max(0.0, 1.0 - ratio):8.2f}")
+    print(f"slot-idle fraction (raw):             {slot_idle:8.2f}")
     print(f"peak memory: engine {peak_self:.0f} MiB, largest child {peak_child:.0f} MiB")
     return 0
+
+
+def _conversations(solver_calls: list[dict]) -> dict[tuple[str, str], list[list[dict]]]:
+    """Each episode's solver calls in turn order, by (player, episode): `ep:KEY:turn:T`."""
+    by_episode: dict[tuple[str, str], dict[int, list[dict]]] = {}
+    for r in solver_calls:
+        _, key, _, turn = r["call_id"].split(":")
+        by_episode.setdefault((r["player"], key), {})[int(turn)] = r["request"]["messages"]
+    return {k: [turns[t] for t in sorted(turns)] for k, turns in by_episode.items()}
+
+
+async def _ceiling(config: Path, conversations: dict[tuple[str, str], list[list[dict]]]) -> float:
+    """Wall seconds to send `conversations` through the players alone (no engine, no cache):
+    each player's episodes `max_concurrency` at a time, each episode's calls one after another."""
+    from envduels.config import load_config
+    from envduels.players import build_players
+
+    cfg = load_config(config)
+    players = build_players(cfg, cache=None, run_seed=cfg.seed + 1)
+    queues: dict[str, list[tuple[str, list[list[dict]]]]] = {name: [] for name in players}
+    for (name, key), turns in conversations.items():
+        queues[name].append((key, turns))
+
+    async def worker(name: str, todo: list[tuple[str, list[list[dict]]]]) -> None:
+        while todo:
+            key, turns = todo.pop()
+            for t, messages in enumerate(turns, 1):
+                await players[name].chat(messages, call_id=f"ceiling:{key}:{t}", role="solver")
+
+    started = time.monotonic()
+    await asyncio.gather(*(worker(p.name, queues[p.name]) for p in cfg.players
+                           for _ in range(p.max_concurrency)))
+    wall = time.monotonic() - started
+    for p in players.values():
+        await p.aclose()
+    return wall
 
 
 if __name__ == "__main__":
