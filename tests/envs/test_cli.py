@@ -138,3 +138,13 @@ def test_library_show_prints_hint_and_source():
     assert run.returncode == 0
     assert "XOR" in run.stdout and "class Nim" in run.stdout
     assert envduels("library", "show", "chess").returncode == 2
+
+
+def test_a_source_too_deeply_nested_to_parse_exits_1_with_one_reason_and_no_traceback(tmp_path):
+    deep = tmp_path / "deep.py"
+    deep.write_text("x = " + "-" * 3000 + "1\n")
+    run = envduels("validate", str(deep))
+    assert (run.returncode, run.stderr) == (1, "")
+    assert run.stdout == (
+        "INVALID  deep  (class None, oracle skipped, 4 seeds, no hint supplied)\n"
+        "  - the source is too deeply nested to parse: flatten the deeply nested expression\n")

@@ -80,3 +80,25 @@ def test_hint_with_boxed_is_refused():
 
 def test_every_broken_hint_rule_is_its_own_reason():
     assert len(check_hint("```\n\\boxed{1}\n```" + "y" * 50, 20)) == 3
+
+
+DEEP = "x = " + "-" * 3000 + "1\n"  # 3 KB: CPython's parser runs out of recursion depth
+
+
+def test_a_deeply_nested_source_is_one_reason_not_a_recursion_error():
+    assert reason(DEEP) == (
+        "the source is too deeply nested to parse: flatten the deeply nested expression")
+
+
+def test_a_source_over_the_size_cap_is_refused_before_parsing():
+    source = ENV.format(name="Big") + "#" * 200_000 + "\n"
+    assert reason(source) == (
+        f"the source is {len(source):,} characters, over the limit of 200,000: write a smaller "
+        "environment (generate data in reset instead of embedding it)")
+
+
+def test_a_lone_surrogate_in_the_source_is_one_reason():
+    source = ENV.format(name="S") + "x = '\ud800'\n"
+    assert reason(source) == (
+        "the source cannot be parsed ('utf-8' codec can't encode character '\\ud800' in position "
+        f"{source.index(chr(0xD800))}: surrogates not allowed): save it as plain UTF-8 Python")

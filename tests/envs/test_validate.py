@@ -180,3 +180,10 @@ async def test_a_constructor_that_raises_means_the_environment_does_not_load(poo
     [reason] = verdict.reasons
     assert reason.startswith("the environment does not load: ")
     assert "RuntimeError: no" in reason
+
+
+async def test_a_source_too_deeply_nested_to_parse_is_an_invalid_verdict(pool):
+    verdict = await verdict_of(pool, EnvSpec("deep", "x = " + "-" * 3000 + "1\n"))
+    assert verdict.to_json() == {
+        "valid": False, "oracle": "skipped", "class_name": None, "seeds": SEEDS,
+        "reasons": ["the source is too deeply nested to parse: flatten the deeply nested expression"]}

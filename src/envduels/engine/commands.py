@@ -119,10 +119,12 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool) -> int:
     progress = Progress(rounds=cfg.tournament.rounds)
 
     async def main() -> Any:
-        from envduels.engine.scheduler import Tournament
+        from envduels.engine.scheduler import MAX_OPEN_ENVS, Tournament
 
-        pool = EnvPool(SandboxLimits.from_config(cfg.sandbox),
-                       unsafe_no_sandbox=unsafe_no_sandbox, warm=cfg.sandbox.warm_workers)
+        warm = cfg.sandbox.warm_workers
+        in_flight = sum(p.max_concurrency for p in cfg.players if p.solves)
+        pool = EnvPool(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox,
+                       warm=warm, max_warm=max(warm, min(MAX_OPEN_ENVS, in_flight)))
         try:
             with LiveView(progress, quiet=quiet):
                 return await Tournament(cfg, store=store, players=players, pool=pool,

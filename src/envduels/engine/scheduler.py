@@ -8,6 +8,8 @@ holds (any outcome but `error`) are skipped, so a resumed run redoes nothing fin
 
 Concurrency: a solver never has more episodes in flight than its `max_concurrency` (an episode
 holds at most one model call at a time), and at most `MAX_OPEN_ENVS` sandboxes are open at once.
+The sandbox pool is told the size of each batch (`EnvPool.expect`), so workers for it start
+before the episodes ask, and no more than the batch needs.
 The executor is a small seam: `AsyncioExecutor` runs tasks in this event loop; a distributed
 executor only needs the same `map`.
 """
@@ -231,8 +233,12 @@ class Tournament:
         self.progress.episodes_planned = len(tasks)
         self.progress.episodes_done = len(tasks) - len(todo)
         self.progress.episodes_resumed += len(tasks) - len(todo)
-        async for _ in self.executor.map(self._episode, todo):
-            pass
+        self.pool.expect(len(todo))   # a batch: the pool prestarts workers for it
+        try:
+            async for _ in self.executor.map(self._episode, todo):
+                pass
+        finally:
+            self.pool.expect(None)
 
     async def _episode(self, task: EpisodeTask) -> EpisodeResult | None:
         async with self._solver_slots[task.solver], self._env_slots:

@@ -102,7 +102,7 @@ class SolverLike(Protocol):
 class EnvLike(Protocol):
     async def reset(self, seed: int | None) -> tuple[str, dict]: ...
     async def step(self, action: str) -> Any: ...
-    async def close(self) -> None: ...
+    async def close(self, *, wait: bool = True) -> None: ...
 
 
 Event = Callable[[dict[str, Any]], None]
@@ -179,4 +179,5 @@ async def play_episode(task: EpisodeTask, solver: SolverLike, open_env: Callable
     finally:
         if env is not None:
             with contextlib.suppress(EnvFault):
-                await env.close()
+                # killed now, collected in the background: the episode's slot is free at once
+                await env.close(wait=False)

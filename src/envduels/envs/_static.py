@@ -13,6 +13,10 @@ from envduels.envs._spec import DEFAULT_MAX_TURNS
 _BOXED = re.compile(r"\\boxed\s*\{")
 _FENCE = re.compile(r"```|~~~")  # a fence anywhere, inline too
 
+MAX_SOURCE_CHARS = 200_000
+"""Longest environment source accepted: the library's largest is under 20 KB, and a cap keeps a
+hostile reply from costing the parser (and every later sandbox load) unbounded time."""
+
 
 class StaticError(Exception):
     """The source cannot be run at all; `reason` is the one-line verdict reason."""
@@ -23,14 +27,35 @@ class StaticError(Exception):
 
 
 def parse_source(source: str) -> ast.Module:
-    """The module's AST; `StaticError` naming the line on a syntax error."""
+    """The module's AST. Never raises anything but `StaticError`, whose one-line reason names the
+    line of a syntax error, or says the source is over `MAX_SOURCE_CHARS`, too deeply nested or
+    otherwise unparsable: the source is untrusted (a model's reply), and CPython's parser can
+    exhaust its recursion limit or memory on a few kilobytes of nesting."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise StaticError(
+            f"the source is {len(source):,} characters, over the limit of {MAX_SOURCE_CHARS:,}: "
+            "write a smaller environment (generate data in reset instead of embedding it)"
+        )
     try:
         return ast.parse(source)
     except SyntaxError as err:
         where = f"line {err.lineno}" if err.lineno else "the source"
         raise StaticError(f"syntax error at {where}: {err.msg}: fix the source so that it parses") from None
-    except ValueError as err:  # e.g. null bytes
-        raise StaticError(f"the source cannot be parsed ({err}): save it as plain UTF-8 Python") from None
+    except RecursionError:
+        raise StaticError(
+            "the source is too deeply nested to parse: flatten the deeply nested expression"
+        ) from None
+    except MemoryError:
+        raise StaticError("the source is too large to parse: write a smaller environment") from None
+    except ValueError as err:  # e.g. null bytes, lone surrogates
+        raise StaticError(f"the source cannot be parsed ({_one_line(err)}): save it as plain UTF-8 Python") from None
+    except Exception as err:  # anything else the parser may raise on hostile input
+        raise StaticError(f"the source cannot be parsed ({type(err).__name__}): fix the source so that it parses") from None
+
+
+def _one_line(err: Exception) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _methods(node: ast.ClassDef) -> set[str]:

@@ -56,6 +56,7 @@ class WorkerChannel:
         self._closed = False
         self._killed_by_us = False
         self._reaper: asyncio.Task[None] | None = None
+        self.reaped = False                   # every process collected, every fd released
         self._pidfd: int | None = None
         with contextlib.suppress(OSError, AttributeError):
             self._pidfd = os.pidfd_open(self.pid)
@@ -345,9 +346,18 @@ class WorkerChannel:
             h.give_slot(self.launched.slot)
         if self.launched.scratch:
             shutil.rmtree(self.launched.scratch, ignore_errors=True)
+        self.reaped = True
 
-    async def close(self) -> None:
+    async def close(self, *, wait: bool = True) -> None:
+        """Kill the tree now; with `wait`, return once it is collected (also a background
+        collection started earlier), else collect it in the background."""
         if self.dead is None:
             self.dead = "instance is closed"
         self.kill()
+        if not wait:
+            if self._reaper is None and not self._closed:
+                self._reaper = self.loop.create_task(self.reap())
+            return
+        if self._reaper is not None:
+            await asyncio.shield(self._reaper)
         await self.reap()

@@ -144,6 +144,11 @@ class EnvInstance:
         total = total if type(total) is int else None
         return truncate_observation(value, self._limits.observation_max_chars, total)
 
-    async def close(self) -> None:
-        """Kill the worker and everything it started; safe to call more than once."""
-        await self._channel.close()
+    async def close(self, *, wait: bool = True) -> None:
+        """Kill the worker and everything it started; safe to call more than once.
+
+        With `wait` (the default) no process of the instance is left when it returns. With
+        `wait=False` the tree is killed at once and collected in the background, off the
+        caller's path; `EnvPool.aclose()` still waits for that collection.
+        """
+        await self._channel.close(wait=wait)

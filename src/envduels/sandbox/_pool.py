@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections import deque
@@ -25,21 +24,31 @@ def _discard_when_started(started: asyncio.Future[Launched]) -> None:
 
 
 class EnvPool:
-    """Opens environment instances, each in its own sandboxed worker, from `warm` idle workers.
+    """Opens environment instances, each in its own sandboxed worker, from idle warm workers.
 
     A warm worker is a started, sandboxed interpreter waiting for a "load" frame with the
-    source text; the pool refills in the background. Bound to the event loop of its first
+    source text. The pool refills in the background, up to `parallel_starts` starts at once,
+    and holds as many ready workers as instances are in use (at least `warm`, at most
+    `max_warm`, which defaults to `warm`); `expect(n)` prestarts for a batch of n opens. An
+    `open()` that finds none ready takes the next worker to finish starting. Bound to the event loop of its first
     `open()`. Raises SandboxUnavailable at construction when bubblewrap is missing (unless
     `unsafe_no_sandbox`, which runs environment code with rlimits only: trusted code only).
     """
 
     def __init__(self, limits: SandboxLimits = DEFAULT_LIMITS, *,
-                 unsafe_no_sandbox: bool = False, warm: int = 2) -> None:
+                 unsafe_no_sandbox: bool = False, warm: int = 2, max_warm: int | None = None,
+                 parallel_starts: int = 8) -> None:
         if warm < 0:
             raise ValueError(f"warm must be >= 0, got {warm}")
+        if max_warm is not None and max_warm < warm:
+            raise ValueError(f"max_warm must be >= warm ({warm}), got {max_warm}")
+        if parallel_starts < 1:
+            raise ValueError(f"parallel_starts must be >= 1, got {parallel_starts}")
         self.limits = limits
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.warm = warm
+        self.max_warm = warm if max_warm is None else max_warm
+        self.parallel_starts = parallel_starts
         if unsafe_no_sandbox:
             log.warning("UNSAFE: environment code runs WITHOUT a sandbox (--unsafe-no-sandbox): "
                         "it can read your files and secrets and use the network; use this only "
@@ -48,8 +57,11 @@ class EnvPool:
             require_bwrap()
         self._ready: deque[WorkerChannel] = deque()
         self._live: set[WorkerChannel] = set()
+        self._in_use: set[WorkerChannel] = set()
+        self._waiters: deque[asyncio.Future[WorkerChannel]] = deque()
+        self._starts: set[asyncio.Task[None]] = set()
         self._starting = 0
-        self._refill: asyncio.Task[None] | None = None
+        self._expected: int | None = None
         self._start_error: BaseException | None = None
         self._closed = False
 
@@ -85,27 +97,77 @@ class EnvPool:
                            channel.output_tail()) from None
         return channel
 
-    def _schedule_refill(self) -> None:
-        if self._closed or self.warm == 0 or (self._refill and not self._refill.done()):
-            return
-        if len(self._ready) + self._starting >= self.warm:
-            return
-        self._refill = asyncio.get_running_loop().create_task(self._refill_loop())
+    @property
+    def ready(self) -> int:
+        """Workers started and waiting for a `load` now."""
+        return len(self._ready)
 
-    async def _refill_loop(self) -> None:
-        while not self._closed and len(self._ready) < self.warm:
+    def expect(self, opens: int | None) -> None:
+        """Announce a batch: `opens` more `open()` calls are coming (None: back to following
+        the instances in use). The pool starts workers for the batch at once, up to
+        `max_warm`, and never more than will be used, so the end of a batch wastes no start.
+        Call it from the pool's event loop."""
+        self._expected = None if opens is None else max(0, opens)
+        self._schedule_refill()
+
+    def _target(self) -> int:
+        """Workers to hold ready (or starting). With a planned batch (`expect`): one for each
+        open still to come, up to `max_warm`. Otherwise: as many as instances are open now
+        (each one's successor should find a worker waiting), at least `warm`, at most
+        `max_warm`. Plus one for every `open()` already waiting."""
+        self._in_use = {c for c in self._in_use if c.dead is None}
+        if self._expected is not None:
+            want = min(self._expected, self.max_warm)
+        else:
+            want = max(self.warm, min(len(self._in_use), self.max_warm))
+        return want + sum(1 for w in self._waiters if not w.done())
+
+    def _schedule_refill(self) -> None:
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        while (self._starting < self.parallel_starts
+               and len(self._ready) + self._starting < self._target()):
             self._starting += 1
-            try:
-                channel = await self._spawn()
-            except Exception as exc:  # surfaces at the next open()
-                self._start_error = exc
-                return
-            finally:
-                self._starting -= 1
-            if self._closed:
-                await channel.close()
-                return
-            self._ready.append(channel)
+            task = loop.create_task(self._start_one())
+            self._starts.add(task)
+            task.add_done_callback(self._starts.discard)
+
+    async def _start_one(self) -> None:
+        try:
+            channel = await self._spawn()
+        except Exception as exc:
+            self._starting -= 1
+            if self._hand_over(exc):
+                self._schedule_refill()   # for the other waiters: one failure each, no spin
+            return
+        except BaseException:
+            self._starting -= 1
+            raise
+        self._starting -= 1
+        if self._closed:
+            await channel.close()
+            return
+        self._hand_over(channel)
+        self._schedule_refill()
+
+    def _hand_over(self, result: WorkerChannel | Exception) -> bool:
+        """A started worker (or a failed start) goes to the longest-waiting `open()` (True),
+        else into the ready queue (a failure: raised by the next `open()` if it is fatal)."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if waiter.done():
+                continue
+            if isinstance(result, Exception):
+                waiter.set_exception(result)
+            else:
+                waiter.set_result(result)
+            return True
+        if isinstance(result, Exception):
+            self._start_error = result
+        else:
+            self._ready.append(result)
+        return False
 
     async def _take_ready(self) -> WorkerChannel | None:
         """A warm worker, skipping any that died while idle (that is no environment's fault)."""
@@ -132,15 +194,18 @@ class EnvPool:
         if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
                                       or max_turns <= 0):
             raise ValueError(f"max_turns must be a positive int, got {max_turns!r}")
-        self._live = {c for c in self._live if c.dead is None}
+        self._live = {c for c in self._live if not c.reaped}
         if self._start_error is not None:
             error, self._start_error = self._start_error, None
             if isinstance(error, SandboxUnavailable):
                 raise error
+        if self._expected:
+            self._expected -= 1
         channel = await self._take_ready()
+        if channel is None:
+            channel = await self._wait_for_worker()
+        self._in_use.add(channel)
         try:
-            if channel is None:
-                channel = await self._spawn()
             reply = await channel.call({"op": "load", "source": source,
                                         "class_name": class_name, "max_turns": max_turns},
                                        "load", self.limits.step_timeout_s)
@@ -161,13 +226,28 @@ class EnvPool:
         return EnvInstance(channel, self.limits, class_name=name, max_turns=turns,
                            has_oracle=oracle)
 
+    async def _wait_for_worker(self) -> WorkerChannel:
+        """The next worker to finish starting (a start is scheduled for every waiter)."""
+        waiter: asyncio.Future[WorkerChannel] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._schedule_refill()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._hand_over(waiter.result())   # handed to us as we were cancelled
+            raise
+
     async def aclose(self) -> None:
         """Stop refilling and kill every worker this pool started, open instances included."""
         self._closed = True
-        if self._refill is not None and not self._refill.done():
-            # let a start in flight finish: the loop then closes what it started
-            with contextlib.suppress(Exception):
-                await self._refill
+        if self._starts:
+            # let starts in flight finish: each then closes what it started
+            await asyncio.gather(*self._starts, return_exceptions=True)
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(RuntimeError("EnvPool is closed"))
+        self._waiters.clear()
         channels = list(self._live) + list(self._ready)
         self._ready.clear()
         self._live.clear()
