@@ -158,44 +158,53 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
 
 @dataclass
 class AuthorBuilder:
-    """Author vs author on each common panel solver s: the higher lift on s wins."""
+    """Author vs author on each common panel solver s: the higher lift on s wins.
+
+    The solver axis holds every solver of the run, solver-only players included (a run where
+    three authors write for one target model compares the authors on that model alone); s is
+    a common panel solver of a and a′ when s ∉ {a, a′} and both have matched pairs with s.
+    """
 
     players: list[str]
-    num: np.ndarray  # (n_env, n*n): Σ (yh − y0) placed at (author, solver)
+    solvers: list[str]
+    num: np.ndarray  # (n_env, n_authors*n_solvers): Σ (yh − y0) placed at (author, solver)
     den: np.ndarray  # matched pairs likewise
+    same: np.ndarray  # (n_authors, n_solvers) bool: the solver is the author
 
     def scores(self, w: np.ndarray, chunk: int = 128) -> np.ndarray:
-        # (draws, n, n, n) intermediates: chunked so 1,000 draws × 20 models stay small in memory
+        # (draws, n, n, m) intermediates: chunked so 1,000 draws × 20 models stay small in memory
         return np.concatenate([self._scores(w[k : k + chunk]) for k in range(0, len(w), chunk)])
 
     def _scores(self, w: np.ndarray) -> np.ndarray:
-        n = len(self.players)
-        num = (w @ self.num).reshape(-1, n, n)
-        den = (w @ self.den).reshape(-1, n, n)
+        n, m = len(self.players), len(self.solvers)
+        num = (w @ self.num).reshape(-1, n, m)
+        den = (w @ self.den).reshape(-1, n, m)
         has = den > 0
         lift = np.where(has, num / np.where(has, den, 1.0), 0.0)
         diff = lift[:, :, None, :] - lift[:, None, :, :]  # (B, a, a', s)
         present = has[:, :, None, :] & has[:, None, :, :]
-        eye = np.eye(n, dtype=bool)
-        present &= ~eye[None, :, :, None]
-        present &= ~eye[None, :, None, :] & ~eye[None, None, :, :]
+        present &= ~np.eye(n, dtype=bool)[None, :, :, None]
+        present &= ~self.same[None, :, None, :] & ~self.same[None, None, :, :]
         return _score(diff, present).sum(axis=3)
 
 
 def author_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> AuthorBuilder:
     players = author_names(tables)
-    index = {p: i for i, p in enumerate(players)}
-    n = len(players)
+    solvers = list(dict.fromkeys(solver_names(tables) + list(pairs["solver"].unique())))
+    a_index = {p: i for i, p in enumerate(players)}
+    s_index = {p: i for i, p in enumerate(solvers)}
+    n, m = len(players), len(solvers)
     env_index = {e: i for i, e in enumerate(design.env_ids)}
-    num = np.zeros((len(design.env_ids), n * n))
+    num = np.zeros((len(design.env_ids), n * m))
     den = np.zeros_like(num)
-    p = pairs[pairs["author"].isin(index) & pairs["solver"].isin(index)]
+    p = pairs[pairs["author"].isin(a_index) & pairs["solver"].isin(s_index)]
     per = p.assign(d=p["yh"] - p["y0"]).groupby(["env_id", "author", "solver"])["d"].agg(["sum", "size"])
     for (e, a, s), row in per.iterrows():
         if e in env_index:
-            num[env_index[e], index[a] * n + index[s]] += row["sum"]
-            den[env_index[e], index[a] * n + index[s]] += row["size"]
-    return AuthorBuilder(players, num, den)
+            num[env_index[e], a_index[a] * m + s_index[s]] += row["sum"]
+            den[env_index[e], a_index[a] * m + s_index[s]] += row["size"]
+    same = np.array([[a == s for s in solvers] for a in players], dtype=bool).reshape(n, m)
+    return AuthorBuilder(players, solvers, num, den, same)
 
 
 @dataclass
