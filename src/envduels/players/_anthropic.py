@@ -11,6 +11,7 @@ from __future__ import annotations
 import anthropic
 import httpx
 
+from envduels._text import valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import Answer, ContextOverflow, Player, resolve_key
@@ -103,7 +104,8 @@ class AnthropicPlayer(Player):
         content = getattr(reply, "content", None)
         if content is None:
             raise Retryable("malformed response (no content)")
-        text = "".join(getattr(b, "text", "") for b in content if getattr(b, "type", "") == "text")
+        text = valid_text("".join(str(getattr(b, "text", "")) for b in content
+                                  if getattr(b, "type", "") == "text"))
         usage = getattr(reply, "usage", None)
         return Answer(text=text, input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
                       output_tokens=int(getattr(usage, "output_tokens", 0) or 0),

@@ -16,6 +16,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from envduels._text import valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._cache import ResponseCache, request_key
@@ -65,7 +66,7 @@ class Answer:
 
 def _from_record(record: dict, key: str) -> ChatResult:
     """A cache hit: the original answer, tokens and latency; nothing new to pay."""
-    return ChatResult(text=record["reply"]["text"],
+    return ChatResult(text=valid_text(record["reply"]["text"]),  # a record cached before replies were cleaned
                       input_tokens=int(record["usage"]["input_tokens"]),
                       output_tokens=int(record["usage"]["output_tokens"]),
                       finish_reason=record["reply"]["finish_reason"],
@@ -139,10 +140,15 @@ class Player:
         `call_id` is the call's deterministic identity within the run; the request seed derives
         from (run seed, player, call_id). Raises `ContextOverflow` when the conversation does not
         fit, `ProviderError` after `max_retries` failed retries, `UserError` at once for a missing
-        key, a rejected key, an unknown model or a bad request.
+        key, a rejected key, an unknown model or a bad request. Lone surrogates in `messages`
+        are sent, keyed and recorded as U+FFFD; the answer's text never holds one.
         """
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+        # Observations come from untrusted environment code: a lone surrogate could be neither
+        # sent, hashed nor stored. Ordinary text is unchanged, so existing cache keys still hit.
+        messages = [{k: valid_text(v) if isinstance(v, str) else v for k, v in m.items()}
+                    for m in messages]
         seed = request_seed(self.run_seed, self.name, call_id)
         request = self._request(messages, max_tokens or self.config.max_tokens, seed)
         key = request_key(request)

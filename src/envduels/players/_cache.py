@@ -54,5 +54,9 @@ def canonical_json(obj: Any) -> str:
 
 
 def request_key(request: dict) -> str:
-    """The hex sha256 of the canonical request; the request must hold no secrets."""
-    return hashlib.sha256(canonical_json(request).encode("utf-8")).hexdigest()
+    """The hex sha256 of the canonical request; the request must hold no secrets.
+
+    Defined for any str: a lone surrogate (which strict UTF-8 refuses) is encoded with
+    "surrogatepass", so the key stays deterministic; text without one gives the same bytes, and
+    so the same key, as plain UTF-8 always did."""
+    return hashlib.sha256(canonical_json(request).encode("utf-8", "surrogatepass")).hexdigest()

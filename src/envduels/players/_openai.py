@@ -13,6 +13,7 @@ import re
 import httpx
 import openai
 
+from envduels._text import valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import Answer, ContextOverflow, Player, resolve_key
@@ -146,6 +147,7 @@ class OpenAIPlayer(Player):
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise Retryable("malformed response (content is not text)")
+        text = valid_text(text)  # JSON may carry a lone surrogate (\ud800), which UTF-8 refuses
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         try:
             n_in = int(usage.get("prompt_tokens") or 0)
