@@ -122,3 +122,23 @@ def test_subprocess_prints_base_url_and_uses_the_script(tmp_path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize(("fault", "anthropic", "raw"), [
+    ("usage_inf", False, b'"prompt_tokens": 1e400,'),
+    ("usage_negative", False, b'"prompt_tokens": -1600000000,'),
+    ("usage_fraction", True, b'"input_tokens": 2.5,'),
+])
+def test_hostile_usage_faults_send_the_raw_number(fault, anthropic, raw) -> None:
+    with ScriptedServer(faults=[fault]) as srv:
+        path = "/messages" if anthropic else "/chat/completions"
+        r = httpx.post(srv.base_url + path, json={"model": "m", "messages": [
+            {"role": "user", "content": "x"}], "max_tokens": 5})
+    assert r.status_code == 200 and raw in r.content
+
+
+def test_the_deep_fault_is_100000_nested_arrays() -> None:
+    with ScriptedServer(faults=["deep"]) as srv:
+        body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5}
+        deep = httpx.post(srv.base_url + "/chat/completions", json=body)
+    assert (deep.status_code, deep.content) == (200, b"[" * 100_000 + b"]" * 100_000)

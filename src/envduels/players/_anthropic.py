@@ -14,7 +14,13 @@ import httpx
 from envduels._text import valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
-from envduels.players._base import Answer, ContextOverflow, Player, resolve_key
+from envduels.players._base import (
+    Answer,
+    ContextOverflow,
+    Player,
+    resolve_key,
+    token_count,
+)
 from envduels.players._cache import ResponseCache
 from envduels.players._openai import is_overflow, one_line
 from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
@@ -97,7 +103,8 @@ class AnthropicPlayer(Player):
         except anthropic.APIConnectionError as err:
             cause = type(err.__cause__).__name__ if err.__cause__ else "connection error"
             failure = Retryable(f"connection to {self.endpoint} failed ({cause})")
-        except ValueError as err:
+        except (ValueError, RecursionError) as err:
+            # RecursionError: a body of deeply nested arrays exhausts the JSON parser.
             failure = Retryable(f"malformed response ({type(err).__name__})")
         if failure is not None:
             raise failure  # outside the handler: no SDK error (which holds the key) as context
@@ -106,10 +113,12 @@ class AnthropicPlayer(Player):
             raise Retryable("malformed response (no content)")
         text = valid_text("".join(str(getattr(b, "text", "")) for b in content
                                   if getattr(b, "type", "") == "text"))
+        finish_reason = valid_text(str(getattr(reply, "stop_reason", None) or "unknown"))
         usage = getattr(reply, "usage", None)
-        return Answer(text=text, input_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-                      output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-                      finish_reason=str(getattr(reply, "stop_reason", None) or "unknown"))
+        return Answer(text=text,
+                      input_tokens=token_count(getattr(usage, "input_tokens", None), "input_tokens"),
+                      output_tokens=token_count(getattr(usage, "output_tokens", None), "output_tokens"),
+                      finish_reason=finish_reason)
 
     def _classify(self, err: anthropic.APIStatusError) -> Exception:
         status = err.status_code

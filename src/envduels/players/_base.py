@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import random
 import time
@@ -62,6 +63,28 @@ class Answer:
     input_tokens: int
     output_tokens: int
     finish_reason: str
+
+
+MAX_TOKENS_PER_CALL = 1_000_000_000
+"""More tokens than any context holds: a larger count is a broken or hostile server's."""
+
+
+def token_count(value: object, field: str) -> int:
+    """A usage count from a server's answer: absent (None) is 0; otherwise it must be an integer
+    (an integral float such as 12.0 is accepted) from 0 to `MAX_TOKENS_PER_CALL`. Anything else
+    (1e400, -5, 2.5, "7", true) raises `Retryable`: a negative count would refund the budget and
+    an infinite one crash the accounting."""
+    if value is None:
+        return 0
+    count: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        count = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        count = int(value)
+    if count is None or not 0 <= count <= MAX_TOKENS_PER_CALL:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        raise Retryable(f"malformed response (usage {field} is {shown}, not a token count)")
+    return count
 
 
 def _from_record(record: dict, key: str) -> ChatResult:

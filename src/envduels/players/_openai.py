@@ -16,7 +16,13 @@ import openai
 from envduels._text import valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
-from envduels.players._base import Answer, ContextOverflow, Player, resolve_key
+from envduels.players._base import (
+    Answer,
+    ContextOverflow,
+    Player,
+    resolve_key,
+    token_count,
+)
 from envduels.players._cache import ResponseCache
 from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
 
@@ -122,7 +128,8 @@ class OpenAIPlayer(Player):
             failure = Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)")
         except openai.APIConnectionError as err:
             failure = self._connection_failed(err)
-        except (json.JSONDecodeError, ValueError) as err:
+        except (json.JSONDecodeError, ValueError, RecursionError) as err:
+            # RecursionError: a body of deeply nested arrays exhausts the JSON parser.
             failure = Retryable(f"malformed response ({type(err).__name__})")
         if failure is not None:
             # Raised outside the handler: SDK errors hold the request, headers and key
@@ -148,14 +155,11 @@ class OpenAIPlayer(Player):
         if not isinstance(text, str):
             raise Retryable("malformed response (content is not text)")
         text = valid_text(text)  # JSON may carry a lone surrogate (\ud800), which UTF-8 refuses
+        finish_reason = valid_text(str(choices[0].get("finish_reason") or "unknown"))
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-        try:
-            n_in = int(usage.get("prompt_tokens") or 0)
-            n_out = int(usage.get("completion_tokens") or 0)
-        except (TypeError, ValueError):
-            raise Retryable("malformed response (usage is not numeric)") from None
-        return Answer(text=text, input_tokens=n_in, output_tokens=n_out,
-                      finish_reason=str(choices[0].get("finish_reason") or "unknown"))
+        return Answer(text=text, input_tokens=token_count(usage.get("prompt_tokens"), "prompt_tokens"),
+                      output_tokens=token_count(usage.get("completion_tokens"), "completion_tokens"),
+                      finish_reason=finish_reason)
 
     def _classify(self, err: openai.APIStatusError) -> Exception:
         status = err.status_code

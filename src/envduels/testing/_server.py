@@ -32,6 +32,10 @@ FAULTS = {
     "truncated": "a 200 whose JSON body is cut in half",
     "drop": "close the connection after half of the response",
     "nochoices": "a 200 with valid JSON but no choices",
+    "usage_inf": "a 200 whose prompt (input) token count is the JSON number 1e400 (infinite)",
+    "usage_negative": "a 200 whose prompt (input) token count is -1600000000",
+    "usage_fraction": "a 200 whose prompt (input) token count is 2.5",
+    "deep": "a 200 whose body is 100,000 nested JSON arrays (no parser recursion survives it)",
     "400": "bad request (an invalid parameter)",
     "overflow": "bad request: context length exceeded",
     "401": "invalid API key",
@@ -285,6 +289,8 @@ class ScriptedServer:
             if fault == "truncated":
                 return _Reply(200, raw[: len(raw) // 2])
             return _Reply(200, raw, mode="drop")
+        if fault in _HOSTILE:
+            return _hostile_reply(fault, _completion(model, text, n_in, n_out, anthropic), anthropic)
         if fault == "nochoices":
             return _json(200, {"id": "x", "object": "chat.completion", "model": model,
                                "usage": {"prompt_tokens": n_in, "completion_tokens": 0,
@@ -338,6 +344,21 @@ def _fault_reply(fault: str, anthropic: bool) -> _Reply | None:
         return _error(404, "The model does not exist or you do not have access to it.",
                       "not_found_error", "model_not_found", anthropic)
     return None  # truncated / drop / nochoices: shaped after the normal answer
+
+
+_HOSTILE = ("usage_inf", "usage_negative", "usage_fraction", "deep")
+_PLACEHOLDER = "__envduels_raw_number__"
+
+
+def _hostile_reply(fault: str, normal: dict, anthropic: bool) -> _Reply:
+    """The normal answer with one hostile change; raw JSON text where `json.dumps` cannot write
+    it (1e400)."""
+    if fault == "deep":
+        return _Reply(200, b"[" * 100_000 + b"]" * 100_000)
+    raw = {"usage_inf": "1e400", "usage_negative": "-1600000000", "usage_fraction": "2.5"}[fault]
+    normal["usage"]["input_tokens" if anthropic else "prompt_tokens"] = _PLACEHOLDER
+    body = json.dumps(normal).replace(json.dumps(_PLACEHOLDER), raw)
+    return _Reply(200, body.encode())
 
 
 def _completion(model: str, text: str, n_in: int, n_out: int, anthropic: bool) -> dict:
