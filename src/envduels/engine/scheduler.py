@@ -8,8 +8,9 @@ holds (any outcome but `error`) are skipped, so a resumed run redoes nothing fin
 
 Concurrency: a solver never has more episodes in flight than its `max_concurrency` (an episode
 holds at most one model call at a time), and at most `MAX_OPEN_ENVS` sandboxes are open at once.
-The sandbox pool is told the size of each batch (`EnvPool.expect`), so workers for it start
-before the episodes ask, and no more than the batch needs.
+The sandbox pool is told how many episodes are coming (`EnvPool.expect`: an upper bound
+before a round's authoring, the exact batch before its episodes), so workers start before the
+episodes ask, and no more than they need.
 The executor is a small seam: `AsyncioExecutor` runs tasks in this event loop; a distributed
 executor only needs the same `map`.
 """
@@ -147,6 +148,8 @@ class Tournament:
             if self.budget_reached():
                 break
             self.progress.phase = "authoring"
+            # workers for the episodes start while the authors write (model-bound time)
+            self.pool.expect(self._upcoming_episodes(rnd))
             authored = await self._author_round(rnd)
             envs = [e for e in authored if e.valid]
             if rnd == 1:
@@ -155,6 +158,23 @@ class Tournament:
             await self._play(self._tasks(envs))
         return RunResult(complete=not self._budget_reached, budget_reached=self._budget_reached,
                          errors=self._errors)
+
+    def _upcoming_episodes(self, rnd: int) -> int:
+        """At most how many episodes round `rnd` still plays: those of its recorded valid
+        environments not finished yet, plus, for each environment still to be authored, as
+        many as if it were valid."""
+        t = self.cfg.tournament
+        recorded = self.store.environments()
+        envs = [e for e in recorded if e.valid and (
+            (e.fixed_pool and rnd == 1) or (not e.fixed_pool and e.round == rnd))]
+        finished = self.store.finished_episode_keys()
+        left = sum(1 for task in self._tasks(envs) if task.key not in finished)
+        known = {e.env_id for e in recorded}
+        unwritten = sum(1 for p in self.cfg.players if p.authors
+                        for slot in range(t.envs_per_author)
+                        if authored_env_id(p.name, rnd, slot) not in known)
+        solvers = sum(1 for p in self.cfg.players if p.solves)
+        return left + unwritten * solvers * t.seeds_per_env * t.trials_per_seed * 2
 
     def _record_pools(self) -> None:
         for spec in self.pool_specs:
@@ -233,12 +253,9 @@ class Tournament:
         self.progress.episodes_planned = len(tasks)
         self.progress.episodes_done = len(tasks) - len(todo)
         self.progress.episodes_resumed += len(tasks) - len(todo)
-        self.pool.expect(len(todo))   # a batch: the pool prestarts workers for it
-        try:
-            async for _ in self.executor.map(self._episode, todo):
-                pass
-        finally:
-            self.pool.expect(None)
+        self.pool.expect(len(todo))   # exactly this batch: no worker started for nothing
+        async for _ in self.executor.map(self._episode, todo):
+            pass
 
     async def _episode(self, task: EpisodeTask) -> EpisodeResult | None:
         async with self._solver_slots[task.solver], self._env_slots:

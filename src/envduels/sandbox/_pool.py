@@ -30,9 +30,10 @@ class EnvPool:
     source text. The pool refills in the background, up to `parallel_starts` starts at once,
     and holds as many ready workers as instances are in use (at least `warm`, at most
     `max_warm`, which defaults to `warm`); `expect(n)` prestarts for a batch of n opens. An
-    `open()` that finds none ready takes the next worker to finish starting. Bound to the event loop of its first
-    `open()`. Raises SandboxUnavailable at construction when bubblewrap is missing (unless
-    `unsafe_no_sandbox`, which runs environment code with rlimits only: trusted code only).
+    `open()` that finds none ready takes the next worker to finish starting. Bound to the
+    event loop of its first `open()`. Raises SandboxUnavailable at construction when
+    bubblewrap is missing (unless `unsafe_no_sandbox`, which runs environment code with
+    rlimits only: trusted code only).
     """
 
     def __init__(self, limits: SandboxLimits = DEFAULT_LIMITS, *,
