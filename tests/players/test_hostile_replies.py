@@ -10,7 +10,7 @@ from envduels.players import MemoryCache, ProviderError, build_player
 from envduels.testing import ScriptedServer
 
 EXPECTED = "scripted-1 heard: Say hello"
-HOSTILE = ["usage_inf", "usage_negative", "usage_fraction", "deep"]
+HOSTILE = ["usage_inf", "usage_negative", "usage_fraction", "deep", "finish_error"]
 
 
 async def chat_through(faults: list[str], provider: str, monkeypatch, **overrides):
@@ -45,6 +45,7 @@ async def test_a_hostile_200_is_retried_and_the_real_answer_is_recorded(fault, p
     ("usage_negative", "malformed response (usage prompt_tokens is -1600000000, not a token count)"),
     ("usage_fraction", "malformed response (usage prompt_tokens is 2.5, not a token count)"),
     ("deep", "malformed response (RecursionError)"),
+    ("finish_error", "malformed response (finish_reason 'error')"),
 ])
 async def test_a_server_that_only_sends_hostile_200s_ends_in_provider_error_with_the_reason(
         fault, reason, monkeypatch) -> None:

@@ -137,8 +137,12 @@ def test_hostile_usage_faults_send_the_raw_number(fault, anthropic, raw) -> None
     assert r.status_code == 200 and raw in r.content
 
 
-def test_the_deep_fault_is_100000_nested_arrays() -> None:
-    with ScriptedServer(faults=["deep"]) as srv:
+def test_deep_and_finish_error_faults_are_hostile_200s() -> None:
+    with ScriptedServer(faults=["deep", "finish_error", "finish_error"]) as srv:
         body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5}
         deep = httpx.post(srv.base_url + "/chat/completions", json=body)
+        openai_error = httpx.post(srv.base_url + "/chat/completions", json=body).json()
+        anthropic_error = httpx.post(srv.base_url + "/messages", json=body).json()
     assert (deep.status_code, deep.content) == (200, b"[" * 100_000 + b"]" * 100_000)
+    assert openai_error["choices"][0]["finish_reason"] == "error"
+    assert anthropic_error["stop_reason"] == "error"

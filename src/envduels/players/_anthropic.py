@@ -18,6 +18,7 @@ from envduels.players._base import (
     Answer,
     ContextOverflow,
     Player,
+    check_finish,
     resolve_key,
     token_count,
 )
@@ -113,7 +114,7 @@ class AnthropicPlayer(Player):
             raise Retryable("malformed response (no content)")
         text = valid_text("".join(str(getattr(b, "text", "")) for b in content
                                   if getattr(b, "type", "") == "text"))
-        finish_reason = valid_text(str(getattr(reply, "stop_reason", None) or "unknown"))
+        finish_reason = check_finish(valid_text(str(getattr(reply, "stop_reason", None) or "unknown")))
         usage = getattr(reply, "usage", None)
         return Answer(text=text,
                       input_tokens=token_count(getattr(usage, "input_tokens", None), "input_tokens"),

@@ -87,6 +87,14 @@ def token_count(value: object, field: str) -> int:
     return count
 
 
+def check_finish(finish_reason: str) -> str:
+    """`finish_reason` unless it says the generation failed: a 200 whose finish_reason is
+    "error" (vLLM, some proxies) carries no answer, so it is a malformed response to retry."""
+    if finish_reason == "error":
+        raise Retryable("malformed response (finish_reason 'error')")
+    return finish_reason
+
+
 def _from_record(record: dict, key: str) -> ChatResult:
     """A cache hit: the original answer, tokens and latency; nothing new to pay."""
     return ChatResult(text=valid_text(record["reply"]["text"]),  # a record cached before replies were cleaned

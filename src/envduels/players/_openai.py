@@ -20,6 +20,7 @@ from envduels.players._base import (
     Answer,
     ContextOverflow,
     Player,
+    check_finish,
     resolve_key,
     token_count,
 )
@@ -155,7 +156,7 @@ class OpenAIPlayer(Player):
         if not isinstance(text, str):
             raise Retryable("malformed response (content is not text)")
         text = valid_text(text)  # JSON may carry a lone surrogate (\ud800), which UTF-8 refuses
-        finish_reason = valid_text(str(choices[0].get("finish_reason") or "unknown"))
+        finish_reason = check_finish(valid_text(str(choices[0].get("finish_reason") or "unknown")))
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
         return Answer(text=text, input_tokens=token_count(usage.get("prompt_tokens"), "prompt_tokens"),
                       output_tokens=token_count(usage.get("completion_tokens"), "completion_tokens"),

@@ -36,6 +36,7 @@ FAULTS = {
     "usage_negative": "a 200 whose prompt (input) token count is -1600000000",
     "usage_fraction": "a 200 whose prompt (input) token count is 2.5",
     "deep": "a 200 whose body is 100,000 nested JSON arrays (no parser recursion survives it)",
+    "finish_error": "a 200 whose finish_reason (Anthropic: stop_reason) is 'error'",
     "400": "bad request (an invalid parameter)",
     "overflow": "bad request: context length exceeded",
     "401": "invalid API key",
@@ -346,7 +347,7 @@ def _fault_reply(fault: str, anthropic: bool) -> _Reply | None:
     return None  # truncated / drop / nochoices: shaped after the normal answer
 
 
-_HOSTILE = ("usage_inf", "usage_negative", "usage_fraction", "deep")
+_HOSTILE = ("usage_inf", "usage_negative", "usage_fraction", "deep", "finish_error")
 _PLACEHOLDER = "__envduels_raw_number__"
 
 
@@ -355,6 +356,12 @@ def _hostile_reply(fault: str, normal: dict, anthropic: bool) -> _Reply:
     it (1e400)."""
     if fault == "deep":
         return _Reply(200, b"[" * 100_000 + b"]" * 100_000)
+    if fault == "finish_error":
+        if anthropic:
+            normal["stop_reason"] = "error"
+        else:
+            normal["choices"][0]["finish_reason"] = "error"
+        return _json(200, normal)
     raw = {"usage_inf": "1e400", "usage_negative": "-1600000000", "usage_fraction": "2.5"}[fault]
     normal["usage"]["input_tokens" if anthropic else "prompt_tokens"] = _PLACEHOLDER
     body = json.dumps(normal).replace(json.dumps(_PLACEHOLDER), raw)
