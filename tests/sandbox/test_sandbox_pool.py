@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from sandbox_helpers import FAST, TRIVIAL, sandbox_uid_processes
 
-from envduels.sandbox import EnvPool
+from envduels.sandbox import EnvFault, EnvPool, SandboxStartError, _launcher
+
+MISSING = "/nonexistent/envduels-test/bwrap"
 
 
 async def _ready_settles(pool: EnvPool, want: int, *, timeout: float = 20.0) -> int:
@@ -64,3 +67,27 @@ async def test_close_without_waiting_kills_at_once_and_aclose_collects_the_rest(
     await pool.aclose()
     assert sandbox_uid_processes() == []
 
+
+async def test_a_closed_pool_is_a_start_error_not_the_environments_fault() -> None:
+    pool = EnvPool(FAST, warm=0)
+    await pool.aclose()
+    with pytest.raises(SandboxStartError) as info:
+        await pool.open(TRIVIAL)
+    assert isinstance(info.value, EnvFault)
+    assert info.value.reason == "the sandbox pool is closed"
+
+
+async def test_a_launcher_pointed_at_a_missing_program_is_a_start_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_launcher.host(), "bwrap", MISSING)
+    async with EnvPool(FAST, warm=0) as pool:
+        with pytest.raises(SandboxStartError) as info:
+            await pool.open(TRIVIAL)
+    if _launcher.host().setpriv:   # root: setpriv switches the uid, then cannot exec bwrap
+        assert info.value.reason == ("the sandbox failed to start: worker exited with status "
+                                     "127 during start-up")
+        assert f"failed to execute {MISSING}" in info.value.detail
+    else:                          # Popen itself cannot exec it
+        assert info.value.reason == ("the sandbox failed to start: [Errno 2] No such file or "
+                                     f"directory: '{MISSING}'")
+    assert sandbox_uid_processes() == []

@@ -98,13 +98,19 @@ class AuthoringJob:
     slot: int
 
 
+class SandboxDown(Exception):
+    """Validation stopped because a sandbox could not start (`sandbox.SandboxStartError`): the
+    host's fault, so the attempt is not judged; the authoring job ends like a provider error."""
+
+
 async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: Store,
                      validate: Callable[..., Any], seeds: list[int], prompt: str) -> EnvironmentRow | None:
     """Author, validate and repair one environment; record every attempt and the final row.
 
     `validate(spec, seeds=...)` is awaited and returns an `envs.Verdict`. Returns the final
-    environment row, or None when the provider failed (nothing final is recorded, so a resumed
-    run tries again from the cached part of the conversation).
+    environment row, or None when the provider failed or `validate` raised `SandboxDown`
+    (nothing final is recorded, so a resumed run tries again from the cached part of the
+    conversation).
     """
     from envduels.envs import EnvSpec
     from envduels.players import ContextOverflow, ProviderError
@@ -132,7 +138,10 @@ async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: S
             spec = EnvSpec(id=job.env_id, source=parsed.source or "", max_turns=t.max_turns,
                            domain=parsed.domain, author=job.author, title=parsed.title,
                            hints={"hint": parsed.hint or ""}, benchmark_seeds=tuple(seeds))
-            verdict = await validate(spec, seeds=seeds)
+            try:
+                verdict = await validate(spec, seeds=seeds)
+            except SandboxDown:
+                return None
             verdict_json = verdict.to_json()
             reasons = list(verdict.reasons)
             class_name = verdict.class_name

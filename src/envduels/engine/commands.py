@@ -2,7 +2,8 @@
 
 Exit codes of `run`: 0 every round is recorded; 2 bad input (one line on stderr, nothing
 written); 3 the budget was reached (raise `budget.max_usd`/`max_tokens` and run again to go
-on); 4 some work ended in `error` because a provider kept failing (run again to retry it);
+on); 4 some work ended in `error` because a provider kept failing or a sandbox could not start
+(run again to retry it);
 130 interrupted. In every case finished work is in the run database and is never redone.
 """
 
@@ -152,8 +153,8 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool) -> int:
               file=sys.stderr)
         return EXIT_BUDGET
     if result.errors:
-        print(f"{result.errors} unit(s) of work ended in provider errors; run again to retry them",
-              file=sys.stderr)
+        print(f"{result.errors} unit(s) of work ended in provider or sandbox errors; run again "
+              "to retry them", file=sys.stderr)
         return EXIT_ERRORS
     return EXIT_OK
 

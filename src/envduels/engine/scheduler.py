@@ -24,7 +24,13 @@ from typing import Any, Protocol, TypeVar
 
 from envduels.config import RunConfig
 from envduels.engine._keys import authored_env_id, episode_key
-from envduels.engine.authoring import AuthoringJob, author_env, author_prompt, library_examples
+from envduels.engine.authoring import (
+    AuthoringJob,
+    SandboxDown,
+    author_env,
+    author_prompt,
+    library_examples,
+)
 from envduels.engine.history import history_digest
 from envduels.engine.progress import Progress
 from envduels.engine.solving import EpisodeResult, EpisodeTask, play_episode, turn_cap
@@ -83,6 +89,22 @@ class _TrackedPlayer:
                                      cost_usd=result.cost_usd, retries=result.retries,
                                      cached=result.cached)
         return result
+
+
+class _StartFailuresEscape:
+    """The pool as validation sees it: a sandbox that cannot start raises `SandboxDown`, which
+    validation does not catch, instead of an EnvFault it would hold against the author."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    async def open(self, source: str, **kw: Any) -> Any:
+        from envduels.sandbox import SandboxStartError
+
+        try:
+            return await self._pool.open(source, **kw)
+        except SandboxStartError as err:
+            raise SandboxDown(err.reason) from None
 
 
 def to_spec(row: EnvironmentRow) -> Any:
@@ -201,7 +223,7 @@ class Tournament:
             }
 
             async def validate(spec: Any, *, seeds: list[int]) -> Any:
-                return await validate_env(spec, self.pool, seeds=seeds,
+                return await validate_env(spec, _StartFailuresEscape(self.pool), seeds=seeds,
                                           require_oracle=t.require_oracle,
                                           hint_max_chars=t.hint_max_chars, max_turns=t.max_turns)
 

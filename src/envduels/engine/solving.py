@@ -7,7 +7,9 @@ environment is the last balanced `\\boxed{...}` of the reply, wrapper included. 
 - `success`: a step returned `terminated=True` with `reward > 0`;
 - `failure`: terminated without reward, truncated, the turn cap, or the context overflowed;
 - `incomplete`: the environment raised, timed out or broke a limit (`EnvFault`): the author's fault;
-- `error`: the provider still failed after retries; replayed on resume, never a failure.
+- `error`: the provider still failed after retries, or the sandbox could not start before any
+  environment code ran (`SandboxStartError`: the host's fault); replayed on resume, never a
+  failure and never blamed on the author.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ async def play_episode(task: EpisodeTask, solver: SolverLike, open_env: Callable
     transcript entry as it is appended (the `play` command prints them).
     """
     from envduels.players import ContextOverflow, ProviderError
-    from envduels.sandbox import EnvFault
+    from envduels.sandbox import EnvFault, SandboxStartError
 
     transcript: list[dict[str, Any]] = []
 
@@ -135,6 +137,8 @@ async def play_episode(task: EpisodeTask, solver: SolverLike, open_env: Callable
         try:
             env = await open_env()
             observation, _info = await env.reset(task.seed)
+        except SandboxStartError as fault:
+            return done("error", f"sandbox error: {fault.reason}", 0)
         except EnvFault as fault:
             return done("incomplete", f"environment failed to start: {fault.reason}", 0)
         messages = [{"role": "system", "content": SYSTEM_PROMPT},

@@ -1,12 +1,13 @@
 """Running untrusted environment code: one sandboxed worker process per environment instance.
 
-Public surface (docs/architecture.md): SandboxLimits, EnvFault, SandboxUnavailable, StepResult,
+Public surface (docs/architecture.md): SandboxLimits, EnvFault, SandboxStartError,
+SandboxUnavailable, StepResult,
 EnvInstance, EnvPool, open_env_sync, SyncEnvInstance. Design and what each layer stops:
 docs/sandbox.md.
 """
 
 from ._instance import EnvInstance, StepResult, truncate_observation
-from ._limits import EnvFault, SandboxLimits, SandboxUnavailable
+from ._limits import EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
 from ._pool import EnvPool
 from ._sync import SyncEnvInstance, open_env_sync
 
@@ -15,6 +16,7 @@ __all__ = [
     "EnvInstance",
     "EnvPool",
     "SandboxLimits",
+    "SandboxStartError",
     "SandboxUnavailable",
     "StepResult",
     "SyncEnvInstance",

@@ -69,6 +69,13 @@ class EnvFault(Exception):
         self.detail = detail
 
 
+class SandboxStartError(EnvFault):
+    """The sandbox failed before any environment code ran: the worker could not be forked
+    (EAGAIN), its interpreter or bubblewrap could not be executed, a cgroup could not be
+    created, the worker died before its greeting, or the pool was closed. The host's fault,
+    never the environment author's: an episode it stops is an `error`, retried on resume."""
+
+
 class SandboxUnavailable(UserError):
     """bubblewrap is missing or cannot create namespaces on this machine."""
 

@@ -11,7 +11,7 @@ from types import TracebackType
 from ._channel import WorkerChannel
 from ._instance import EnvInstance
 from ._launcher import Launched, discard, launch, launcher_threads, require_bwrap
-from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxUnavailable
+from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
 
 log = logging.getLogger("envduels.sandbox")
 
@@ -75,6 +75,8 @@ class EnvPool:
         await self.aclose()
 
     async def _spawn(self) -> WorkerChannel:
+        """A started worker. SandboxStartError when it cannot start (no environment code has
+        run yet), SandboxUnavailable when bubblewrap cannot create namespaces here."""
         loop = asyncio.get_running_loop()
         starting = loop.run_in_executor(
             launcher_threads(),
@@ -84,6 +86,8 @@ class EnvPool:
         except asyncio.CancelledError:
             starting.add_done_callback(_discard_when_started)
             raise
+        except OSError as err:   # fork EAGAIN, an interpreter or bwrap that cannot run, cgroups
+            raise SandboxStartError(f"the sandbox failed to start: {err}") from None
         channel = WorkerChannel(launched, self.limits, loop)
         self._live.add(channel)
         try:
@@ -94,8 +98,8 @@ class EnvPool:
             if lines and lines[-1].startswith("bwrap:"):
                 raise SandboxUnavailable(
                     f"bubblewrap cannot create a sandbox here ({lines[-1]})") from None
-            raise EnvFault(f"the sandbox failed to start: {fault.reason}",
-                           channel.output_tail()) from None
+            raise SandboxStartError(f"the sandbox failed to start: {fault.reason}",
+                                    channel.output_tail()) from None
         return channel
 
     @property
@@ -185,11 +189,12 @@ class EnvPool:
         construct it, with `max_turns` when given and accepted by its __init__.
 
         EnvFault when it does not compile, raises while loading, has no or several
-        environment classes, or its constructor raises. SandboxUnavailable when bubblewrap is
-        installed but cannot create namespaces here.
+        environment classes, or its constructor raises. SandboxStartError (an EnvFault, but
+        the host's fault) when no worker could be started or the pool is closed.
+        SandboxUnavailable when bubblewrap is installed but cannot create namespaces here.
         """
         if self._closed:
-            raise RuntimeError("EnvPool is closed")
+            raise SandboxStartError("the sandbox pool is closed")
         if not isinstance(source, str):
             raise TypeError(f"source must be a str, got {type(source).__name__}")
         if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
@@ -247,7 +252,7 @@ class EnvPool:
             await asyncio.gather(*self._starts, return_exceptions=True)
         for waiter in self._waiters:
             if not waiter.done():
-                waiter.set_exception(RuntimeError("EnvPool is closed"))
+                waiter.set_exception(SandboxStartError("the sandbox pool is closed"))
         self._waiters.clear()
         channels = list(self._live) + list(self._ready)
         self._ready.clear()
