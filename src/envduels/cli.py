@@ -34,11 +34,16 @@ def run(
     config: Annotated[Path, typer.Argument(help="YAML run configuration (SPEC §6).")],
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live display.")] = False,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Send every model call to the provider, even one this run has "
+        "recorded; calls are still recorded. Resuming this way pays again for the calls of "
+        "unfinished work.")] = False,
 ) -> None:
     """Run or resume a tournament; a kill or Ctrl-C loses nothing finished."""
     from envduels.engine.commands import run_command
 
-    raise typer.Exit(run_command(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet))
+    raise typer.Exit(run_command(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
+                                 no_cache=no_cache))
 
 
 @app.command()

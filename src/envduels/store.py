@@ -210,13 +210,24 @@ class Store:
         rows = self._query("SELECT record FROM calls WHERE key = ?", (key,))
         return json.loads(rows[0][0]) if rows else None
 
-    def put(self, key: str, record: dict) -> None:
-        """Record one finished model call (players.ResponseCache); a key already present is kept."""
+    def put(self, key: str, record: dict, *, repeat: bool = False) -> None:
+        """Record one finished model call (players.ResponseCache); a key already present is kept.
+
+        With `repeat`, a call paid again although `key` is recorded (`envduels run --no-cache`)
+        is kept too, as `KEY#2`, `KEY#3`, ...: totals and the budget count what was paid, and
+        `get(key)` still answers with the first record.
+        """
         usage = record.get("usage") or {}
         inp = int(record.get("input_tokens", usage.get("input_tokens", 0)) or 0)
         out = int(record.get("output_tokens", usage.get("output_tokens", 0)) or 0)
         cost = float(record.get("cost_usd", usage.get("cost_usd", 0.0)) or 0.0)
         with self._tx() as db:
+            if repeat:
+                (n,), = db.execute(   # KEY and every KEY#n ('$' sorts right after '#')
+                    "SELECT COUNT(*) FROM calls WHERE key = ? OR (key >= ? AND key < ?)",
+                    (key, key + "#", key + "$"))
+                if n:
+                    key = f"{key}#{n + 1}"
             cur = db.execute(
                 "INSERT OR IGNORE INTO calls (key, player, role, call_id, record, input_tokens,"
                 " output_tokens, cost_usd, latency_s, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -229,6 +240,10 @@ class Store:
             t = self._totals
             self._totals = Totals(t.calls + 1, t.input_tokens + inp, t.output_tokens + out,
                                   t.cost_usd + cost)
+
+    def recorder(self) -> CallRecorder:
+        """This database as a `players.ResponseCache` that records every call and answers none."""
+        return CallRecorder(self)
 
     def call_records(self) -> list[dict]:
         """Every recorded call, oldest first."""
@@ -358,6 +373,21 @@ class Store:
             environments=env_df,
             episodes=ep_df,
         )
+
+
+class CallRecorder:
+    """A `players.ResponseCache` over a run database that never answers (`envduels run
+    --no-cache`): every call goes to the provider and is recorded, a repeat of a recorded
+    request as a repeat (see `Store.put`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def get(self, key: str) -> dict | None:
+        return None
+
+    def put(self, key: str, record: dict) -> None:
+        self._store.put(key, record, repeat=True)
 
 
 def _env_row(r: tuple) -> EnvironmentRow:

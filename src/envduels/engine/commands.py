@@ -103,8 +103,14 @@ def open_run(cfg: RunConfig) -> tuple[Store, str]:
     return store, fingerprint(settings)
 
 
-def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool) -> int:
-    """Run or resume the tournament of `config`; see the module docstring for exit codes."""
+def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
+                no_cache: bool = False) -> int:
+    """Run or resume the tournament of `config`; see the module docstring for exit codes.
+
+    `no_cache`: every model call goes to the provider, also one the run has recorded (it is
+    still recorded, a repeat as a repeat). Finished work is still never redone; what a resume
+    replays (episodes in `error` or cut by a kill, unfinished authoring) is paid again.
+    """
     from envduels.players import build_players
     from envduels.sandbox import EnvPool, SandboxLimits
 
@@ -113,7 +119,8 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool) -> int:
     check_reachable(cfg)
     build_players(cfg, cache=None, run_seed=cfg.seed)  # a missing key fails before any write
     store, fp = open_run(cfg)
-    players = build_players(cfg, cache=store, run_seed=cfg.seed)
+    players = build_players(cfg, cache=store.recorder() if no_cache else store,
+                            run_seed=cfg.seed)
     if unsafe_no_sandbox:
         print("WARNING: --unsafe-no-sandbox: environment code runs unconfined on this machine",
               file=sys.stderr)
