@@ -148,3 +148,20 @@ def test_a_source_too_deeply_nested_to_parse_exits_1_with_one_reason_and_no_trac
     assert run.stdout == (
         "INVALID  deep  (class None, oracle skipped, 4 seeds, no hint supplied)\n"
         "  - the source is too deeply nested to parse: flatten the deeply nested expression\n")
+
+
+def test_an_environment_declaring_a_billion_turns_validates_in_seconds(tmp_path):
+    endless = tmp_path / "endless.py"
+    endless.write_text(
+        "class LongEnv:\n"
+        "    def __init__(self, max_turns: int = 1000000000):\n"
+        "        self.max_turns = max_turns\n"
+        "    def reset(self, seed=None):\n"
+        "        self.seed = seed\n"
+        "        return f'seed {seed}', {}\n"
+        "    def step(self, action):\n"
+        "        return 'again', 0.0, False, False, {}\n")
+    run = subprocess.run([ENVDUELS, "validate", str(endless), "--json"], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["valid"] is True

@@ -1,5 +1,7 @@
 """validate_env in the real sandbox: one exact, actionable reason per failure."""
 
+import re
+import time
 from pathlib import Path
 
 from envduels.envs import EnvSpec, load_env_file, validate_env
@@ -187,3 +189,50 @@ async def test_a_source_too_deeply_nested_to_parse_is_an_invalid_verdict(pool):
     assert verdict.to_json() == {
         "valid": False, "oracle": "skipped", "class_name": None, "seeds": SEEDS,
         "reasons": ["the source is too deeply nested to parse: flatten the deeply nested expression"]}
+
+
+SLOW_WINNER = '''
+import random, time
+
+class SlowWinner:
+    def __init__(self, max_turns: int = 10**9):
+        self.max_turns = max_turns
+
+    def reset(self, seed=None):
+        self.start, self.turn = random.Random(seed).random(), 0
+        return f"start {self.start}", {}
+
+    def step(self, action):
+        time.sleep(DELAY)
+        self.turn += 1
+        won = self.turn > WIN_AFTER
+        return f"turn {self.turn}", float(won), won, False, {}
+
+    def oracle_action(self):
+        return "\\\\boxed{go}"
+'''
+
+
+def slow_winner(delay: float, win_after: int) -> EnvSpec:
+    source = SLOW_WINNER.replace("DELAY", repr(delay)).replace("WIN_AFTER", str(win_after))
+    return EnvSpec("slow", source, max_turns=10**9)
+
+
+async def test_without_a_caller_cap_validation_stops_at_1000_turns_whatever_max_turns_says(pool):
+    verdict = await verdict_of(pool, slow_winner(0.0, 1000), seeds=[5])
+    assert verdict.reasons == ["seed 5: playing oracle_action() each turn does not win (no win within "
+                               "the 1000-turn cap): make oracle_action return a winning action for "
+                               "the current state"]
+    within = await verdict_of(pool, slow_winner(0.0, 999), seeds=[5])
+    assert (within.valid, within.oracle) == (True, "passed")
+
+
+async def test_validation_past_its_wall_clock_budget_is_invalid_with_one_reason(pool):
+    started = time.monotonic()
+    verdict = await verdict_of(pool, slow_winner(0.05, 10**6), seeds=[5], budget_s=0.5)
+    elapsed = time.monotonic() - started
+    [reason] = verdict.reasons
+    assert re.fullmatch(r"seed 5, probe episode before turn \d+: validation ran past its 0\.5 s "
+                        r"budget: make reset and step faster, or end episodes in fewer turns", reason)
+    assert (verdict.valid, verdict.oracle) == (False, "skipped")
+    assert elapsed < 0.5 + 2.0  # at most one more step past the budget (its deadline is 2 s)

@@ -17,6 +17,7 @@ static reasons are always all reported.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
@@ -35,6 +36,13 @@ PROBE_ACTIONS = (
 )
 """Actions of the probe episode: arbitrary, sometimes malformed, as a solver's would be. An
 environment must answer each with an observation, never by raising."""
+
+VALIDATION_MAX_TURNS = 1000
+"""Turn cap of validation when the caller gives none (`envduels validate`): an environment may
+declare `max_turns=10**9`, and no solver is ever given more turns than the tournament's cap."""
+
+VALIDATION_BUDGET_S = 120.0
+"""Default wall-clock budget of one `validate_env` call, all seeds and episodes together."""
 
 Step = tuple[str, float, bool, bool]
 
@@ -58,6 +66,23 @@ class _Failed(Exception):
         super().__init__(reason)
         self.reason = reason
         self.oracle = oracle
+
+
+class _Budget:
+    """The wall-clock budget of one validation."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def check(self, seed: int, what: str, turn: int) -> None:
+        if time.monotonic() > self.deadline:
+            at = f" before turn {turn}" if turn else ""
+            raise _Failed(
+                f"seed {seed}, {what}{at}: validation ran past its {self.seconds:g} s budget: make "
+                "reset and step faster, or end episodes in fewer turns",
+                "failed" if what.startswith("oracle") else "skipped",
+            )
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -89,17 +114,20 @@ async def _run_episode(
     actions: list[str] | None = None,
     use_oracle: bool = False,
     what: str,
+    budget: _Budget,
 ) -> _Episode:
     """Reset a fresh instance with `seed` and step it until terminated/truncated or `cap` turns,
     with `actions` (cycled) or, if `use_oracle`, with `oracle_action()` each turn."""
     turn, call = 0, "loading"
     instance: EnvInstance | None = None
     try:
+        budget.check(seed, what, turn)
         instance = await pool.open(spec.source, class_name=class_name, max_turns=spec.max_turns)
         call = "reset"
         initial, _info = await instance.reset(seed)
         episode = _Episode(initial)
         for turn in range(1, cap + 1):
+            budget.check(seed, what, turn)
             if use_oracle:
                 call = "oracle_action"
                 action = await instance.oracle_action()
@@ -123,11 +151,14 @@ async def _run_episode(
 
 
 async def _check_seed(
-    pool: EnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool
+    pool: EnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
+    budget: _Budget,
 ) -> tuple[_Episode, _Episode | None]:
     probe_actions = list(PROBE_ACTIONS)
-    probe = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions, what="probe episode")
-    again = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions, what="determinism check")
+    probe = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions,
+                               what="probe episode", budget=budget)
+    again = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions,
+                               what="determinism check", budget=budget)
     if probe.trajectory() != again.trajectory():
         raise _Failed(
             f"seed {seed}: not deterministic: two fresh instances given the same seed and actions "
@@ -136,7 +167,8 @@ async def _check_seed(
         )
     if not has_oracle:
         return probe, None
-    oracle = await _run_episode(pool, spec, class_name, seed, cap, use_oracle=True, what="oracle check")
+    oracle = await _run_episode(pool, spec, class_name, seed, cap, use_oracle=True,
+                                what="oracle check", budget=budget)
     if not oracle.won:
         if oracle.steps and oracle.steps[-1][2]:
             how = f"the episode ended at turn {len(oracle.steps)} with reward {oracle.steps[-1][1]}"
@@ -149,7 +181,8 @@ async def _check_seed(
             "oracle_action return a winning action for the current state",
             "failed",
         )
-    replay = await _run_episode(pool, spec, class_name, seed, cap, actions=oracle.actions, what="oracle replay")
+    replay = await _run_episode(pool, spec, class_name, seed, cap, actions=oracle.actions,
+                                what="oracle replay", budget=budget)
     if replay.trajectory() != oracle.trajectory():
         raise _Failed(
             f"seed {seed}: replaying the oracle's {len(oracle.actions)} actions in a fresh instance "
@@ -176,11 +209,15 @@ async def validate_env(
     require_oracle: bool,
     hint_max_chars: int = 600,
     max_turns: int | None = None,
+    budget_s: float = VALIDATION_BUDGET_S,
 ) -> Verdict:
     """Validate `spec` on `seeds` using sandboxed instances from `pool` (never in-process).
 
     Every hint in `spec.hints` is checked against the hint rules; an empty `hints` (a bare file)
-    skips them. The turn cap is `spec.max_turns`, or `min(spec.max_turns, max_turns)`. An
+    skips them. The turn cap is `min(spec.max_turns, max_turns)`, with `max_turns` defaulting to
+    `VALIDATION_MAX_TURNS`. The sandbox checks together get `budget_s` seconds of wall clock:
+    past it, the verdict is invalid with a reason naming the seed, check and turn (checked
+    before every sandbox call, so the overshoot is at most one call's own sandbox deadline). An
     environment without `oracle_action` is valid with `oracle="absent"` unless `require_oracle`.
     Never raises for anything the environment does; `SandboxUnavailable` comes from the pool.
     """
@@ -198,7 +235,8 @@ async def validate_env(
     if class_name is None:
         return Verdict(False, reasons, "skipped", spec.class_name, list(seeds))
 
-    cap = spec.max_turns if max_turns is None else min(spec.max_turns, max_turns)
+    cap = min(spec.max_turns, VALIDATION_MAX_TURNS if max_turns is None else max_turns)
+    budget = _Budget(budget_s)
     oracle_status: OracleStatus = "skipped"
     try:
         try:
@@ -213,7 +251,7 @@ async def validate_env(
             )
         probes, oracles = [], []
         for seed in seeds:
-            probe, oracle = await _check_seed(pool, spec, class_name, seed, cap, has_oracle)
+            probe, oracle = await _check_seed(pool, spec, class_name, seed, cap, has_oracle, budget)
             probes.append(probe)
             oracles.append(oracle)
         oracle_status = "passed" if has_oracle else "absent"
