@@ -138,3 +138,37 @@ def test_bootstrap_intervals_cover_the_true_strengths_95_percent_of_the_time():
     coverage = float(np.mean(covered))
     print(f"coverage {coverage:.3f}")
     assert 0.93 <= coverage <= 0.97, coverage
+
+
+def test_single_environment_strata_are_pooled_so_that_resampling_can_vary():
+    # authors 0 and 3 wrote one environment each: they share one pooled stratum
+    assert Design(list("abcdef"), np.array([0, 1, 1, 2, 2, 3])).strata.tolist() == [0, 1, 1, 2, 2, 0]
+    # a lone single-environment author joins the smallest stratum of two or more
+    assert Design(list("abcdef"), np.array([0, 0, 0, 1, 1, 2])).strata.tolist() == [0, 0, 0, 1, 1, 1]
+    # every author with one environment: one stratum over all of them
+    assert Design(list("abc"), np.array([0, 1, 2])).strata.tolist() == [0, 0, 0]
+    w = Design(list("abc"), np.array([0, 1, 2])).weights(50, np.random.default_rng(0))
+    assert w.shape == (51, 3) and (w[1:].sum(axis=1) == 3).all() and (w[1:] != 1).any()
+
+
+def test_one_environment_per_author_gives_intervals_that_are_not_zero_wide():
+    run = simulate_tournament(players=5, envs_per_author=1, seeds=4, seed=1, transcripts=False)
+    r = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=200, seed=0)
+    for kind in ("duel", "author", "solver"):
+        assert len(r[kind].rows) == 5
+        for row in r[kind].rows:
+            assert row["ci_low"] < row["ci_high"], (kind, row)
+            assert row["ci_low"] <= row["rating"] <= row["ci_high"], (kind, row)
+
+
+def test_a_single_environment_has_no_interval_and_no_rank():
+    t = tables(["A", "B", "C"], [env("eA", "A")], [
+        pair("eA", "A", "B", 0, 1, 1), pair("eA", "A", "B", 1, 1, 0),
+        pair("eA", "A", "C", 0, 0, 1), pair("eA", "A", "C", 1, 0, 0)])
+    r = compute_ratings(t, matched_pairs(t.episodes), bootstrap=100)
+    solver = r["solver"].by_model()
+    assert solver["B"]["rating"] > solver["C"]["rating"]  # B solved eA cold on 1 seed, C never
+    for kind in ("duel", "solver"):
+        assert r[kind].rows and r[kind].draws.shape[0] == 0
+        for row in r[kind].rows:
+            assert (row["ci_low"], row["ci_high"], row["rank"]) == (None, None, None)

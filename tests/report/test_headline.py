@@ -30,3 +30,10 @@ def test_headline_for_a_solver_only_evaluation_names_the_best_solver():
     lines = headline(j)
     assert lines[0].startswith("Best solver: small (solver rating 1100)")
     assert lines[1] == "2 environments (1 valid), 10 episodes, 4 matched pairs."
+
+
+def test_headline_claims_no_rank_when_there_was_nothing_to_resample():
+    rows = [{"model": "a", "rating": 1100.0, "rank": None, "ci_low": None, "ci_high": None},
+            {"model": "b", "rating": 900.0, "rank": None, "ci_low": None, "ci_high": None}]
+    lines = headline(summary(ratings={"duel": rows, "author": [], "solver": []}))
+    assert "Top of the duel table: a (1100): fewer than two environments, so no interval and no rank." in lines

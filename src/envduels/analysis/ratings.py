@@ -11,6 +11,7 @@ each author's stratum so every author keeps the number of environments they wrot
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,10 +58,39 @@ def fit_bradley_terry(
 
 @dataclass
 class Design:
-    """Environments as resampling units: ids and the stratum (author) of each."""
+    """Environments as resampling units: ids and the stratum (author) of each.
+
+    A stratum of one environment cannot vary under resampling (a draw of one out of one is the
+    same environment), so it would give every draw the same data and zero-width intervals: such
+    strata are pooled into one stratum, and a pool of one joins the smallest other stratum.
+    With fewer than two environments nothing can be resampled (`resamplable` is False).
+    """
 
     env_ids: list[str]
     strata: np.ndarray
+
+    def __post_init__(self) -> None:
+        strata = np.asarray(self.strata, dtype=int)
+        if len(strata):
+            _, strata = np.unique(strata, return_inverse=True)
+            sizes = np.bincount(strata)
+            small = sizes < 2
+            if small.any() and not small.all():
+                pool = int(np.flatnonzero(small)[0])
+                strata = np.where(small[strata], pool, strata)
+                sizes = np.bincount(strata, minlength=len(sizes))
+                if sizes[pool] < 2:  # the only small stratum: join the smallest other one
+                    others = np.flatnonzero((sizes >= 2) & (np.arange(len(sizes)) != pool))
+                    strata = np.where(strata == pool, others[np.argmin(sizes[others])], strata)
+            elif small.all():
+                strata = np.zeros_like(strata)
+            _, strata = np.unique(strata, return_inverse=True)
+        self.strata = strata
+
+    @property
+    def resamplable(self) -> bool:
+        """At least two environments: a bootstrap draw can differ from the data."""
+        return len(self.env_ids) >= 2
 
     @property
     def inflation(self) -> float:
@@ -74,7 +104,10 @@ class Design:
         return float(np.sqrt(m / (m - 1)))
 
     def weights(self, draws: int, rng: np.random.Generator) -> np.ndarray:
-        """(draws + 1, n_env) multiplicities; row 0 is the observed data (all ones)."""
+        """(draws + 1, n_env) multiplicities; row 0 is the observed data (all ones). Without two
+        environments there is nothing to resample: only row 0."""
+        if not self.resamplable:
+            draws = 0
         w = np.ones((draws + 1, len(self.env_ids)))
         for st in np.unique(self.strata):
             idx = np.flatnonzero(self.strata == st)
@@ -84,7 +117,8 @@ class Design:
 
 def make_design(tables: TablesLike) -> Design:
     """Every environment of the run, stratified by author (rounds pooled, so that a run with one
-    environment per author and round still has something to resample)."""
+    environment per author and round still has something to resample; authors with a single
+    environment share one pooled stratum)."""
     envs = tables.environments
     _, strata = np.unique(envs["author"].astype(str).to_numpy(), return_inverse=True)
     return Design(list(envs["env_id"]), strata)
@@ -271,31 +305,40 @@ def _rate(kind: str, players: list[str], stacked: np.ndarray, ridge: float, infl
         obs = fit_bradley_terry(sub[0], ridge=ridge)
         theta[keep] = obs
         if len(sub) > 1:
-            draws[:, keep] = fit_bradley_terry(sub[1:], ridge=ridge, theta0=obs)
+            fit = fit_bradley_terry(sub[1:], ridge=ridge, theta0=obs)
+            # a model absent from a draw (all its environments left out) says nothing there:
+            # NaN, and the draw is centred over the models it does contain
+            absent = (sub[1:] + np.swapaxes(sub[1:], 1, 2)).sum(axis=2) == 0
+            fit[absent] = np.nan
+            present = (~absent).sum(axis=1, keepdims=True)
+            draws[:, keep] = fit - np.nansum(fit, axis=1, keepdims=True) / np.maximum(present, 1)
     rating = Rating(kind, players, stacked[0], theta, draws, rated)
     rows = []
     if len(keep) >= 2:
         elo = rating.elo(theta)
         if draws.shape[0]:
-            q_lo, q_hi = np.percentile(draws, [2.5, 97.5], axis=0)
+            with warnings.catch_warnings():  # a model absent from every draw: NaN, no interval
+                warnings.simplefilter("ignore", RuntimeWarning)
+                q_lo, q_hi = np.nanpercentile(draws, [2.5, 97.5], axis=0)
             lo = rating.elo(theta - inflation * (q_hi - theta))
             hi = rating.elo(theta + inflation * (theta - q_lo))
         else:
             lo = hi = np.full(n, np.nan)
         for i in keep:
-            above = sum(1 for j in keep if j != i and lo[j] > hi[i])
+            # no interval (nothing to resample): no rank either, rather than a false "all tied"
+            above = None if np.isnan(hi[i]) else sum(1 for j in keep if j != i and lo[j] > hi[i])
             rows.append(
                 {
                     "model": players[i],
                     "rating": float(elo[i]),
                     "ci_low": None if np.isnan(lo[i]) else float(lo[i]),
                     "ci_high": None if np.isnan(hi[i]) else float(hi[i]),
-                    "rank": 1 + above,
+                    "rank": None if above is None else 1 + above,
                     "points": float(stacked[0][i].sum()),
                     "games": float(games[i].sum()),
                 }
             )
-        rows.sort(key=lambda r: (r["rank"], -r["rating"]))
+        rows.sort(key=lambda r: (r["rank"] or 0, -r["rating"]))
     rating.rows = rows
     return rating
 

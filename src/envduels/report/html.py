@@ -58,7 +58,12 @@ def headline(j: dict[str, Any]) -> list[str]:
         top = ratings["duel"][0]
         tied = [r["model"] for r in ratings["duel"] if r["rank"] == 1]
         s = f"Top of the duel table: {top['model']} ({top['rating']:.0f})"
-        s += f", statistically tied for first with {len(tied) - 1} other(s)." if len(tied) > 1 else ", clear first."
+        if top["rank"] is None:
+            s += ": fewer than two environments, so no interval and no rank."
+        elif len(tied) > 1:
+            s += f", statistically tied for first with {len(tied) - 1} other(s)."
+        else:
+            s += ", clear first."
         out.append(s)
     valid = sum(1 for e in j["environments"] if e["valid"])
     run = j["run"]

@@ -45,7 +45,7 @@ def ratings_plot(rows: list[dict[str, Any]], title: str) -> str | None:
     hi = np.array([r["ci_high"] if r["ci_high"] is not None else r["rating"] for r in rows])
     ax.hlines(y, lo, hi, color="#4c72b0", lw=3, alpha=0.5)
     ax.plot(ratings, y, "o", color="#1f3b73")
-    ax.set_yticks(y, [f"{_short(r['model'])} (#{r['rank']})" for r in rows])
+    ax.set_yticks(y, [f"{_short(r['model'])} (#{r['rank'] or '–'})" for r in rows])
     ax.axvline(1000, color="#999", lw=0.8, ls=":")
     ax.set_xlabel("rating (Elo scale, 1000 = average; bars: 95% bootstrap interval)")
     ax.set_title(title)

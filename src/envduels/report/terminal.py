@@ -24,7 +24,7 @@ def rating_table(kind: str, rows: list[dict[str, Any]]) -> Table:
     table.add_column("points / games", justify="right")
     for r in rows:
         ci = "–" if r["ci_low"] is None else f"{r['ci_low']:.0f} – {r['ci_high']:.0f}"
-        table.add_row(str(r["rank"]), r["model"], f"{r['rating']:.0f}", ci, f"{r['points']:g} / {r['games']:g}")
+        table.add_row(str(r["rank"] or "–"), r["model"], f"{r['rating']:.0f}", ci, f"{r['points']:g} / {r['games']:g}")
     if not rows:
         table.add_row("–", "(not enough comparisons yet)", "", "", "")
     return table
