@@ -156,3 +156,39 @@ def test_load_env_file_refuses_a_missing_file(tmp_path):
     with pytest.raises(UserError) as caught:
         load_env_file(tmp_path / "nope.py")
     assert caught.value.message == f"environment file {tmp_path / 'nope.py'} does not exist: check the path"
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 99999999999999999999999999])
+def test_a_benchmark_seed_outside_63_bits_is_refused_naming_the_row(tmp_path, seed):
+    folder = export(tmp_path)
+    edit_manifest(folder, lambda rows: rows[0]["metadata"].update(benchmark_seeds=[1, seed]))
+    assert refusal(folder) == (
+        f"manifest row 0 (id 'lock'): benchmark seed {seed} is outside 0 <= seed < 2**63: use "
+        "non-negative 63-bit seeds (as benchmark_seeds() derives them)")
+
+
+def test_the_largest_63_bit_seed_is_accepted(tmp_path):
+    folder = export(tmp_path)
+    edit_manifest(folder, lambda rows: rows[0]["metadata"].update(benchmark_seeds=[0, 2**63 - 1]))
+    assert load_export(folder)[0].benchmark_seeds == (0, 2**63 - 1)
+
+
+@pytest.mark.parametrize(("key", "bad_path", "shown"), [
+    ("source", "envs/a\x00.py", "'envs/a\\x00.py'"),
+    ("source", "envs/\x1b]52;c;aGk=\x07.py", "'envs/\\x1b]52;c;aGk=\\x07.py'"),
+    ("privileged", "p\ud800.json", "'p\\ud800.json'"),
+])
+def test_a_path_with_a_control_character_is_refused_naming_the_row(tmp_path, key, bad_path, shown):
+    folder = export(tmp_path)
+    edit_manifest(folder, lambda rows: rows[0].update({key: bad_path}))
+    assert refusal(folder) == (
+        f"manifest row 0 (id 'lock'): {key} {shown} holds a control character or a lone "
+        "surrogate: name the file with printable characters")
+
+
+def test_a_path_too_long_for_the_file_system_is_refused_naming_the_row(tmp_path):
+    folder = export(tmp_path)
+    edit_manifest(folder, lambda rows: rows[0].update(source="envs/" + "a" * 5000 + ".py"))
+    assert refusal(folder).startswith("manifest row 0 (id 'lock'): source 'envs/aaaa")
+    assert refusal(folder).endswith(".py' is not a usable path (OSError): give a short relative "
+                                    "path to a file in the folder")

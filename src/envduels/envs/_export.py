@@ -21,6 +21,14 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 HINT_KEYS = ("hint", "hint_1", "hint_2")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_BAD_PATH_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+MAX_SEED = 2**63
+"""Benchmark seeds are 63-bit, so that every seed fits a signed 64-bit database integer."""
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -69,14 +77,23 @@ def _inside(folder: Path, rel: Any, index: int, row: Any, key: str) -> Path:
     """`folder / rel`, refused unless it is a relative path that stays inside `folder`."""
     if not isinstance(rel, str) or not rel:
         raise _row_error(index, row, f"{key!r} must be a relative path string, got {rel!r}")
+    if _BAD_PATH_CHAR.search(rel):
+        raise _row_error(index, row, f"{key} {ascii(rel)} holds a control character or a lone "
+                         "surrogate: name the file with printable characters")
     pure = Path(rel)
     if pure.is_absolute() or rel.startswith(("/", "\\")) or ".." in pure.parts:
         raise _row_error(index, row, f"{key} {rel!r} escapes the export folder: use a path relative to the folder, without '..'")
     path = folder / pure
-    resolved = path.resolve()
-    if not resolved.is_relative_to(folder.resolve()):
+    try:
+        resolved = path.resolve()
+        inside = resolved.is_relative_to(folder.resolve())
+        is_file = resolved.is_file()
+    except (OSError, ValueError) as err:  # e.g. a name too long for the file system
+        raise _row_error(index, row, f"{key} {rel!r} is not a usable path ({type(err).__name__}): "
+                         "give a short relative path to a file in the folder") from None
+    if not inside:
         raise _row_error(index, row, f"{key} {rel!r} is a symlink pointing outside the export folder: copy the file into the folder")
-    if not resolved.is_file():
+    if not is_file:
         raise _row_error(index, row, f"{key} file {rel!r} is missing: restore it or remove the row")
     return path
 
@@ -125,7 +142,11 @@ def _load_row(folder: Path, index: int, row: Any) -> EnvSpec:
         raise _row_error(index, row, "metadata must be a JSON object")
     seeds = metadata.get("benchmark_seeds", [])
     if not isinstance(seeds, list) or not all(type(s) is int for s in seeds):
-        raise _row_error(index, row, f"metadata.benchmark_seeds must be a list of integers, got {seeds!r}")
+        raise _row_error(index, row, f"metadata.benchmark_seeds must be a list of integers, got {_short(seeds)}")
+    for seed in seeds:
+        if not 0 <= seed < MAX_SEED:
+            raise _row_error(index, row, f"benchmark seed {_short(seed)} is outside 0 <= seed < 2**63: "
+                             "use non-negative 63-bit seeds (as benchmark_seeds() derives them)")
     hints: dict[str, str] = {}
     if row.get("privileged") is not None:
         hints = _load_hints(folder, index, row, env_id)
