@@ -165,3 +165,26 @@ def test_an_environment_declaring_a_billion_turns_validates_in_seconds(tmp_path)
                          text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["valid"] is True
+
+
+def test_json_mode_prints_one_object_for_a_user_error_too(tmp_path):
+    run = envduels("validate", "no/such/env.py", "--json")
+    assert (run.returncode, run.stderr) == (2, "")
+    assert json.loads(run.stdout) == {"valid": False, "path": "no/such/env.py", "reasons": [
+        "'no/such/env.py' is not an environment file, an EnvDuels export folder or a library "
+        "name: check the path, or see `envduels library list`"]}
+    zero = envduels("validate", GOOD, "--seeds", "0", "--json")
+    assert zero.returncode == 2
+    assert json.loads(zero.stdout)["reasons"] == ["--seeds must be at least 1, got 0"]
+
+
+def test_json_mode_prints_one_object_for_a_manifest_naming_the_row(tmp_path):
+    write_export(tmp_path / "out", [load_env_file(GOOD)])
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    manifest["environments"][0]["metadata"]["benchmark_seeds"] = [-3]
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
+    run = envduels("validate", str(tmp_path / "out"), "--json")
+    assert run.returncode == 2
+    assert json.loads(run.stdout)["reasons"] == [
+        "manifest row 0 (id 'good_env'): benchmark seed -3 is outside 0 <= seed < 2**63: use "
+        "non-negative 63-bit seeds (as benchmark_seeds() derives them)"]

@@ -82,7 +82,21 @@ def verdict_json(kind: str, path: str, specs: list[EnvSpec], verdicts: list[Verd
 def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
                      hint_max_chars: int, unsafe_no_sandbox: bool) -> int:
     """Validate a `.py` file, an export folder or a library name; 0 only if every environment
-    is valid, 1 otherwise. `UserError` for an unusable path or manifest (exit 2 at the CLI)."""
+    is valid, 1 otherwise. `UserError` for an unusable path, manifest or sandbox (exit 2 at the
+    CLI); with `as_json` it is printed instead as `{"valid": false, "reasons": [message],
+    "path": path}` and its exit code returned, so stdout always holds exactly one JSON object."""
+    try:
+        return _validate(path, seeds=seeds, as_json=as_json, require_oracle=require_oracle,
+                         hint_max_chars=hint_max_chars, unsafe_no_sandbox=unsafe_no_sandbox)
+    except UserError as err:
+        if not as_json:
+            raise
+        sys.stdout.write(json.dumps({"valid": False, "reasons": [err.message], "path": path}) + "\n")
+        return err.exit_code
+
+
+def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
+              hint_max_chars: int, unsafe_no_sandbox: bool) -> int:
     if seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {seeds}")
     if hint_max_chars < 1:
