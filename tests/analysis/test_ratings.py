@@ -172,3 +172,39 @@ def test_a_single_environment_has_no_interval_and_no_rank():
         assert r[kind].rows and r[kind].draws.shape[0] == 0
         for row in r[kind].rows:
             assert (row["ci_low"], row["ci_high"], row["rank"]) == (None, None, None)
+
+
+def _bt_gradient(s: np.ndarray, theta: np.ndarray, ridge: float) -> np.ndarray:
+    p = expit(theta[:, None] - theta[None, :])
+    return (s - (s + s.T) * p).sum(axis=1) - ridge * theta
+
+
+def test_a_warm_start_far_from_the_optimum_still_reaches_it():
+    # a bootstrap draw of simulate_tournament(players=6, envs_per_author=3, rounds=2, seed=0,
+    # p_invalid=0.1), warm-started from the observed fit (where m04 lost every match): plain
+    # Newton overshot to θ = (29, 30, 28, −50, −65, 28)
+    observed = np.array([[0, 1, 1.5, 2, 2, 1], [1, 0, 2, 2, 2, 1.5], [0.5, 0, 0, 2, 2, 0],
+                         [0, 0, 0, 0, 2, 0], [0, 0, 0, 0, 0, 0], [1, 0.5, 2, 2, 2, 0]])
+    draw = np.array([[0, 1, 1.5, 1, 1, 1.5], [1, 0, 1, 2, 1.5, 2], [0.5, 1, 0, 2, 1.5, 0],
+                     [1, 0, 0, 0, 2, 0], [1, 0.5, 0.5, 0, 0, 1.5], [0.5, 0, 2, 2, 0.5, 0]])
+    warm = fit_bradley_terry(draw[None], theta0=fit_bradley_terry(observed))[0]
+    assert np.abs(_bt_gradient(draw, warm, 0.1)).max() < 1e-8
+    assert warm == pytest.approx(fit_bradley_terry(draw), abs=1e-8)
+    assert np.abs(warm).max() < 1.0
+
+
+def test_near_separated_duels_get_finite_intervals_that_hold_the_estimate():
+    """2 rounds: two matches per pair, so draws are often near-separated (m04 lost every match)."""
+    run = simulate_tournament(players=6, envs_per_author=3, rounds=2, seeds=4, seed=0, p_invalid=0.1,
+                              transcripts=False)
+    r = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=1000, seed=0)
+    for kind in ("duel", "author", "solver"):
+        assert len(r[kind].rows) == 6
+        for row in r[kind].rows:
+            lo, est, hi = row["ci_low"], row["rating"], row["ci_high"]
+            assert np.isfinite([lo, hi]).all() and lo <= est <= hi and lo < hi, (kind, row)
+            # inside the range of the ridge-penalised draws, nowhere near the old [600, 11000]
+            assert lo > 0 and hi < 2000, (kind, row)
+    duel = r["duel"].by_model()
+    # m04 lost every match: its estimate is the lower bound (no draw can do worse)
+    assert duel["m04"]["points"] == 0.0 and duel["m04"]["ci_low"] == pytest.approx(duel["m04"]["rating"])
