@@ -107,3 +107,36 @@ def test_solving_span_runs_from_the_first_solver_call_to_the_last_episode(tmp_pa
     store.put_episode(_episode("e1"))
     start, end = store.solving_span()
     assert 0 < end - start < 60
+
+
+def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):
+    # environment code and model replies may hold lone surrogates, which UTF-8 cannot encode
+    store = Store(tmp_path)
+    bad = "bad \udcff action"
+    env = EnvironmentRow(
+        env_id="r1-a-0", author="a", round=1, slot=0, domain="logic", title="T\ud800",
+        valid=False, invalid_reason=f"reset raised ValueError: {bad}", hints={"hint": "h\ud800"},
+        source="x = '\udcff'\n", source_sha256="abc", class_name="E", max_turns=5,
+        fixed_pool=False, benchmark_seeds=(1,), metadata={"m": "\ud800"},
+    )
+    store.put_environment(env)
+    store.put_validation("r1-a-0", 0, author="a", round=1, valid=False, reasons=[bad],
+                         verdict={"why": bad}, reply="```python\n\ud800```")
+    store.put_episode(EpisodeRow(
+        episode_key="e1", env_id="r1-a-0", author="a", solver="b", round=1, domain="logic",
+        seed=1, trial=0, hinted=True, outcome="incomplete",
+        reason=f"environment fault: step raised ValueError: {bad}", turns=1, self_play=False,
+        transcript=[{"role": "assistant", "content": "\\boxed{a\ud800}"}],
+    ))
+    store.put("k\ud800", {"player": "a", "role": "solver", "reply": "r\udcff"})
+    ep, = Store(tmp_path).episodes()
+    assert ep.reason == "environment fault: step raised ValueError: bad \ufffd action"
+    assert ep.transcript == [{"role": "assistant", "content": "\\boxed{a\ufffd}"}]
+    row = store.environment("r1-a-0")
+    assert (row.title, row.invalid_reason, row.hints, row.source, row.metadata) == (
+        "T\ufffd", "reset raised ValueError: bad \ufffd action", {"hint": "h\ufffd"},
+        "x = '\ufffd'\n", {"m": "\ufffd"})
+    v, = store.validations()
+    assert (v["reasons"], v["verdict"], v["reply"]) == (
+        ["bad \ufffd action"], {"why": "bad \ufffd action"}, "```python\n\ufffd```")
+    assert store.get("k\ud800") == {"player": "a", "role": "solver", "reply": "r\ufffd"}

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from envduels._text import valid_text
 from envduels.errors import UserError
 
 DB_NAME = "run.db"
@@ -59,6 +60,18 @@ ENVIRONMENT_COLUMNS = ["env_id", "author", "round", "domain", "title", "valid", 
                        "benchmark_seeds"]
 EPISODE_COLUMNS = ["episode_key", "env_id", "author", "solver", "round", "domain", "seed", "trial",
                    "hinted", "outcome", "reason", "turns", "self_play", "transcript"]
+
+
+def _text(value: str | None) -> str | None:
+    """Text for a TEXT column: lone surrogates (from environment code or a model reply) as
+    U+FFFD, since SQLite stores UTF-8 and one such character would stop the run."""
+    return valid_text(value) if isinstance(value, str) else value
+
+
+def _json(value: Any, **kwargs: Any) -> str:
+    """`value` as JSON with every lone surrogate in it as U+FFFD (not as a `\\udXXX` escape,
+    which would come back as a lone surrogate when read)."""
+    return valid_text(json.dumps(value, ensure_ascii=False, **kwargs))
 
 
 @dataclass
@@ -201,13 +214,13 @@ class Store:
     def set_meta(self, key: str, value: Any) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                       (key, json.dumps(value, sort_keys=True)))
+                       (key, _json(value, sort_keys=True)))
 
     # -- calls: the players.ResponseCache ---------------------------------------------------
 
     def get(self, key: str) -> dict | None:
         """The recorded call for a request key, or None (players.ResponseCache)."""
-        rows = self._query("SELECT record FROM calls WHERE key = ?", (key,))
+        rows = self._query("SELECT record FROM calls WHERE key = ?", (valid_text(key),))
         return json.loads(rows[0][0]) if rows else None
 
     def put(self, key: str, record: dict, *, repeat: bool = False) -> None:
@@ -217,6 +230,7 @@ class Store:
         is kept too, as `KEY#2`, `KEY#3`, ...: totals and the budget count what was paid, and
         `get(key)` still answers with the first record.
         """
+        key = valid_text(key)
         usage = record.get("usage") or {}
         inp = int(record.get("input_tokens", usage.get("input_tokens", 0)) or 0)
         out = int(record.get("output_tokens", usage.get("output_tokens", 0)) or 0)
@@ -231,8 +245,9 @@ class Store:
             cur = db.execute(
                 "INSERT OR IGNORE INTO calls (key, player, role, call_id, record, input_tokens,"
                 " output_tokens, cost_usd, latency_s, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (key, record.get("player"), record.get("role"), record.get("call_id"),
-                 json.dumps(record, sort_keys=True, default=str), inp, out, cost,
+                (key, _text(record.get("player")), _text(record.get("role")),
+                 _text(record.get("call_id")), _json(record, sort_keys=True, default=str),
+                 inp, out, cost,
                  float(record.get("latency_s", 0.0) or 0.0), time.time()),
             )
             inserted = cur.rowcount == 1
@@ -278,11 +293,12 @@ class Store:
         with self._tx() as db:
             db.execute(
                 "INSERT OR REPLACE INTO environments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (env.env_id, env.author, env.round, env.slot, env.domain, env.title,
-                 int(env.valid), env.invalid_reason, env.hint, json.dumps(env.hints),
-                 env.source, env.source_sha256, env.class_name, env.max_turns,
-                 int(env.fixed_pool), json.dumps(list(env.benchmark_seeds)),
-                 json.dumps(env.metadata, sort_keys=True, default=str), time.time()),
+                (_text(env.env_id), _text(env.author), env.round, env.slot, _text(env.domain),
+                 _text(env.title), int(env.valid), _text(env.invalid_reason), _text(env.hint),
+                 _json(env.hints), _text(env.source), env.source_sha256,
+                 _text(env.class_name), env.max_turns, int(env.fixed_pool),
+                 json.dumps(list(env.benchmark_seeds)),
+                 _json(env.metadata, sort_keys=True, default=str), time.time()),
             )
 
     def environment(self, env_id: str) -> EnvironmentRow | None:
@@ -298,8 +314,8 @@ class Store:
         with self._tx() as db:
             db.execute(
                 "INSERT OR REPLACE INTO validations VALUES (?,?,?,?,?,?,?,?,?)",
-                (env_id, attempt, author, round, int(valid), json.dumps(reasons),
-                 json.dumps(verdict, default=str), reply, time.time()),
+                (_text(env_id), attempt, _text(author), round, int(valid), _json(reasons),
+                 _json(verdict, default=str), _text(reply), time.time()),
             )
 
     def validations(self, env_id: str | None = None) -> list[dict]:
@@ -322,9 +338,10 @@ class Store:
         with self._tx() as db:
             db.execute(
                 "INSERT OR REPLACE INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (ep.episode_key, ep.env_id, ep.author, ep.solver, ep.round, ep.domain, ep.seed,
-                 ep.trial, int(ep.hinted), ep.outcome, ep.reason, ep.turns, int(ep.self_play),
-                 json.dumps(ep.transcript, default=str), time.time()),
+                (_text(ep.episode_key), _text(ep.env_id), _text(ep.author), _text(ep.solver),
+                 ep.round, _text(ep.domain), ep.seed, ep.trial, int(ep.hinted), ep.outcome,
+                 _text(ep.reason), ep.turns, int(ep.self_play),
+                 _json(ep.transcript, default=str), time.time()),
             )
 
     def finished_episode_keys(self) -> set[str]:

@@ -105,3 +105,12 @@ async def test_context_overflow_is_failure_and_provider_error_is_error(pool):
 async def test_environment_that_fails_to_load_is_incomplete(pool):
     result = await _play(pool, _task("class Broken(:\n", hinted=False), Solver())
     assert result.outcome == "incomplete" and result.turns == 0
+
+
+async def test_a_lone_surrogate_in_the_solver_reply_is_the_solver_s_failure(pool):
+    # before: the worker died decoding the action, and the episode was 'incomplete' (the author's)
+    solver = Solver("\\boxed{shut\ud800}", "\\boxed{op\udcffen}")
+    result = await _play(pool, _task(LOCK_SOURCE, hinted=False, max_turns=2), solver)
+    assert (result.outcome, result.reason, result.turns) == ("failure", "turn cap 2 reached", 2)
+    assert [e["action"] for e in result.transcript if e["role"] == "env"] == [
+        "\\boxed{shut\ufffd}", "\\boxed{op\ufffden}"]

@@ -276,3 +276,19 @@ def test_limits_come_from_the_run_config() -> None:
     assert limits.file_size_mb == SandboxLimits().file_size_mb
     with pytest.raises(ValueError, match="memory_mb must be a positive int"):
         SandboxLimits(memory_mb=0)
+
+
+async def test_lone_surrogates_cross_the_boundary_as_replacement_characters(pool: EnvPool) -> None:
+    # a solver's reply may hold a lone surrogate, and so may anything the environment returns
+    # or raises: neither may kill the worker (which would blame the author for the solver)
+    src = env_source("if action == 'boom':\n    raise ValueError('bad \\udcff action')\n"
+                     "return 'got ' + action, 0.0, False, False, {'k\\ud800': ['\\udcff']}",
+                     reset="return 'start \\ud800 here', {}")
+    inst = await pool.open(src)
+    assert await inst.reset(1) == ("start \ufffd here", {})
+    assert await inst.step("\\boxed{a\ud800}") == StepResult(
+        "got \\boxed{a\ufffd}", 0.0, False, False, {"k\ufffd": ["\ufffd"]})
+    with pytest.raises(EnvFault) as caught:
+        await inst.step("boom")
+    assert caught.value.reason == "step raised ValueError: bad \ufffd action (env line 8 in step)"
+    await inst.close()

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from envduels._text import valid_text
 from envduels.prompts import render
 
 if TYPE_CHECKING:
@@ -159,6 +160,8 @@ async def play_episode(task: EpisodeTask, solver: SolverLike, open_env: Callable
             log({"role": "assistant", "content": text, "turn": turns,
                  "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
             action = last_boxed(text)
+            if action is not None:
+                action = valid_text(action)   # what the environment gets (and the sandbox sends)
             if action is None:
                 messages.append({"role": "user", "content": FORMAT_ERROR})
                 log({"role": "user", "content": FORMAT_ERROR, "format_error": True})

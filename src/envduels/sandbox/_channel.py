@@ -18,12 +18,30 @@ import time
 from collections import deque
 from typing import Any
 
+from envduels._text import valid_text
+
 from ._launcher import Launched, host
 from ._limits import EnvFault, SandboxLimits
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
+
+
+def _valid(value: Any) -> Any:
+    """`value` (decoded JSON) with every lone surrogate in its strings replaced by U+FFFD.
+
+    Both directions cross a trust boundary: a solver's reply may hold lone surrogates (sent to
+    the worker, which decodes strictly) and so may anything the environment returns or raises
+    (kept in the store, which encodes UTF-8). Neither may stop an episode or a run.
+    """
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(k) if isinstance(k, str) else k: _valid(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid(v) for v in value]
+    return value
 
 
 def _signal_name(number: int) -> str:
@@ -175,8 +193,8 @@ class WorkerChannel:
             raise await self._died(what)
         rid = self._next_id
         self._next_id += 1
-        msg = {"id": rid, **msg}
-        data = json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        msg = {"id": rid, **_valid(msg)}
+        data = json.dumps(msg, ensure_ascii=False).encode("utf-8")
         if len(data) > self.limits.frame_max_bytes:
             raise await self.fail(f"{what} request of {len(data)} bytes exceeds the "
                                   f"{self.limits.frame_max_bytes} byte frame cap")
@@ -236,7 +254,7 @@ class WorkerChannel:
                                           f"request {rid} ({what})")
                 if self._frames or self._buf:
                     raise await self.fail(f"protocol violation: extra data after the {what} reply")
-                return reply
+                return _valid(reply)
             if self._eof or self._exited:
                 raise await self._died(what)
             remaining = deadline - time.monotonic()
