@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from envduels._text import printable
 from envduels.envs._export import load_env_file, load_export
 from envduels.envs._library import library_dir, library_env, library_names
 from envduels.envs._spec import EnvSpec, Verdict, benchmark_seeds
@@ -39,6 +40,11 @@ def _resolve(path: str) -> tuple[str, list[EnvSpec]]:
         f"{path!r} is not an environment file, an EnvDuels export folder or a library name: "
         "check the path, or see `envduels library list`"
     )
+
+
+def _shown(text: str) -> str:
+    """Untrusted text for a rich console: control characters removed, markup escaped."""
+    return escape(printable(text))
 
 
 def seeds_for(spec: EnvSpec, n: int) -> list[int]:
@@ -118,10 +124,12 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
     for spec, verdict in zip(specs, verdicts, strict=True):
         mark = "[bold green]valid[/]" if verdict.valid else "[bold red]INVALID[/]"
         hint = "hint checked" if spec.hints else "no hint supplied"
-        console.print(f"{mark}  {escape(spec.id)}  [dim](class {escape(str(verdict.class_name))}, "
+        # Ids, class names and reasons carry environment text: no escape sequence reaches the
+        # terminal (JSON output needs nothing: json.dumps escapes every control character).
+        console.print(f"{mark}  {_shown(spec.id)}  [dim](class {_shown(str(verdict.class_name))}, "
                       f"oracle {verdict.oracle}, {len(verdict.seeds)} seeds, {hint})[/]")
         for reason in verdict.reasons:
-            console.print(f"  [red]-[/] {escape(reason)}")
+            console.print(f"  [red]-[/] {_shown(reason)}")
     if kind == "folder":
         ok = sum(v.valid for v in verdicts)
         console.print(f"{ok} of {len(verdicts)} environments valid")
@@ -137,8 +145,9 @@ def library_list_command() -> int:
     table.add_column("description", overflow="fold")
     for name in library_names():
         spec = library_env(name)
-        table.add_row(spec.id, spec.domain, str(spec.metadata.get("difficulty", "")), spec.title,
-                      str(spec.metadata.get("description", "")))
+        table.add_row(*(_shown(str(cell)) for cell in (
+            spec.id, spec.domain, spec.metadata.get("difficulty", ""), spec.title,
+            spec.metadata.get("description", ""))))
     Console().print(table)
     return 0
 
@@ -148,13 +157,13 @@ def library_show_command(name: str) -> int:
     spec = library_env(name)
     console = Console()
     facts = (
-        f"[bold]{escape(spec.title)}[/] ({escape(spec.id)})\n"
-        f"domain: {spec.domain}   difficulty: {spec.metadata.get('difficulty', '')}   "
-        f"max_turns: {spec.max_turns}   class: {spec.class_name}\n"
-        f"{escape(str(spec.metadata.get('description', '')))}\n\n"
-        f"[bold]hint[/] (privileged): {escape(spec.hint)}\n"
+        f"[bold]{_shown(spec.title)}[/] ({_shown(spec.id)})\n"
+        f"domain: {_shown(spec.domain)}   difficulty: {_shown(str(spec.metadata.get('difficulty', '')))}   "
+        f"max_turns: {spec.max_turns}   class: {_shown(str(spec.class_name))}\n"
+        f"{_shown(str(spec.metadata.get('description', '')))}\n\n"
+        f"[bold]hint[/] (privileged): {_shown(spec.hint)}\n"
         f"[bold]benchmark seeds[/]: {', '.join(map(str, spec.benchmark_seeds))}"
     )
     console.print(Panel(facts, expand=False))
-    console.print(Syntax(spec.source, "python", line_numbers=True))
+    console.print(Syntax(printable(spec.source), "python", line_numbers=True))
     return 0
