@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import pytest
 
 from envduels.config import PlayerConfig
 from envduels.players import RetryPolicy
 
 FAST = RetryPolicy(base_s=0.01, max_backoff_s=0.05, max_retry_after_s=5.0)
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello"}]
+
+
+def requires(available: bool, reason: str) -> pytest.MarkDecorator:
+    """Mark tests that need an optional dependency: skipped where it is missing, except in CI
+    (CI=true, as GitHub Actions sets it), which installs every dependency: there a missing one
+    fails the module at collection, loudly, instead of turning its tests into silent skips."""
+    if not available and os.environ.get("CI", "").strip().lower() in ("true", "1"):
+        pytest.fail(f"CI=true but {reason}: CI must run these tests, not skip them", pytrace=False)
+    return pytest.mark.skipif(not available, reason=reason)
 
 
 def answer(model: str, messages: list[dict]) -> str:
