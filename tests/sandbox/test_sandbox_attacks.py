@@ -292,7 +292,7 @@ async def test_network_is_unreachable_from_inside(pool: EnvPool, tmp_path: Path)
                      "unix_file": "FileNotFoundError", "interfaces": ["lo"]}
 
 
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86_64")
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="platform: syscall numbers are x86_64")
 async def test_dangerous_syscalls_are_denied_but_ordinary_python_works(pool: EnvPool) -> None:
     step = """
     libc = ctypes.CDLL(None, use_errno=True)

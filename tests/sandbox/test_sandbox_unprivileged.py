@@ -50,7 +50,7 @@ asyncio.run(main())
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None
                     or not os.access("/usr/bin/python3.11", os.X_OK),
-                    reason="needs root to switch to an unprivileged uid, setpriv and python3.11")
+                    reason="platform: needs root to switch to an unprivileged uid, setpriv and python3.11")
 def test_unprivileged_user_is_sandboxed_and_told_once_what_is_missing(tmp_path: Path) -> None:
     run = subprocess.run(
         ["setpriv", "--reuid=20001", "--regid=20001", "--clear-groups",
