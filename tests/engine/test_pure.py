@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 
 from envduels.config import parse_config
@@ -11,10 +13,12 @@ from envduels.engine._keys import (
     fingerprint,
     result_settings,
 )
+from envduels.engine.authoring import REPLY_PARSE_MAX_CHARS as AUTHOR_CAP
 from envduels.engine.authoring import parse_reply, repair_prompt
 from envduels.engine.history import history_digest
 from envduels.engine.solving import (
     FORMAT_ERROR,
+    REPLY_PARSE_MAX_CHARS,
     SYSTEM_PROMPT,
     first_turn,
     last_boxed,
@@ -201,3 +205,45 @@ def test_every_example_config_is_valid():
     quick = load_config(examples[0].with_name("quickstart.yaml"))
     assert {p.provider for p in quick.players} == {"local"}
     assert len({p.temperature for p in quick.players}) == len(quick.players) >= 2
+
+
+def _timed(fn, *args):
+    start = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - start
+
+
+def test_last_boxed_is_linear_on_adversarial_replies():
+    # before: 23 s on 70 KB of repeated "\boxed{" (each opening rescanned the rest)
+    found, took = _timed(last_boxed, "\\boxed{" * 10_000)
+    assert found is None and took < 1.0
+    found, took = _timed(last_boxed, "\\boxed{" * 10_000 + "x}")
+    assert found == "\\boxed{x}" and took < 1.0
+
+
+def test_last_boxed_searches_only_the_end_of_a_long_reply():
+    tail = "\\boxed{late}"
+    text = "\\boxed{early}" + "x" * REPLY_PARSE_MAX_CHARS
+    assert last_boxed(text) is None
+    assert last_boxed(text + tail) == tail
+    assert last_boxed("y" * 50 + "z" * (REPLY_PARSE_MAX_CHARS - 55) + "\\boxed{ok}") == \
+        "\\boxed{ok}"
+
+
+def test_parse_reply_is_linear_on_adversarial_replies():
+    # before: 95 s on 180 KB of "<hint>" (each opening rescanned the rest)
+    parsed, took = _timed(parse_reply, "<hint>" * 30_000)
+    assert parsed.hint is None and took < 1.0
+    parsed, took = _timed(parse_reply, "```python" * 40_000 + "\n<hint>h</hint>")
+    assert (parsed.source, parsed.hint) == (None, "h") and took < 1.0
+    parsed, took = _timed(parse_reply, "<hint>" * 30_000 + "x</hint>" + "```python\nA\n```" * 9_000)
+    assert (parsed.hint, parsed.source) == ("<hint>" * 29_999 + "x", "A\n") and took < 1.0
+
+
+def test_parse_reply_refuses_a_reply_over_the_cap_and_reads_lone_surrogates_as_fffd():
+    long = "```python\nclass E: pass\n```\n<hint>h</hint>" + " " * AUTHOR_CAP
+    assert parse_reply(long).problems == [
+        f"the reply has {len(long)} characters; at most {AUTHOR_CAP} are read, so send one "
+        "shorter reply with the environment and its hint"]
+    parsed = parse_reply("```python\nx = '\ud800'\n```\n<hint>a\udcff</hint>")
+    assert (parsed.source, parsed.hint, parsed.problems) == ("x = '\ufffd'\n", "a\ufffd", [])

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from envduels._text import valid_text
 from envduels.config import RunConfig
 from envduels.prompts import render
 from envduels.store import EnvironmentRow, Store
 
-_PY_BLOCK = re.compile(r"```python[^\n]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
-_ANY_BLOCK = re.compile(r"```.*?(```|\Z)", re.DOTALL)
+_PY_OPEN = re.compile(r"```python", re.IGNORECASE)
+_FENCE = "```"
 _WORD = re.compile(r"^[a-z][a-z0-9_\-]{0,31}$")
 
 
@@ -32,17 +33,67 @@ class AuthorReply:
     problems: list[str] = field(default_factory=list)
 
 
+# A longer reply is not parsed: every scan below is linear, but the reply is untrusted and the
+# event loop waits on it. The author is told, and may repair. docs/engine.md.
+REPLY_PARSE_MAX_CHARS = 400_000
+
+
+def _python_blocks(text: str) -> list[str]:
+    """The bodies of ```python ... ``` blocks, left to right (the info string after `python`
+    and the newline ending it are not part of the body). One pass."""
+    found, pos = [], 0
+    while (m := _PY_OPEN.search(text, pos)) is not None:
+        newline = text.find("\n", m.end())
+        if newline == -1:
+            break
+        close = text.find(_FENCE, newline + 1)
+        if close == -1:   # no later opening can be closed either
+            break
+        found.append(text[newline + 1:close])
+        pos = close + len(_FENCE)
+    return found
+
+
+def _prose(text: str) -> str:
+    """`text` without its ``` code blocks (an unclosed one runs to the end). One pass."""
+    parts, pos = [], 0
+    while (start := text.find(_FENCE, pos)) != -1:
+        parts.append(text[pos:start])
+        close = text.find(_FENCE, start + len(_FENCE))
+        if close == -1:
+            return "".join(parts)
+        pos = close + len(_FENCE)
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def _tag(text: str, name: str) -> str | None:
-    found = re.findall(rf"<{name}>(.*?)</{name}>", text, re.DOTALL | re.IGNORECASE)
-    return found[-1].strip() if found else None
+    """The content of the last <name>...</name> (each opening closed by the next closing
+    tag, case-insensitive), stripped; None without one. One pass."""
+    opening = re.compile(f"<{name}>", re.IGNORECASE)
+    closing = re.compile(f"</{name}>", re.IGNORECASE)
+    last, pos = None, 0
+    while (o := opening.search(text, pos)) is not None:
+        c = closing.search(text, o.end())
+        if c is None:     # no later opening can be closed either
+            break
+        last, pos = text[o.end():c.start()], c.end()
+    return None if last is None else last.strip()
 
 
 def parse_reply(text: str) -> AuthorReply:
     """Parse an author's reply: the LAST ```python block, and <hint>, <domain>, <title> outside
-    code blocks. `domain` is one lower-case word, "other" when absent or not one word."""
-    blocks = _PY_BLOCK.findall(text)
+    code blocks. `domain` is one lower-case word, "other" when absent or not one word. A reply
+    over `REPLY_PARSE_MAX_CHARS` characters is not parsed (one problem says so); lone
+    surrogates read as U+FFFD."""
+    if len(text) > REPLY_PARSE_MAX_CHARS:
+        return AuthorReply(None, None, problems=[
+            f"the reply has {len(text)} characters; at most {REPLY_PARSE_MAX_CHARS} are read, "
+            "so send one shorter reply with the environment and its hint"])
+    text = valid_text(text)
+    blocks = _python_blocks(text)
     source = blocks[-1].strip("\n") + "\n" if blocks else None
-    prose = _ANY_BLOCK.sub("", text)
+    prose = _prose(text)
     hint = _tag(prose, "hint")
     raw_domain = (_tag(prose, "domain") or "").strip().lower()
     domain = raw_domain if _WORD.match(raw_domain) else "other"

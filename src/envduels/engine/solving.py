@@ -15,6 +15,7 @@ environment is the last balanced `\\boxed{...}` of the reply, wrapper included. 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,29 +30,35 @@ SYSTEM_PROMPT = render("solver_system.txt")
 FORMAT_ERROR = render("solver_format_error.txt")
 
 _BOXED = "\\boxed{"
+_BRACES = re.compile(r"[{}]")
+
+# Only the end of a longer reply is searched for the answer (the answer is the LAST box): the
+# scan is linear, but a reply is untrusted and the event loop waits on it. docs/engine.md.
+REPLY_PARSE_MAX_CHARS = 100_000
 
 
 def last_boxed(text: str) -> str | None:
     """The last balanced `\\boxed{...}` in `text`, wrapper included, or None.
 
     "Last" is the one that closes last; of nested ones that close together, the outermost.
-    An unbalanced `\\boxed{` (a reply cut off mid-answer) is skipped.
+    An unbalanced `\\boxed{` (a reply cut off mid-answer) is skipped. Only the last
+    `REPLY_PARSE_MAX_CHARS` characters of `text` are searched. One pass over the braces.
     """
+    if len(text) > REPLY_PARSE_MAX_CHARS:
+        text = text[-REPLY_PARSE_MAX_CHARS:]
+    opens_box = {m.end() - 1: m.start() for m in re.finditer(re.escape(_BOXED), text)}
+    if not opens_box:
+        return None
+    stack: list[int] = []          # positions of the open braces not yet closed
     best: tuple[int, int] | None = None
-    start = text.find(_BOXED)
-    while start != -1:
-        depth = 0
-        for i in range(start + len(_BOXED) - 1, len(text)):
-            ch = text[i]
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    if best is None or i > best[1]:
-                        best = (start, i)
-                    break
-        start = text.find(_BOXED, start + 1)
+    for m in _BRACES.finditer(text, min(opens_box)):
+        i = m.start()
+        if text[i] == "{":
+            stack.append(i)
+        elif stack:
+            start = opens_box.get(stack.pop())
+            if start is not None:
+                best = (start, i)  # closes after every earlier candidate
     return None if best is None else text[best[0]: best[1] + 1]
 
 
