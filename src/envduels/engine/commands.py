@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from envduels.config import RunConfig, load_config
+from envduels.engine._bad_requests import guard_bad_requests
 from envduels.engine._keys import changed_setting, fingerprint, result_settings
 from envduels.engine.progress import LiveView, Progress
 from envduels.engine.solving import EpisodeTask, play_episode, turn_cap
@@ -119,8 +120,9 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     check_reachable(cfg)
     build_players(cfg, cache=None, run_seed=cfg.seed)  # a missing key fails before any write
     store, fp = open_run(cfg)
-    players = build_players(cfg, cache=store.recorder() if no_cache else store,
-                            run_seed=cfg.seed)
+    players = guard_bad_requests(
+        build_players(cfg, cache=store.recorder() if no_cache else store, run_seed=cfg.seed),
+        answered={name for name, u in store.usage_by_player().items() if u.calls})
     if unsafe_no_sandbox:
         print("WARNING: --unsafe-no-sandbox: environment code runs unconfined on this machine",
               file=sys.stderr)

@@ -1,0 +1,52 @@
+"""A bad request after a player has answered is one unit's error, not a run's end.
+
+The players raise `UserError` at once for a request the server refuses (400, 413, 422 that is
+not a context overflow): before a player has answered that means its configuration is wrong
+(bad parameters), and the run should stop with that one line. Once the player has answered in
+this run (this session, or a call recorded by an earlier one), the same refusal is about one
+request, e.g. a content filter on one environment's observation: aborting would stop the run
+and every resume would repeat the request forever. So it becomes a `ProviderError`, and the
+episode (or authoring job) is `error` with the reason, like any provider failure (exit 4).
+Other refusals (key, model, quota) stay immediate aborts. docs/engine.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envduels.errors import UserError
+
+# The players' one-line message for a refused request (players/_openai.py, _anthropic.py).
+_BAD_REQUEST = re.compile(r": bad request \(4\d\d\): ")
+
+
+class AnsweredGuard:
+    """`player` (a `players.Player`) whose bad requests, once it has answered, are
+    `ProviderError`s. Everything else is the player's own."""
+
+    def __init__(self, player: Any, *, answered: bool) -> None:
+        self._player = player
+        self.answered = answered
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._player, name)
+
+    async def chat(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
+        from envduels.players import ProviderError
+
+        try:
+            result = await self._player.chat(messages, **kwargs)
+        except UserError as err:
+            if self.answered and _BAD_REQUEST.search(str(err)):
+                raise ProviderError(f"{err} (this request only: the player has answered others "
+                                    "in this run)") from None
+            raise
+        self.answered = True
+        return result
+
+
+def guard_bad_requests(players: dict[str, Any], answered: set[str]) -> dict[str, Any]:
+    """Each player wrapped in `AnsweredGuard`; `answered`: players with a call recorded in the
+    run already."""
+    return {name: AnsweredGuard(p, answered=name in answered) for name, p in players.items()}
