@@ -59,3 +59,42 @@ def test_a_simulated_transitive_tournament_has_no_significant_cycle():
     run = simulate_tournament(players=8, envs_per_author=4, rounds=2, seed=5, ability=list(np.linspace(-2, 2, 8)))
     t = analyze(run.tables, bootstrap=50, permutations=50).json["transitivity"]
     assert t["triads"] == 56 and t["significant_cycles"] == 0
+
+
+# Latent strengths with a rock-paper-scissors structure in the duel: m00 (a fair solver who writes
+# hard, hint-less environments) beats m01 (a poor solver whose easy environments teach well), m01
+# beats m02 (a poor solver who writes very hard environments), and m02 beats m00. Expected net
+# points per matched pair are 0.4-0.7 on each edge, in the direction of the cycle.
+CYCLE = {"ability": [1.5, -3.5, -3.0], "author_difficulty": [2.0, -1.0, 4.0], "author_teaching": [0.0, 5.0, 3.5]}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_cycle_planted_in_latent_strengths_is_found_through_the_whole_pipeline(seed):
+    """Two rounds: two matches per pair, so no per-match interval could ever clear ½; the
+    environment bootstrap's draws do."""
+    run = simulate_tournament(players=3, envs_per_author=10, rounds=2, seeds=4, seed=seed, transcripts=False,
+                              **CYCLE)
+    t = analyze(run.tables, bootstrap=1000, seed=seed, permutations=20).json["transitivity"]
+    assert (t["triads"], t["cycles"], t["significant_cycles"], t["significance"]) == (1, 1, 1, "bootstrap")
+    assert t["cycle_list"] == [{"models": ["m00", "m01", "m02"], "significant": True}]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_transitive_latent_strengths_at_a_realistic_size_give_no_significant_cycle(seed):
+    run = simulate_tournament(players=8, envs_per_author=10, rounds=2, seeds=4, seed=seed, transcripts=False,
+                              ability=list(np.linspace(-2, 2, 8)))
+    t = analyze(run.tables, bootstrap=1000, seed=seed, permutations=20).json["transitivity"]
+    assert t["triads"] == 56 and t["significant_cycles"] == 0 and t["significance"] == "bootstrap"
+
+
+def test_edges_are_judged_by_the_share_of_draws_each_model_wins():
+    s = np.array([[0, 2, 0], [0, 0, 2], [2, 0, 0]], float)  # a raw cycle, two matches per pair
+    draws = np.repeat(s[None], 1000, axis=0)
+    assert transitivity(s, ["a", "b", "c"], draws=draws)["significant_cycles"] == 1
+    # Bonferroni over 3 pairs: an edge may fail in at most 0.05/6 of the draws (8 of 1,000)
+    draws[:8, 0, 1], draws[:8, 1, 0] = 0, 2
+    assert transitivity(s, ["a", "b", "c"], draws=draws)["significant_cycles"] == 1
+    draws[8, 0, 1], draws[8, 1, 0] = 1, 1  # a tie in one more draw: a does not beat b there
+    assert transitivity(s, ["a", "b", "c"], draws=draws)["significant_cycles"] == 0
+    # without draws: Wilson intervals over two matches per pair cannot clear ½
+    assert transitivity(s, ["a", "b", "c"])["significant_cycles"] == 0

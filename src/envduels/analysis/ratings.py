@@ -307,6 +307,7 @@ class Rating:
     draws: np.ndarray  # (B, n) bootstrap fits, centred likewise
     rated: np.ndarray  # (n,) bool: took part in at least one comparison
     rows: list[dict[str, Any]] = field(default_factory=list)
+    score_draws: np.ndarray | None = None  # (B, n, n) the bootstrap draws' score matrices
 
     def elo(self, theta: np.ndarray) -> np.ndarray:
         return ELO_CENTER + ELO_SCALE * theta
@@ -343,7 +344,7 @@ def _rate(kind: str, players: list[str], stacked: np.ndarray, ridge: float, infl
             fit[absent] = np.nan
             present = (~absent).sum(axis=1, keepdims=True)
             draws[:, keep] = fit - np.nansum(fit, axis=1, keepdims=True) / np.maximum(present, 1)
-    rating = Rating(kind, players, stacked[0], theta, draws, rated)
+    rating = Rating(kind, players, stacked[0], theta, draws, rated, score_draws=stacked[1:])
     rows = []
     if len(keep) >= 2:
         elo = rating.elo(theta)

@@ -121,7 +121,7 @@ def analyze(
         "solvers": solver_metrics(tables, pairs),
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
-        "transitivity": transitivity(duel.scores, duel.players, duel.theta),
+        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
         "divergence": divergence(ratings["author"], ratings["solver"]),
         "environments": _environment_rows(tables, pairs, flags),
         "irt": fit_irt(pairs),

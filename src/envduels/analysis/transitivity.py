@@ -2,8 +2,12 @@
 
 The input is the observed match score matrix `S[i, j]` (points of i against j, ties as halves)
 and the fitted BT strengths. An edge i→j is "won" when i's share of the points exceeds ½; a cycle
-is *significant* when all three edges clear ½ under Wilson intervals at level 1 − 0.05/m, with m
-the number of model pairs that met (Bonferroni).
+is *significant* when all three of its edges are, at level 1 − 0.05/m with m the number of model
+pairs that met (Bonferroni). With the ratings' bootstrap draws of the score matrix (what
+`analyze` passes), an edge i→j is significant when i beats j in all but at most a share
+0.05/(2m) of the draws: the environments are the unit of evidence, as for the intervals. Without
+draws (a bare win matrix) it falls back to Wilson intervals over the matches, which treat every
+match as independent and, at one match per pair and round, can almost never clear ½.
 """
 
 from __future__ import annotations
@@ -27,9 +31,19 @@ def wilson(wins: float, n: float, alpha: float) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def transitivity(scores: np.ndarray, players: list[str], theta: np.ndarray | None = None) -> dict[str, Any]:
+def transitivity(
+    scores: np.ndarray,
+    players: list[str],
+    theta: np.ndarray | None = None,
+    *,
+    draws: np.ndarray | None = None,
+) -> dict[str, Any]:
     """Triads, raw and significant 3-cycles (with their members), WST/SST violation rates among
-    chains i>j>k, and the BT log-loss per match against the saturated pairwise model."""
+    chains i>j>k, and the BT log-loss per match against the saturated pairwise model.
+
+    `draws` (B, n, n): bootstrap draws of the score matrix; when given (B ≥ 1) they decide which
+    edges are significant (`significance` = "bootstrap"), else Wilson intervals do ("wilson").
+    """
     n = len(players)
     games = scores + scores.T
     met = games > 0
@@ -37,9 +51,15 @@ def transitivity(scores: np.ndarray, players: list[str], theta: np.ndarray | Non
     pairs_met = int(np.triu(met, 1).sum())
     alpha = 0.05 / max(pairs_met, 1)
     sig = np.zeros((n, n), dtype=bool)
-    for i, j in zip(*np.nonzero(np.triu(met, 1)), strict=True):
-        lo, hi = wilson(scores[i, j], games[i, j], alpha)
-        sig[i, j], sig[j, i] = lo > 0.5, hi < 0.5
+    use_draws = draws is not None and len(draws) > 0
+    if use_draws:
+        # share of draws in which i does not beat j (a loss, a tie, or the pair never met)
+        not_beaten = 1.0 - (draws > np.swapaxes(draws, 1, 2)).mean(axis=0)
+        sig = met & (not_beaten <= alpha / 2)
+    else:
+        for i, j in zip(*np.nonzero(np.triu(met, 1)), strict=True):
+            lo, hi = wilson(scores[i, j], games[i, j], alpha)
+            sig[i, j], sig[j, i] = lo > 0.5, hi < 0.5
     beats = np.nan_to_num(share, nan=0.5) > 0.5
     triads = cycles = significant = 0
     cycle_list: list[dict[str, Any]] = []
@@ -67,6 +87,7 @@ def transitivity(scores: np.ndarray, players: list[str], theta: np.ndarray | Non
         "triads": triads,
         "cycles": cycles,
         "significant_cycles": significant,
+        "significance": "bootstrap" if use_draws else "wilson",
         "wst_violations": None if chains == 0 else wst / chains,
         "sst_violations": None if chains == 0 else sst / chains,
         "chains": chains,
