@@ -117,7 +117,7 @@ class Design:
         environments, H the strata. Resampling m units within a stratum shrinks the variance by
         (m − 1)/m, which the first factor undoes; the second is the small-sample allowance of a
         t interval with the degrees of freedom the stratified design leaves (1.04 at 40
-        environments in 5 strata, 1.09 at 20): without it the intervals cover 92–93% at 20–50
+        environments in 5 strata, 1.09 at 20): without it the intervals cover 92–94% at 20–50
         environments (docs/analysis.md)."""
         sizes = np.bincount(self.strata) if len(self.strata) else np.array([])
         sizes = sizes[sizes > 1]
