@@ -15,6 +15,7 @@ from envduels.analysis import (
     fit_irt,
     matched_pairs,
     simulate_tournament,
+    solver_metrics,
 )
 from envduels.analysis.ratings import Design, SolverBuilder, _rate, duel_builder, make_design
 
@@ -235,3 +236,21 @@ def test_near_separated_duels_get_finite_intervals_that_hold_the_estimate():
     duel = r["duel"].by_model()
     # m04 lost every match: its estimate is the lower bound (no draw can do worse)
     assert duel["m04"]["points"] == 0.0 and duel["m04"]["ci_low"] == pytest.approx(duel["m04"]["rating"])
+
+
+def test_an_incomplete_episode_is_a_solver_win_in_the_duel_but_not_in_solver_metrics():
+    t = tables(["A", "B"], [env("eA", "A"), env("eB", "B")], [
+        pair("eA", "A", "B", 0, 0, 1),  # B rescued by A's hint: A 1 point
+        # A's environment crashes without the hint on seeds 1 and 2, where B then wins with it
+        pair("eA", "A", "B", 1, "i", 1), pair("eA", "A", "B", 2, "i", 1),
+        pair("eB", "B", "A", 0, 0, 0)])  # a draw
+    p = matched_pairs(t.episodes)
+    design = make_design(t)
+    b = duel_builder(t, p, design)
+    s = b.scores(np.ones((1, len(design.env_ids))))[0]
+    i = {m: k for k, m in enumerate(b.players)}
+    # A 1 point, B 2 (one per broken slot): B wins the match instead of losing it 0:1
+    assert (s[i["B"], i["A"]], s[i["A"], i["B"]]) == (1.0, 0.0)
+    assert b.count.sum() == 4  # 1 scored pair + 2 broken slots on eA, 1 pair on eB
+    rows = {r["model"]: r for r in solver_metrics(t, p)}
+    assert (rows["B"]["pairs"], rows["B"]["incomplete"], rows["B"]["hint_gain"]) == (1, 2, 1.0)

@@ -67,10 +67,11 @@ def test_solver_and_author_metrics_match_the_scripted_outcomes(report):
 def test_duel_and_solver_ratings_follow_the_hand_scored_matches(report):
     j, _ = report
     duel = {r["model"]: r for r in j["ratings"]["duel"]}
-    # alice-bob tie 2:2; carol beats alice 2:0; bob-carol never scored (CRASHY incomplete);
-    # dave's invalid environment forfeits to every solver
-    assert {m: r["points"] for m, r in duel.items()} == {"alice": 1.5, "bob": 1.5, "carol": 2.0, "dave": 0.0}
-    assert {m: r["games"] for m, r in duel.items()} == {"alice": 3.0, "bob": 2.0, "carol": 2.0, "dave": 3.0}
+    # alice-bob tie 2:2; carol beats alice 2:0; carol beats bob 2:0 (CRASHY broke on both of her
+    # seeds: an incomplete slot is the solver's win); dave's invalid environment forfeits to
+    # every solver
+    assert {m: r["points"] for m, r in duel.items()} == {"alice": 1.5, "bob": 1.5, "carol": 3.0, "dave": 0.0}
+    assert {m: r["games"] for m, r in duel.items()} == {"alice": 3.0, "bob": 3.0, "carol": 3.0, "dave": 3.0}
     assert duel["dave"]["rating"] == min(r["rating"] for r in duel.values())
     # on LOCK, carol (no-hint 1) beats bob (0); nothing else is common ground
     solver = {r["model"]: r for r in j["ratings"]["solver"]}

@@ -158,7 +158,8 @@ class DuelBuilder:
     """Duels (SPEC §5): per round, a match between A and B adds A-as-author-vs-B and the reverse;
     more points wins, equal points tie. An invalid environment of A gives each panel solver B the
     win on every pair it would have had: the median number of (seed, trial) slots that a solver
-    played on a valid environment of the run."""
+    played on a valid environment of the run. A (seed, trial) slot with an `incomplete` episode
+    (the environment broke) is likewise a win for the solver."""
 
     players: list[str]
     net: np.ndarray  # (n_env, R*n*n): author points minus solver points, placed at (round, author, solver)
@@ -200,6 +201,15 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
             net[env_index[e], col] += pt
             count[env_index[e], col] += k
     played = tables.episodes[~tables.episodes["self_play"].astype(bool)]
+    # an incomplete episode is the environment's fault (SPEC §4): its (seed, trial) slot is a
+    # solver win, like a forfeit, so an environment that crashes where the solver would win
+    # does not escape the loss (solver metrics still leave such pairs out)
+    broken = played[played["outcome"] == "incomplete"][["env_id", "solver", "seed", "trial"]].drop_duplicates()
+    for (e, s), k in broken.groupby(["env_id", "solver"]).size().items():
+        if e in env_index and s in index and env_author.get(e) in index:
+            col = slot(env_round[e], env_author[e], s)
+            net[env_index[e], col] -= k
+            count[env_index[e], col] += k
     slots = played[["env_id", "solver", "seed", "trial"]].drop_duplicates().groupby(["env_id", "solver"]).size()
     typical = float(slots.median()) if len(slots) else 1.0
     solvers = solver_names(tables)
