@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -135,3 +139,36 @@ def test_a_pool_environment_id_that_collides_with_an_authored_one_is_refused(tmp
     cfg["tournament"]["environments"] = [str(tmp_path / "export")]
     with pytest.raises(UserError, match="'r1-alice-0' is also an id this run's authors write"):
         load_pools(parse_config(cfg))
+
+
+@pytest.mark.parametrize("broken", ["missing", "no namespaces"])
+def test_a_machine_without_a_sandbox_is_refused_before_anything_is_written(
+        tmp_path, monkeypatch, capsys, earlier_run, broken, request):
+    from envduels.sandbox import _launcher
+
+    if broken == "missing":
+        bwrap, needle = None, "bubblewrap"
+    else:   # installed, but the kernel refuses it namespaces
+        where = tempfile.mkdtemp(prefix="envduels-fake-bwrap-")   # the sandbox uid reads it
+        os.chmod(where, 0o755)
+        request.addfinalizer(lambda: shutil.rmtree(where, ignore_errors=True))
+        fake = Path(where) / "bwrap"
+        fake.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not "
+                        "permitted' >&2\nexit 1\n")
+        fake.chmod(0o755)
+        bwrap, needle = str(fake), "bwrap: Creating new namespace failed"
+    monkeypatch.setattr(_launcher.host(), "bwrap", bwrap)
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", "sk-x")
+    with ScriptedServer() as server:
+        fresh = _write(tmp_path, config(server.base_url, str(tmp_path / "fresh")))
+        code, err = _cli(monkeypatch, capsys, "run", fresh)
+        _assert_one_line(code, err, needle)
+        assert not (tmp_path / "fresh").exists()
+        again = config(server.base_url, str(earlier_run))
+        code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, again))
+        _assert_one_line(code, err, needle)
+        _unchanged(earlier_run)
+        assert sorted(p.name for p in earlier_run.iterdir() if p.name != "run.db-wal"
+                      and p.name != "run.db-shm") == ["run.db"]
+        assert server.request_count == 0
+

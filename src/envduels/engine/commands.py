@@ -113,12 +113,14 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     replays (episodes in `error` or cut by a kill, unfinished authoring) is paid again.
     """
     from envduels.players import build_players
-    from envduels.sandbox import EnvPool, SandboxLimits
+    from envduels.sandbox import EnvPool, SandboxLimits, check_sandbox
 
+    # Every precondition is checked before anything is created in RUN_DIR.
     cfg = load_config(config)
     pool_specs = load_pools(cfg)
     check_reachable(cfg)
     build_players(cfg, cache=None, run_seed=cfg.seed)  # a missing key fails before any write
+    check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
     store, fp = open_run(cfg)
     players = guard_bad_requests(
         build_players(cfg, cache=store.recorder() if no_cache else store, run_seed=cfg.seed),

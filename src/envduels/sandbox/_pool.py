@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections import deque
@@ -259,3 +260,25 @@ class EnvPool:
         self._live.clear()
         for channel in channels:
             await channel.close()
+
+
+def check_sandbox(limits: SandboxLimits = DEFAULT_LIMITS, *, unsafe_no_sandbox: bool = False) -> None:
+    """Raise SandboxUnavailable now if no sandbox can run on this machine: bubblewrap is
+    missing, or it cannot create namespaces here (found by starting one worker and stopping
+    it). Call it before writing anything that a run without a sandbox should not leave behind.
+    A start that fails for a passing reason (SandboxStartError) is left to the caller's work.
+    Must not be called from a running event loop."""
+    if unsafe_no_sandbox:
+        return
+    require_bwrap()
+
+    async def start_one() -> None:
+        pool = EnvPool(limits, warm=0)
+        try:
+            channel = await pool._spawn()
+            await channel.close()
+        finally:
+            await pool.aclose()
+
+    with contextlib.suppress(SandboxStartError):
+        asyncio.run(start_one())
