@@ -15,7 +15,10 @@ Readers (analysis, report, export) use `Store.tables()`; nothing outside this mo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -31,6 +34,7 @@ from envduels._text import valid_text
 from envduels.errors import UserError
 
 DB_NAME = "run.db"
+LOCK_NAME = "run.lock"
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -148,6 +152,38 @@ class Totals:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+@contextmanager
+def run_lock(run_dir: str | Path) -> Iterator[None]:
+    """Hold `RUN_DIR/run.lock` exclusively (flock) while the block runs: one `envduels run`
+    per run folder, or both would play and pay for the same work. A second one fails at once
+    with a UserError naming the holder's pid. Readers (status, report) take no lock. The lock
+    goes with the process, however it ends; the file stays.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / LOCK_NAME
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        raise UserError(f"cannot create the run lock {path} ({err.strerror or err}); choose a "
+                        "writable output_dir") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            who = f"pid {holder}" if holder.isdigit() else "another process"
+            raise UserError(f"{run_dir} is in use by another envduels run ({who}); wait for it "
+                            "to finish or stop it, or set output_dir to another folder") from None
+        # one write of a fixed width: a reader never sees the file empty or half the old pid
+        os.pwrite(fd, f"{os.getpid():>12}\n".encode(), 0)
+        os.ftruncate(fd, 13)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)   # releases the lock
 
 
 class Store:

@@ -27,7 +27,7 @@ from envduels.engine._keys import changed_setting, fingerprint, result_settings
 from envduels.engine.progress import LiveView, Progress
 from envduels.engine.solving import EpisodeTask, play_episode, turn_cap
 from envduels.errors import UserError
-from envduels.store import Store
+from envduels.store import Store, run_lock
 
 EXIT_OK, EXIT_BUDGET, EXIT_ERRORS = 0, 3, 4
 
@@ -113,7 +113,7 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     replays (episodes in `error` or cut by a kill, unfinished authoring) is paid again.
     """
     from envduels.players import build_players
-    from envduels.sandbox import EnvPool, SandboxLimits, check_sandbox
+    from envduels.sandbox import SandboxLimits, check_sandbox
 
     # Every precondition is checked before anything is created in RUN_DIR.
     cfg = load_config(config)
@@ -121,6 +121,16 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     check_reachable(cfg)
     build_players(cfg, cache=None, run_seed=cfg.seed)  # a missing key fails before any write
     check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
+    with run_lock(cfg.run_dir):   # one `envduels run` per folder, for the life of the run
+        return _run_locked(cfg, pool_specs, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
+                           no_cache=no_cache)
+
+
+def _run_locked(cfg: RunConfig, pool_specs: list[Any], *, unsafe_no_sandbox: bool, quiet: bool,
+                no_cache: bool) -> int:
+    from envduels.players import build_players
+    from envduels.sandbox import EnvPool, SandboxLimits
+
     store, fp = open_run(cfg)
     players = guard_bad_requests(
         build_players(cfg, cache=store.recorder() if no_cache else store, run_seed=cfg.seed),
