@@ -176,3 +176,33 @@ def test_play_an_environment_of_an_export_folder_by_id(tmp_path, monkeypatch, ca
     with pytest.raises(UserError, match="neither an environment .py file"):
         play_command("no_such_env", config=None, player=None, human=True, hint=False, seed=0,
                      unsafe_no_sandbox=False)
+
+
+ESCAPES_SOURCE = '''
+class Escapes:
+    def __init__(self, max_turns: int = 3):
+        self.max_turns = max_turns
+    def reset(self, seed=None):
+        return "start \\x1b]52;c;SGVsbG8=\\x07 clip \\x1b[2J here\\x9b2J", {}
+    def step(self, action):
+        raise ValueError("bad \\x1b[31mred\\x1b[0m \\x00action")
+'''
+
+
+def test_play_prints_no_control_characters_from_the_environment_or_the_model(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    env = tmp_path / "escapes.py"
+    env.write_text(ESCAPES_SOURCE)
+    reply = "\x1b]0;pwned\x07title\tand \x9d8;;x\x9c \\boxed{go}\n"
+    with ScriptedServer(lambda m, msgs: reply, api_key=KEY) as server:
+        path = _write(tmp_path, config(server.base_url, str(tmp_path / "run")))
+        code = play_command(str(env), config=path, player="bob", human=False, hint=False,
+                            seed=1, unsafe_no_sandbox=False)
+    out = capsys.readouterr().out
+    assert code == 1
+    assert [c for c in out if ord(c) < 32 and c not in "\n\t" or 0x7f <= ord(c) <= 0x9f] == []
+    text = " ".join(out.split())   # rich wraps lines and expands tabs
+    assert "environment -> Observation: start ]52;c;SGVsbG8= clip [2J here2J" in text
+    assert "solver -> ]0;pwnedtitle and 8;;x \\boxed{go}" in text
+    assert "environment fault: step raised ValueError: bad [31mred[0m action" in text

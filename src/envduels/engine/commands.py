@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from envduels._text import printable
 from envduels.config import RunConfig, load_config
 from envduels.engine._bad_requests import guard_bad_requests
 from envduels.engine._keys import changed_setting, fingerprint, result_settings
@@ -296,23 +297,29 @@ def resolve_env(path: str) -> Any:
 
 
 def _printer(console: Console) -> Any:
+    """Print transcript entries. Observations, environment errors and model replies are
+    untrusted: control characters (ESC sequences that clear the screen, retitle the window or
+    write the clipboard) are removed before rich sees them, and markup is escaped."""
+    def shown(text: Any) -> str:
+        return escape(printable(str(text)))
+
     def show(entry: dict[str, Any]) -> None:
         role = entry.get("role")
         if role == "system":
-            console.print(f"[dim]system: {escape(entry['content'])}[/dim]")
+            console.print(f"[dim]system: {shown(entry['content'])}[/dim]")
         elif role == "user":
-            console.print(f"[bold cyan]environment ->[/bold cyan] {escape(entry['content'])}")
+            console.print(f"[bold cyan]environment ->[/bold cyan] {shown(entry['content'])}")
         elif role == "assistant":
-            console.print(f"[bold green]solver ->[/bold green] {escape(entry['content'])}")
+            console.print(f"[bold green]solver ->[/bold green] {shown(entry['content'])}")
         elif role == "env":
             if "fault" in entry:
-                console.print(f"[red]environment fault: {escape(entry['fault'])}[/red]")
+                console.print(f"[red]environment fault: {shown(entry['fault'])}[/red]")
             else:
-                console.print(f"[dim]step {escape(entry['action'])}: reward {entry['reward']:g}, "
+                console.print(f"[dim]step {shown(entry['action'])}: reward {entry['reward']:g}, "
                               f"terminated {entry['terminated']}, truncated {entry['truncated']}"
                               "[/dim]")
         elif role == "outcome":
-            console.print(f"[bold]{escape(entry['content'])}[/bold]")
+            console.print(f"[bold]{shown(entry['content'])}[/bold]")
     return show
 
 
