@@ -172,3 +172,23 @@ def test_a_machine_without_a_sandbox_is_refused_before_anything_is_written(
                       and p.name != "run.db-shm") == ["run.db"]
         assert server.request_count == 0
 
+
+def test_a_pool_environment_without_a_hint_is_refused_by_name(tmp_path, monkeypatch, capsys,
+                                                               earlier_run):
+    from envduels.envs import EnvSpec, write_export
+
+    write_export(tmp_path / "export", [
+        EnvSpec(id="hinted", source="class E: pass\n", hints={"hint": "h"}),
+        EnvSpec(id="bare", source="class F: pass\n")])
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", "k")
+    with ScriptedServer() as server:
+        cfg = config(server.base_url, str(earlier_run))
+        cfg["tournament"]["environments"] = [str(tmp_path / "export")]
+        code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, cfg), "-q")
+        assert server.request_count == 0
+    assert err == (
+        "error: tournament.environments: environment 'bare' has no hint, and every pool "
+        "environment is also played in the hinted condition (SPEC §9); give it one (a "
+        "`privileged` file in its export's manifest) or leave it out of the list")
+    assert code == 2
+    _unchanged(earlier_run)

@@ -54,6 +54,11 @@ def load_pools(cfg: RunConfig) -> list[Any]:
                 "environment; fix the path or pick a name from `envduels library list`")
     seen: set[str] = set()
     for s in specs:
+        if not s.hint.strip():
+            raise UserError(
+                f"tournament.environments: environment {s.id!r} has no hint, and every pool "
+                "environment is also played in the hinted condition (SPEC §9); give it one "
+                "(a `privileged` file in its export's manifest) or leave it out of the list")
         if s.id in seen:
             raise UserError(f"tournament.environments: environment id {s.id!r} is listed twice; "
                             "list each export folder or library name once")
