@@ -149,6 +149,23 @@ class AuthoringJob:
     slot: int
 
 
+def own_max_turns(source: str | None) -> int:
+    """An authored environment's own turn limit: the literal default of its `__init__(max_turns=
+    ...)`, else 20 (the contract's), as for an environment file. It is constructed with it, and
+    the turn cap of its validation and episodes is min(it, `tournament.max_turns`) (SPEC §4):
+    the tournament never raises an environment's own limit."""
+    from envduels.envs._spec import DEFAULT_MAX_TURNS
+    from envduels.envs._static import StaticError, default_max_turns, find_env_class, parse_source
+
+    if not source:
+        return DEFAULT_MAX_TURNS
+    try:
+        tree = parse_source(source)
+        return default_max_turns(tree, find_env_class(tree))
+    except StaticError:
+        return DEFAULT_MAX_TURNS   # validation says why the source is unusable
+
+
 class SandboxDown(Exception):
     """Validation stopped because a sandbox could not start (`sandbox.SandboxStartError`): the
     host's fault, so the attempt is not judged; the authoring job ends like a provider error."""
@@ -186,7 +203,8 @@ async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: S
         if parsed.problems:
             reasons = list(parsed.problems)
         else:
-            spec = EnvSpec(id=job.env_id, source=parsed.source or "", max_turns=t.max_turns,
+            spec = EnvSpec(id=job.env_id, source=parsed.source or "",
+                           max_turns=own_max_turns(parsed.source),
                            domain=parsed.domain, author=job.author, title=parsed.title,
                            hints={"hint": parsed.hint or ""}, benchmark_seeds=tuple(seeds))
             try:
@@ -222,6 +240,6 @@ def _row(job: AuthoringJob, parsed: AuthorReply, cfg: RunConfig, seeds: list[int
         domain=parsed.domain, title=parsed.title, valid=valid, invalid_reason=reason,
         hints={"hint": parsed.hint or ""}, source=source,
         source_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
-        class_name=class_name, max_turns=cfg.tournament.max_turns, fixed_pool=False,
+        class_name=class_name, max_turns=own_max_turns(parsed.source), fixed_pool=False,
         benchmark_seeds=tuple(seeds), metadata={"attempts": attempts},
     )
