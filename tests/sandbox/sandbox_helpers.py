@@ -50,7 +50,7 @@ def sandbox_uid_processes() -> list[int]:
     h = host()
     if not h.root:
         return []
-    low, high = h.slot_uid(0), h.slot_uid(1023)
+    uids = set(h.claimed_uids())
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -58,7 +58,7 @@ def sandbox_uid_processes() -> list[int]:
                 uid = entry.stat().st_uid
             except OSError:
                 continue
-            if low <= uid <= high:
+            if uid in uids:
                 found.append(int(entry.name))
     return found
 

@@ -16,11 +16,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import errno
+import fcntl
 import logging
 import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -36,7 +39,6 @@ from ._seccomp import build_filter
 log = logging.getLogger("envduels.sandbox")
 
 WORKER_SOURCE = (Path(__file__).with_name("_worker.py")).read_text()
-_SLOTS_PER_HARNESS = 1024
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -63,25 +65,79 @@ class Host:
     subreaper: bool
     seccomp: bytes | None
     missing: list[str] = field(default_factory=list)
-    _free_slots: list[int] = field(default_factory=list)
+    _free_slots: list[int] = field(default_factory=list)   # claimed by us, not in use now
+    _claimed: dict[int, int] = field(default_factory=dict)  # slot -> fd holding its lock
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _uid_base: int = 0
     setpriv: str | None = None        # switches uid in an exec, so Popen may use vfork
     worker_code: bytes | None = None  # the worker compiled once by the sandbox interpreter
 
     def take_slot(self) -> int:
+        """A uid slot for one sandbox: one this harness already holds and is not using, else a
+        newly claimed one. OSError when every slot is taken."""
         with self._lock:
-            if not self._free_slots:
-                self._free_slots = list(range(_SLOTS_PER_HARNESS - 1, -1, -1))
-            return self._free_slots.pop()
+            if self._free_slots:
+                return self._free_slots.pop()
+            return self._claim_slot()
 
     def give_slot(self, slot: int) -> None:
+        """`slot` is free again for this harness (it keeps the claim until it exits)."""
         with self._lock:
-            if slot not in self._free_slots:
+            if slot in self._claimed and slot not in self._free_slots:
                 self._free_slots.append(slot)
 
     def slot_uid(self, slot: int) -> int:
-        return self._uid_base + slot
+        return UID_BASE + slot
+
+    def claimed_uids(self) -> list[int]:
+        """The uids this harness holds (in use or not), for diagnostics and tests."""
+        with self._lock:
+            return sorted(self.slot_uid(s) for s in self._claimed)
+
+    def _claim_slot(self) -> int:
+        """Claim the lowest slot no other harness holds, by an flock on its lock file, held as
+        long as this process lives (the kernel releases it however the process ends). A slot
+        whose uid still owns processes (left by a harness that was killed) is skipped."""
+        folder = _slot_folder()
+        for slot in range(UID_SLOTS):
+            if slot in self._claimed:
+                continue
+            path = os.path.join(folder, f"{self.slot_uid(slot)}.lock")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            if _count_own_processes(self.slot_uid(slot)):
+                os.close(fd)
+                continue
+            self._claimed[slot] = fd
+            return slot
+        raise OSError(errno.EAGAIN, f"all {UID_SLOTS} sandbox uids are taken")
+
+
+# Sandbox uids are shared by every harness on the machine: each claims slots by lock file, so
+# two harnesses never run sandboxes under one uid (RLIMIT_NPROC and signals are per uid).
+UID_BASE = 100000
+UID_SLOTS = 65536
+_SLOT_FOLDERS = ("/run/envduels/uid-slots", "/tmp/envduels-uids")
+
+
+def _slot_folder() -> str:
+    """The folder of the uid lock files: root's own, never one another user made or a link."""
+    problems = []
+    for folder in _SLOT_FOLDERS:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+        except OSError as err:
+            problems.append(f"{folder}: {err.strerror or err}")
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() \
+                and not info.st_mode & 0o022:
+            return folder
+        problems.append(f"{folder}: not a directory owned by us and writable by us only")
+    raise OSError(errno.EACCES, "no folder for sandbox uid locks (" + "; ".join(problems) + ")")
 
 
 _HOST_LOCK = threading.Lock()
@@ -134,10 +190,8 @@ def _probe() -> Host:
         pass
     if missing:
         log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
-    free = [s for s in range(_SLOTS_PER_HARNESS - 1, -1, -1)]
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
-                cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing, _free_slots=free,
-                _uid_base=100000 + (os.getpid() % 2000) * _SLOTS_PER_HARNESS,
+                cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing,
                 setpriv=shutil.which("setpriv") if root else None,
                 worker_code=_compile_worker(python))
 
