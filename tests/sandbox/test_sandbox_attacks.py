@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import (
     FAST,
+    ROOMY,
     assert_pool_still_works,
     env_source,
     namespace_pids,
@@ -118,6 +119,38 @@ async def test_fork_bomb_is_capped_and_a_second_sandbox_still_starts(roomy_pool:
     assert fault.reason.startswith("step raised BlockingIOError: [Errno 11] Resource temporarily "
                                    "unavailable")
     await assert_pool_still_works(roomy_pool)
+    await assert_pool_still_works(roomy_pool)
+
+
+async def test_a_second_sandbox_starts_and_works_while_a_fork_bomb_holds_every_process(
+        roomy_pool: EnvPool) -> None:
+    # sandbox A forks until the process limit stops it and keeps every child alive (sleeping);
+    # B, started meanwhile, must not be counted against A's limit (its own uid and cgroup)
+    step = """
+    children = 0
+    while True:
+        try:
+            pid = os.fork()
+        except BlockingIOError:
+            break
+        if pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        children += 1
+    return "holding %d" % children, 0.0, False, False, {}
+    """
+    bomb = await roomy_pool.open(env_source(step, prelude="import os, time"))
+    try:
+        await bomb.reset(0)
+        result = await bomb.step("a")
+        held = int(result.observation.split()[1])
+        assert 0 < held < ROOMY.max_procs
+        assert bomb.alive
+        await assert_pool_still_works(roomy_pool)    # B: loads, resets, steps
+        second = await bomb.step("a")                # A is still there, still full
+        assert second.observation == "holding 0"
+    finally:
+        await bomb.close()
     await assert_pool_still_works(roomy_pool)
 
 
