@@ -1,7 +1,7 @@
 """A bad request after a player has answered is one unit's error, not a run's end.
 
-The players raise `UserError` at once for a request the server refuses (400, 413, 422 that is
-not a context overflow): before a player has answered that means its configuration is wrong
+The players raise `BadRequest` (a `UserError`) at once for a request the server refuses (400,
+413, 422 that is not a context overflow): before a player has answered that means its configuration is wrong
 (bad parameters), and the run should stop with that one line. Once the player has answered in
 this run (this session, or a call recorded by an earlier one), the same refusal is about one
 request, e.g. a content filter on one environment's observation: aborting would stop the run
@@ -12,13 +12,7 @@ Other refusals (key, model, quota) stay immediate aborts. docs/engine.md.
 
 from __future__ import annotations
 
-import re
 from typing import Any
-
-from envduels.errors import UserError
-
-# The players' one-line message for a refused request (players/_openai.py, _anthropic.py).
-_BAD_REQUEST = re.compile(r": bad request \(4\d\d\): ")
 
 
 class AnsweredGuard:
@@ -33,12 +27,12 @@ class AnsweredGuard:
         return getattr(self._player, name)
 
     async def chat(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
-        from envduels.players import ProviderError
+        from envduels.players import BadRequest, ProviderError
 
         try:
             result = await self._player.chat(messages, **kwargs)
-        except UserError as err:
-            if self.answered and _BAD_REQUEST.search(str(err)):
+        except BadRequest as err:
+            if self.answered:
                 raise ProviderError(f"{err} (this request only: the player has answered others "
                                     "in this run)") from None
             raise

@@ -6,7 +6,14 @@ the response cache, seeds and cost accounting live here; see docs/players.md.
 """
 
 from envduels.players._anthropic import AnthropicPlayer
-from envduels.players._base import ChatResult, ContextOverflow, Player, ProviderError, request_seed
+from envduels.players._base import (
+    BadRequest,
+    ChatResult,
+    ContextOverflow,
+    Player,
+    ProviderError,
+    request_seed,
+)
 from envduels.players._build import CheckRow, build_player, build_players, check_models
 from envduels.players._cache import MemoryCache, ResponseCache, canonical_json, request_key
 from envduels.players._cost import Usage, cost_usd
@@ -16,6 +23,7 @@ from envduels.players._retry import RetryPolicy
 
 __all__ = [
     "AnthropicPlayer",
+    "BadRequest",
     "LocalPlayer",
     "OpenAIPlayer",
     "ChatResult",

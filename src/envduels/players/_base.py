@@ -51,6 +51,18 @@ class ContextOverflow(Exception):
     """The conversation no longer fits the model's context: a solver failure, not an error."""
 
 
+class BadRequest(UserError):
+    """The server refused this request as malformed (400, 413, 422 that is not an overflow).
+
+    Raised at once, without retries. Before a player has answered it means its parameters are
+    wrong; after, it is about one request (e.g. a content filter), which the engine records as
+    that unit's `error` instead of stopping the run."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ProviderError(Exception):
     """The provider still failed after every retry: the episode is an `error` (played again on resume)."""
 

@@ -18,6 +18,7 @@ from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import (
     Answer,
+    BadRequest,
     ContextOverflow,
     Player,
     check_finish,
@@ -184,7 +185,8 @@ class OpenAIPlayer(Player):
                              "model and base_url")
         if status in (400, 413, 422) and is_overflow(message, code):
             return ContextOverflow(f"{who}: the conversation does not fit the context: {message}")
-        return UserError(f"{who}: bad request ({status}): {message}; fix the player's parameters")
+        return BadRequest(f"{who}: bad request ({status}): {message}; fix the player's parameters",
+                          status)
 
     async def aclose(self) -> None:
         if self._sdk is not None:
