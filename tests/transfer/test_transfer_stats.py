@@ -141,3 +141,17 @@ def test_json_has_null_for_missing_predictor_values():
     point_d = next(p for p in doc["points"] if p["unit"] == "d")
     assert point_d["rescue_rate"] is None
     assert next(r for r in doc["results"] if r["predictor"] == "rescue_rate")["n"] == 3
+
+
+def test_transfer_pairs_are_the_report_pairs_and_a_replayed_episode_counts_once_the_last_time():
+    from envduels.analysis import matched_pairs as report_pairs
+
+    eps = pair_rows("a1", "alice", "bob", 1, 0, 0) + pair_rows("a1", "alice", "carol", 1, 1, 1)
+    # bob's hinted episode was played again (a resumed run): the later row is the one that counts
+    replay = pair_rows("a1", "alice", "bob", 1, 0, 1)[1]
+    eps.append(replay)
+    episodes = tables([], eps).episodes
+    pairs = matched_pairs(episodes)
+    assert pairs[pairs["solver"] == "bob"][["y0", "yh"]].values.tolist() == [[0, 1]]
+    expected = report_pairs(episodes)[["env_id", "author", "solver", "seed", "trial", "y0", "yh"]]
+    pd.testing.assert_frame_equal(pairs, expected.astype({"y0": int, "yh": int}), check_dtype=False)

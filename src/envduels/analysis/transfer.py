@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from envduels.analysis.pairs import matched_pairs as _analysis_pairs
+
 Unit = Literal["author", "env_id"]
 PREDICTORS: tuple[str, ...] = ("mean_hint_lift", "learnability", "rescue_rate", "all_fail_fraction")
 ALPHA = 0.05
@@ -38,28 +40,19 @@ EXACT_PERMUTATION_MAX_N = 8
 
 
 def matched_pairs(episodes: pd.DataFrame) -> pd.DataFrame:
-    """Panel matched pairs: one row per (env_id, author, solver, seed, trial) with int `y0`, `yh`.
+    """Panel matched pairs: `envduels.analysis.pairs.matched_pairs` (self-play dropped, both
+    episodes success/failure, the last row of a repeated (key, condition) wins) without any
+    pair whose solver authored the environment, in the columns
+    env_id, author, solver, seed, trial, y0, yh (ints).
 
-    Drops self-play, episodes whose solver authored the environment, and pairs where either
-    episode is not success/failure.
+    One definition for the report and the transfer check, so both count the same pairs.
     """
     cols = ["env_id", "author", "solver", "seed", "trial", "y0", "yh"]
     if episodes.empty:
         return pd.DataFrame(columns=cols)
-    ep = episodes[episodes["outcome"].isin(["success", "failure"])]
-    ep = ep[(ep["solver"] != ep["author"]) & ~ep["self_play"].astype(bool)]
-    if ep.empty:
-        return pd.DataFrame(columns=cols)
-    ep = ep.assign(y=(ep["outcome"] == "success").astype(int), h=ep["hinted"].astype(bool))
-    keys = ["env_id", "author", "solver", "seed", "trial"]
-    wide = ep.pivot_table(index=keys, columns="h", values="y", aggfunc="first")
-    if True not in wide.columns or False not in wide.columns:
-        return pd.DataFrame(columns=cols)
-    wide = wide.dropna(subset=[False, True])
-    out = wide.rename(columns={False: "y0", True: "yh"}).reset_index()
-    out["y0"] = out["y0"].astype(int)
-    out["yh"] = out["yh"].astype(int)
-    return out[cols]
+    pairs = _analysis_pairs(episodes)
+    pairs = pairs[pairs["solver"] != pairs["author"]][cols].reset_index(drop=True)
+    return pairs.astype({"y0": int, "yh": int})
 
 
 def env_solver_rates(pairs: pd.DataFrame) -> pd.DataFrame:
