@@ -91,22 +91,6 @@ class _TrackedPlayer:
         return result
 
 
-class _StartFailuresEscape:
-    """The pool as validation sees it: a sandbox that cannot start raises `SandboxDown`, which
-    validation does not catch, instead of an EnvFault it would hold against the author."""
-
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-
-    async def open(self, source: str, **kw: Any) -> Any:
-        from envduels.sandbox import SandboxStartError
-
-        try:
-            return await self._pool.open(source, **kw)
-        except SandboxStartError as err:
-            raise SandboxDown(err.reason) from None
-
-
 def to_spec(row: EnvironmentRow) -> Any:
     """The `envs.EnvSpec` of a recorded environment."""
     from envduels.envs import EnvSpec
@@ -223,9 +207,15 @@ class Tournament:
             }
 
             async def validate(spec: Any, *, seeds: list[int]) -> Any:
-                return await validate_env(spec, _StartFailuresEscape(self.pool), seeds=seeds,
-                                          require_oracle=t.require_oracle,
-                                          hint_max_chars=t.hint_max_chars, max_turns=t.max_turns)
+                from envduels.sandbox import SandboxStartError
+
+                try:
+                    return await validate_env(spec, self.pool, seeds=seeds,
+                                              require_oracle=t.require_oracle,
+                                              hint_max_chars=t.hint_max_chars,
+                                              max_turns=t.max_turns)
+                except SandboxStartError as err:  # the host's failure: the attempt stays unjudged
+                    raise SandboxDown(err.reason) from None
 
             async def one(job: AuthoringJob) -> EnvironmentRow | None:
                 if self.budget_reached():

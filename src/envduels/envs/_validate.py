@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
-from envduels.sandbox import EnvFault, EnvInstance, EnvPool
+from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxStartError
 
 PROBE_ACTIONS = (
     "\\boxed{1}",
@@ -141,6 +141,8 @@ async def _run_episode(
             if result.terminated or result.truncated:
                 break
         return episode
+    except SandboxStartError:
+        raise  # the host's failure, not the environment's: never a reason against it
     except EnvFault as fault:
         where = "while loading" if call == "loading" else f"in {call}" + (f" (turn {turn})" if turn else "")
         raise _Failed(f"seed {seed}, {what}: {where}: {fault.reason}",
@@ -219,7 +221,9 @@ async def validate_env(
     past it, the verdict is invalid with a reason naming the seed, check and turn (checked
     before every sandbox call, so the overshoot is at most one call's own sandbox deadline). An
     environment without `oracle_action` is valid with `oracle="absent"` unless `require_oracle`.
-    Never raises for anything the environment does; `SandboxUnavailable` comes from the pool.
+    Never raises for anything the environment does; `SandboxUnavailable` comes from the pool,
+    and `SandboxStartError` (a sandbox that could not start: the host's failure, never held
+    against the environment) propagates.
     """
     if not seeds:
         raise ValueError("validate_env needs at least one seed")
@@ -241,6 +245,8 @@ async def validate_env(
     try:
         try:
             has_oracle = await _has_oracle(pool, spec, class_name)
+        except SandboxStartError:
+            raise
         except EnvFault as fault:
             raise _Failed(f"the environment does not load: {fault.reason}") from None
         if not has_oracle and require_oracle:

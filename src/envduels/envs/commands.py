@@ -56,14 +56,18 @@ def seeds_for(spec: EnvSpec, n: int) -> list[int]:
 
 async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: bool,
                         hint_max_chars: int, unsafe_no_sandbox: bool) -> list[Verdict]:
-    from envduels.sandbox import EnvPool
+    from envduels.sandbox import EnvPool, SandboxStartError
 
-    async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
-        return [
-            await validate_env(spec, pool, seeds=seeds_for(spec, seeds),
-                               require_oracle=require_oracle, hint_max_chars=hint_max_chars)
-            for spec in specs
-        ]
+    try:
+        async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
+            return [
+                await validate_env(spec, pool, seeds=seeds_for(spec, seeds),
+                                   require_oracle=require_oracle, hint_max_chars=hint_max_chars)
+                for spec in specs
+            ]
+    except SandboxStartError as err:
+        raise UserError(f"the sandbox could not start ({err.reason}); no environment was judged: "
+                        "check that bubblewrap works here (bwrap --version) and try again") from None
 
 
 def _env_json(spec: EnvSpec, verdict: Verdict) -> dict[str, Any]:
