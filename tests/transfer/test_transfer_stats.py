@@ -8,9 +8,11 @@ import pytest
 from transfer_tables import pair_rows, tables
 
 from envduels.analysis.transfer import (
+    _coefficient,
     correlate_gains,
     correlation,
     critical_r,
+    fisher_interval,
     matched_pairs,
     unit_predictors,
 )
@@ -72,13 +74,52 @@ def _exact_correlation(n: int, rho: float, seed: int) -> tuple[np.ndarray, np.nd
     return x, y
 
 
-def test_pearson_recovers_a_known_correlation_within_its_interval():
+def _bivariate_normal(rng: np.random.Generator, reps: int, n: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    x = rng.normal(size=(reps, n))
+    return x, rho * x + np.sqrt(1 - rho**2) * rng.normal(size=(reps, n))
+
+
+@pytest.mark.parametrize("n", [5, 10, 20])
+@pytest.mark.parametrize("rho", [0.0, 0.6])
+def test_pearson_intervals_cover_the_true_correlation_95_percent_of_the_time(n, rho):
+    """Repeated samples with a known population ρ (the percentile bootstrap covered 0.89–0.91)."""
+    x, y = _bivariate_normal(np.random.default_rng(int(10 * n + 100 * rho)), 4000, n, rho)
+    r = _coefficient(x, y, "pearson")
+    covered = [lo <= rho <= hi for lo, hi in (fisher_interval(float(v), n, "pearson") for v in r)]
+    assert 0.93 <= np.mean(covered) <= 0.97, np.mean(covered)
+
+
+@pytest.mark.parametrize("n", [10, 20])
+@pytest.mark.parametrize("rho", [0.0, 0.6])
+def test_spearman_intervals_cover_the_population_rank_correlation(n, rho):
+    x, y = _bivariate_normal(np.random.default_rng(int(10 * n + 100 * rho) + 1), 4000, n, rho)
+    truth = 6 / np.pi * np.arcsin(rho / 2)  # Spearman's ρ of a bivariate normal
+    intervals = [fisher_interval(float(v), n, "spearman") for v in _coefficient(x, y, "spearman")]
+    covered = [iv is not None and iv[0] <= truth <= iv[1] for iv in intervals]
+    assert 0.93 <= np.mean(covered) <= 0.97, np.mean(covered)
+
+
+def test_correlation_reports_the_fisher_interval_and_none_where_it_cannot_be_trusted():
     x, y = _exact_correlation(24, 0.8, seed=3)
-    c = correlation(x, y, "pearson", bootstrap=2000, permutations=5000, rng=np.random.default_rng(0))
-    assert c.r == pytest.approx(0.8, abs=1e-12)
-    assert c.ci_low < 0.8 < c.ci_high
-    assert c.p_value < 0.001
-    assert c.permutation == "monte_carlo"
+    c = correlation(x, y, "pearson", bootstrap=1, permutations=500, rng=np.random.default_rng(0))
+    half = 1.959964 / np.sqrt(21)
+    assert (c.ci_low, c.ci_high) == pytest.approx((np.tanh(np.arctanh(0.8) - half), np.tanh(np.arctanh(0.8) + half)))
+    assert fisher_interval(0.5, 9, "spearman") is None  # too few units for the rank approximation
+    assert fisher_interval(1.0, 12, "spearman") is None  # z = atanh(1) is infinite
+    assert fisher_interval(0.5, 3, "pearson") is None
+
+
+def test_the_verdict_follows_the_permutation_p_value_it_prints():
+    # r = 0.675 is below the critical |r| = 0.707 for n = 8, yet the exact permutation p is 0.025
+    x = np.array([-0.57, -1.03, -1.04, 0.27, 0.36, 1.32, -0.01, 1.04])
+    y = np.array([0.72, 0.2, -2.62, 1.17, 0.52, 1.26, 0.29, 1.03])
+    names = [f"p{i}" for i in range(8)]
+    res = correlate_gains(_predictors(dict(zip(names, x, strict=True))), pd.Series(dict(zip(names, y, strict=True))),
+                          unit="author", bootstrap=100, seed=0)
+    lift = res.results[0]
+    assert lift.pearson.p_value == pytest.approx(62 / 2520)  # 992 of the 40,320 orderings
+    assert "p = 0.0246 < alpha = 0.05 (the permutation test decides; critical |r| = 0.71 for n = 8)" in lift.conclusion
+    assert "gained higher in training" in lift.conclusion and "no evidence" not in lift.conclusion
 
 
 def test_spearman_of_a_monotone_relation_is_one_with_exact_permutation_p():
