@@ -223,15 +223,30 @@ def make(name_or_path: str | Path | Any, **kwargs: Any) -> EnvDuelsGymEnv:
 
 
 def gym_id(env_id: str, namespace: str = NAMESPACE) -> str:
-    """The Gymnasium id of an environment: `<namespace>/<sanitised id>-v0`."""
-    safe = "".join(c if c.isalnum() or c in "_." else "_" for c in env_id) or "env"
+    """The Gymnasium id of an environment: `<namespace>/<sanitised id>-v0`.
+
+    Letters, digits, `_`, `.` and `-` (all legal in a Gymnasium name) are kept, so `a-b` and
+    `a_b` get different ids; any other character becomes `_` (`:` would make Gymnasium import a
+    module). Two ids that still collide are refused when registered.
+    """
+    safe = "".join(c if c.isalnum() or c in "_.-" else "_" for c in env_id) or "env"
     return f"{namespace}/{safe}-v0"
 
 
 def _register(specs: list[Any], namespace: str, defaults: dict[str, Any]) -> list[str]:
     ids = []
+    mine: dict[str, str] = {}
     for spec in specs:
         gid = gym_id(spec.id, namespace)
+        other = mine.get(gid)
+        if other is None and gid in gymnasium.registry:
+            other = getattr(gymnasium.registry[gid].kwargs.get("spec"), "id", None)
+        if other is not None and other != spec.id:
+            raise UserError(
+                f"environments {other!r} and {spec.id!r} both map to the Gymnasium id {gid!r}; "
+                "rename one of them or register it under another namespace"
+            )
+        mine[gid] = spec.id
         gymnasium.register(
             id=gid,
             entry_point=EnvDuelsGymEnv,
