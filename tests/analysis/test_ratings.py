@@ -254,3 +254,10 @@ def test_an_incomplete_episode_is_a_solver_win_in_the_duel_but_not_in_solver_met
     assert b.count.sum() == 4  # 1 scored pair + 2 broken slots on eA, 1 pair on eB
     rows = {r["model"]: r for r in solver_metrics(t, p)}
     assert (rows["B"]["pairs"], rows["B"]["incomplete"], rows["B"]["hint_gain"]) == (1, 2, 1.0)
+
+
+def test_the_item_response_view_of_no_pairs_has_the_shape_of_a_full_one():
+    full = fit_irt(matched_pairs(tables(["A", "B"], [env("eA", "A")], [pair("eA", "A", "B", 0, 0, 1)]).episodes))
+    empty = fit_irt(matched_pairs(tables(["A", "B"], [env("eA", "A")], [pair("eA", "A", "B", 0, "i", 1)]).episodes))
+    assert isinstance(full["environments"], list) and len(full["environments"]) == 1
+    assert empty == {"solvers": [], "authors": [], "environments": []}

@@ -21,7 +21,7 @@ def fit_irt(pairs: pd.DataFrame, *, ridge: float = IRT_RIDGE) -> dict[str, Any]:
     """Fit the model to matched pairs; returns abilities, difficulties, effects and per-author
     means. Abilities are centred to mean 0 (the model is identified only up to a shift)."""
     if pairs.empty:
-        return {"solvers": [], "authors": [], "environments": 0}
+        return {"solvers": [], "authors": [], "environments": []}
     long = pd.concat(
         [
             pairs[["solver", "env_id"]].assign(h=0, y=pairs["y0"]),
