@@ -228,7 +228,7 @@ def test_register_export_gives_one_gym_id_per_environment(run_dir, tmp_path):
     out = tmp_path / "export"
     _export(run_dir, out)
     ids = register_export(out)
-    assert ids == [f"envduels/r1_{AUTHORS[n]}_{n}-v0" for n in LIBRARY]
+    assert ids == [f"envduels/r1-{AUTHORS[n]}-{n}-v0" for n in LIBRARY]  # the ids keep their hyphens
     env = gymnasium.make(ids[0], hint_in_first_observation=True)
     try:
         obs, info = env.reset(options={"benchmark_index": 0})
