@@ -98,3 +98,14 @@ def test_edges_are_judged_by_the_share_of_draws_each_model_wins():
     assert transitivity(s, ["a", "b", "c"], draws=draws)["significant_cycles"] == 0
     # without draws: Wilson intervals over two matches per pair cannot clear ½
     assert transitivity(s, ["a", "b", "c"])["significant_cycles"] == 0
+
+
+def test_a_perfect_cycle_rates_everyone_alike_and_scale_reports_no_correlation_without_warning():
+    import warnings
+
+    run = simulate_tournament(players=3, envs_per_author=10, rounds=2, seeds=4, seed=0, transcripts=False, **CYCLE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        j = analyze(run.tables, bootstrap=100, seed=0, permutations=20).json
+    assert len({round(r["rating"], 6) for r in j["ratings"]["duel"]}) == 1  # 2:0 on every edge of the cycle
+    assert j["scale"]["duel"]["spearman"] is None and len(j["scale"]["duel"]["points"]) == 3

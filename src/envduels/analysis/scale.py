@@ -20,7 +20,8 @@ def scale(players: pd.DataFrame, ratings: dict[str, Rating]) -> dict[str, Any]:
         rows = ratings[kind].by_model() if kind in ratings else {}
         pts = [{"model": m, "params_b": sizes[m], "rating": rows[m]["rating"]} for m in sizes if m in rows]
         rho = None
-        if len(pts) >= 3:
+        xs, ys = {p["params_b"] for p in pts}, {p["rating"] for p in pts}
+        if len(pts) >= 3 and len(xs) > 1 and len(ys) > 1:  # a constant side has no correlation
             val = spearmanr([p["params_b"] for p in pts], [p["rating"] for p in pts]).statistic
             rho = None if np.isnan(val) else float(val)
         out[kind] = {"points": pts, "spearman": rho}
