@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
 import time
 
 import pytest
@@ -258,13 +259,18 @@ async def test_bwrap_that_cannot_create_namespaces_is_reported_as_unavailable(
                                       "permissions to create new namespace): ")
 
 
-def test_unsafe_mode_runs_without_bwrap_and_says_so_loudly(
+def test_unsafe_mode_runs_without_bwrap_and_says_so_loudly_once_per_process(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from envduels.sandbox import _pool
+
     monkeypatch.setattr(_launcher.host(), "bwrap", None)
-    with open_env_sync(TRIVIAL, limits=FAST, unsafe_no_sandbox=True) as env:
-        env.reset(0)
-        assert env.step("a").observation == "n=1"
-    assert any("UNSAFE" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+    monkeypatch.setattr(_pool, "_UNSAFE_WARNED", threading.Event())
+    for _ in range(2):
+        with open_env_sync(TRIVIAL, limits=FAST, unsafe_no_sandbox=True) as env:
+            env.reset(0)
+            assert env.step("a").observation == "n=1"
+    warnings = [r for r in caplog.records if "UNSAFE" in r.getMessage()]
+    assert [r.levelname for r in warnings] == ["WARNING"]
 
 
 def test_limits_come_from_the_run_config() -> None:

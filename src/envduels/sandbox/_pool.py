@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 from collections import deque
 from types import TracebackType
 
@@ -15,6 +16,7 @@ from ._launcher import Launched, discard, launch, launcher_threads, require_bwra
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
 
 log = logging.getLogger("envduels.sandbox")
+_UNSAFE_WARNED = threading.Event()
 
 _STARTUP_TIMEOUT_S = 20.0
 
@@ -51,11 +53,12 @@ class EnvPool:
         self.warm = warm
         self.max_warm = warm if max_warm is None else max_warm
         self.parallel_starts = parallel_starts
-        if unsafe_no_sandbox:
+        if unsafe_no_sandbox and not _UNSAFE_WARNED.is_set():
+            _UNSAFE_WARNED.set()  # once per process: every pool of it is equally unsafe
             log.warning("UNSAFE: environment code runs WITHOUT a sandbox (--unsafe-no-sandbox): "
                         "it can read your files and secrets and use the network; use this only "
                         "for code you trust")
-        else:
+        elif not unsafe_no_sandbox:
             require_bwrap()
         self._ready: deque[WorkerChannel] = deque()
         self._live: set[WorkerChannel] = set()
