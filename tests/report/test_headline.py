@@ -37,3 +37,10 @@ def test_headline_claims_no_rank_when_there_was_nothing_to_resample():
             {"model": "b", "rating": 900.0, "rank": None, "ci_low": None, "ci_high": None}]
     lines = headline(summary(ratings={"duel": rows, "author": [], "solver": []}))
     assert "Top of the duel table: a (1100): fewer than two environments, so no interval and no rank." in lines
+
+
+def test_headline_names_no_leader_when_the_top_ratings_are_level():
+    level = [{"model": "cool", "rating": 1000.0, "rank": 1}, {"model": "warm", "rating": 1000.0, "rank": 1}]
+    lines = headline(summary(ratings={"duel": level, "author": [], "solver": level}))
+    assert lines[0].startswith("No solver stood out: cool, warm share the top solver rating (1000);")
+    assert lines[1] == "No model leads the duel table: cool, warm are level (1000)."

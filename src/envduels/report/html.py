@@ -35,6 +35,12 @@ def _pct(v: Any) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
 
 
+def _level_with_top(rows: list[dict[str, Any]]) -> list[str]:
+    """Models whose rating equals the top one (within half a rating point): a shared lead."""
+    top = rows[0]["rating"]
+    return [r["model"] for r in rows if abs(r["rating"] - top) < 0.5]
+
+
 def headline(j: dict[str, Any]) -> list[str]:
     """Plain sentences for the top of the report."""
     out = []
@@ -52,13 +58,20 @@ def headline(j: dict[str, Any]) -> list[str]:
         out.append(s)
     elif ratings["solver"]:
         top = ratings["solver"][0]
-        out.append(f"Best solver: {top['model']} (solver rating {top['rating']:.0f}); no model was rated as "
-                   "both author and solver, so authoring and solving cannot be compared in this run.")
+        level = _level_with_top(ratings["solver"])
+        lead = (f"Best solver: {top['model']} (solver rating {top['rating']:.0f})" if len(level) == 1
+                else f"No solver stood out: {', '.join(level)} share the top solver rating "
+                     f"({top['rating']:.0f})")
+        out.append(f"{lead}; no model was rated as both author and solver, so authoring and "
+                   "solving cannot be compared in this run.")
     if ratings["duel"]:
         top = ratings["duel"][0]
         tied = [r["model"] for r in ratings["duel"] if r["rank"] == 1]
+        level = _level_with_top(ratings["duel"])
         s = f"Top of the duel table: {top['model']} ({top['rating']:.0f})"
-        if top["rank"] is None:
+        if len(level) > 1:
+            s = f"No model leads the duel table: {', '.join(level)} are level ({top['rating']:.0f})."
+        elif top["rank"] is None:
             s += ": fewer than two environments, so no interval and no rank."
         elif len(tied) > 1:
             s += f", statistically tied for first with {len(tied) - 1} other(s)."
