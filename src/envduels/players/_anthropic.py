@@ -16,10 +16,9 @@ from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import (
     Answer,
-    BadRequest,
-    ContextOverflow,
     Player,
     check_finish,
+    refusal,
     resolve_key,
     token_count,
 )
@@ -133,13 +132,7 @@ class AnthropicPlayer(Player):
         if status in (401, 403):
             var = self.config.api_key_env or "ANTHROPIC_API_KEY"
             return UserError(f"{who}: the server rejected the API key ({status}); check the key in {var}")
-        if status == 404:
-            return UserError(f"{who}: unknown model or wrong base_url (404): {message}; check "
-                             "model and base_url")
-        if status in (400, 413, 422) and is_overflow(message):
-            return ContextOverflow(f"{who}: the conversation does not fit the context: {message}")
-        return BadRequest(f"{who}: bad request ({status}): {message}; fix the player's parameters",
-                          status)
+        return refusal(who, status, message, overflow=is_overflow(message))
 
     async def aclose(self) -> None:
         if self._sdk is not None:

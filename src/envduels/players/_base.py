@@ -63,6 +63,18 @@ class BadRequest(UserError):
         self.status = status
 
 
+def refusal(who: str, status: int, message: str, *, overflow: bool) -> Exception:
+    """The error for a request the server refused that no retry can fix (a 404 or a 4xx bad
+    request), shared by the providers: `overflow` says the message reports a context overflow."""
+    if status == 404:
+        return UserError(f"{who}: unknown model or wrong base_url (404): {message}; check "
+                         "model and base_url")
+    if status in (400, 413, 422) and overflow:
+        return ContextOverflow(f"{who}: the conversation does not fit the context: {message}")
+    return BadRequest(f"{who}: bad request ({status}): {message}; fix the player's parameters",
+                      status)
+
+
 class ProviderError(Exception):
     """The provider still failed after every retry: the episode is an `error` (played again on resume)."""
 

@@ -18,10 +18,9 @@ from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import (
     Answer,
-    BadRequest,
-    ContextOverflow,
     Player,
     check_finish,
+    refusal,
     resolve_key,
     token_count,
 )
@@ -180,13 +179,7 @@ class OpenAIPlayer(Player):
             var = self.config.api_key_env or self._default_key_env()
             fix = f"check the key in {var}" if var else "set api_key_env to the variable holding its key"
             return UserError(f"{who}: the server rejected the API key ({status}); {fix}")
-        if status == 404:
-            return UserError(f"{who}: unknown model or wrong base_url (404): {message}; check "
-                             "model and base_url")
-        if status in (400, 413, 422) and is_overflow(message, code):
-            return ContextOverflow(f"{who}: the conversation does not fit the context: {message}")
-        return BadRequest(f"{who}: bad request ({status}): {message}; fix the player's parameters",
-                          status)
+        return refusal(who, status, message, overflow=is_overflow(message, code))
 
     async def aclose(self) -> None:
         if self._sdk is not None:
