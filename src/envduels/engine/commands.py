@@ -268,7 +268,7 @@ class HumanSolver:
         print("your action> ", end="", flush=True)
         line = await asyncio.get_running_loop().run_in_executor(None, self._read)
         if not line:
-            raise ProviderError("you closed standard input (end of file), so the episode stops here")
+            raise ProviderError("you closed standard input; episode stopped")
         action = line.strip()
         if "\\boxed{" not in action:
             action = f"\\boxed{{{action}}}"
