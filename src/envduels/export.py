@@ -128,7 +128,9 @@ def check_filters(filters: Filters, tables: Any) -> None:
     if filters.target is not None:
         solvers = sorted(set(tables.episodes["solver"].astype(str))) if len(tables.episodes) else []
         if filters.target not in solvers:
-            raise UserError(f"--target {filters.target!r} solved nothing in this run; solvers: {', '.join(solvers) or 'none'}")
+            players = set(tables.players["name"].astype(str)) if len(tables.players) else set()
+            what = "solved nothing in this run" if filters.target in players else "is no player of this run"
+            raise UserError(f"--target {filters.target!r} {what}; solvers: {', '.join(solvers) or 'none'}")
 
 
 def rescued_seeds(pairs: pd.DataFrame, target: str) -> dict[str, list[int]]:
@@ -302,12 +304,32 @@ def _check_contained(folder: Path) -> None:
             raise RuntimeError(f"export wrote {path} outside {folder}")
 
 
+def _files(folder: Path) -> list[str]:
+    """Every file below `folder`, as sorted POSIX paths relative to it."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir())
+
+
 def _prepare_out_dir(out_dir: Path) -> None:
+    """OUT_DIR must be new, empty, or an earlier export holding only the files it wrote: an
+    export replaces the whole folder, so anything else in it would be deleted."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir} is a file; give a new or empty folder as OUT_DIR")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    if not (out_dir / MARKER).is_file():
         raise UserError(
             f"{out_dir} is not empty and holds no earlier envduels export; give a new or empty folder"
+        )
+    try:
+        written = set(json.loads((out_dir / MARKER).read_text(encoding="utf-8"))["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        written = set()
+    foreign = [f for f in _files(out_dir) if f != MARKER and f not in written]
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise UserError(
+            f"{out_dir} holds files the earlier export did not write, such as {foreign[0]}{more}; "
+            "a new export replaces the whole folder, so move them away or choose another OUT_DIR"
         )
 
 
@@ -322,7 +344,8 @@ def export_items(items: list[ExportItem], out_dir: Path, *, fmt: str, provenance
     shutil.rmtree(fresh, ignore_errors=True)
     try:
         count = write(items, fresh, fmt)
-        marker = {"envduels_export": 1, "format": fmt, "environments": len(items), "records": count, **provenance}
+        marker = {"envduels_export": 1, "format": fmt, "environments": len(items), "records": count,
+                  **provenance, "files": _files(fresh)}
         (fresh / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         _check_contained(fresh)
         if out_dir.exists():

@@ -163,6 +163,17 @@ def test_out_dir_must_be_empty_or_an_earlier_export(run_dir, tmp_path):
     assert not list(tmp_path.glob(".again*"))
 
 
+def test_an_earlier_export_with_a_file_of_the_user_in_it_is_not_replaced(run_dir, tmp_path):
+    out = tmp_path / "out"
+    _export(run_dir, out)
+    (out / "notes.txt").write_text("mine")
+    proc = _cli("export", str(run_dir), str(out))
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1
+    assert "holds files the earlier export did not write, such as notes.txt" in proc.stderr
+    assert (out / "notes.txt").read_text() == "mine"
+    assert load_export(out)  # the earlier export is intact
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

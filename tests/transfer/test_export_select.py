@@ -80,7 +80,7 @@ def test_records_are_one_per_environment_and_seed():
         (Filters(flags=["shiny"]), "--flag 'shiny' is not a flag"),
         (Filters(min_pass=1.5), "--min-pass 1.5 is outside [0, 1]"),
         (Filters(min_pass=0.9, max_pass=0.1), "--min-pass 0.9 is above --max-pass 0.1"),
-        (Filters(target="nobody"), "--target 'nobody' solved nothing in this run"),
+        (Filters(target="nobody"), "--target 'nobody' is no player of this run"),
     ],
 )
 def test_bad_filters_are_one_line_user_errors(filters, message):

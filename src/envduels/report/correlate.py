@@ -36,7 +36,7 @@ def parse_gains(path: Path, *, authors: set[str], env_ids: set[str]) -> tuple[Un
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise UserError(f"gains file {path} does not exist; pass --gains FILE.csv with {HEADER_FIX}") from None
+        raise UserError(f"gains file {path} does not exist; pass --gains with a CSV file: {HEADER_FIX}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"cannot read gains file {path} ({err.__class__.__name__}); save it as UTF-8 CSV") from None
 
