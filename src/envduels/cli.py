@@ -180,11 +180,14 @@ def library_list() -> None:
 
 
 @library_app.command("show")
-def library_show(name: Annotated[str, typer.Argument(help="A library environment name.")]) -> None:
+def library_show(
+    name: Annotated[str, typer.Argument(help="A library environment name.")],
+    source: Annotated[bool, typer.Option("--source", help="Print only the source, e.g. to save it as a file.")] = False,
+) -> None:
     """Print a reference environment's source, hint and description."""
     from envduels.envs.commands import library_show_command
 
-    raise typer.Exit(library_show_command(name))
+    raise typer.Exit(library_show_command(name, source_only=source))
 
 
 @models_app.command("check")

@@ -140,6 +140,12 @@ def test_library_show_prints_hint_and_source():
     assert envduels("library", "show", "chess").returncode == 2
 
 
+def test_library_show_source_prints_the_file_byte_for_byte_even_when_piped():
+    run = envduels("library", "show", "nim", "--source")
+    assert run.returncode == 0
+    assert run.stdout == library_env("nim").source
+
+
 def test_a_source_too_deeply_nested_to_parse_exits_1_with_one_reason_and_no_traceback(tmp_path):
     deep = tmp_path / "deep.py"
     deep.write_text("x = " + "-" * 3000 + "1\n")

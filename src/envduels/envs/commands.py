@@ -156,9 +156,13 @@ def library_list_command() -> int:
     return 0
 
 
-def library_show_command(name: str) -> int:
-    """A library environment's description, hint, seeds and source."""
+def library_show_command(name: str, *, source_only: bool = False) -> int:
+    """A library environment's description, hint, seeds and source; with `source_only` just its
+    source, byte for byte (to save it as a starting point: `... --source > my_env.py`)."""
     spec = library_env(name)
+    if source_only:
+        sys.stdout.write(spec.source)
+        return 0
     console = Console()
     facts = (
         f"[bold]{_shown(spec.title)}[/] ({_shown(spec.id)})\n"
@@ -169,5 +173,6 @@ def library_show_command(name: str) -> int:
         f"[bold]benchmark seeds[/]: {', '.join(map(str, spec.benchmark_seeds))}"
     )
     console.print(Panel(facts, expand=False))
-    console.print(Syntax(printable(spec.source), "python", line_numbers=True))
+    # wrapped, never cropped: piped output is 80 columns wide
+    console.print(Syntax(printable(spec.source), "python", line_numbers=True, word_wrap=True))
     return 0
