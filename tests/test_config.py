@@ -59,7 +59,7 @@ def test_unknown_key_names_the_key() -> None:
     with pytest.raises(UserError) as err:
         parse_config(data, "c.yaml")
     assert str(err.value) == (
-        "c.yaml: unknown key 'tournament.roundz'; remove it or check its spelling against SPEC §6"
+        "c.yaml: unknown key 'tournament.roundz'; remove it or check its spelling against docs/SPEC.md §6"
     )
 
 

@@ -151,7 +151,7 @@ def _describe(err: ValidationError, source: str) -> str:
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     kind = first["type"]
     if kind == "extra_forbidden":
-        return f"{source}: unknown key '{where}'; remove it or check its spelling against SPEC §6"
+        return f"{source}: unknown key '{where}'; remove it or check its spelling against docs/SPEC.md §6"
     if kind == "missing":
         return f"{source}: missing key '{where}'; add it (see examples/quickstart.yaml)"
     msg = first["msg"].removeprefix("Value error, ")
