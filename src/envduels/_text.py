@@ -3,7 +3,9 @@
 Environment code and model servers are untrusted: their text may hold lone surrogates (which no
 UTF-8 encoder, JSON file or SQLite column accepts) and terminal control sequences (an ESC
 sequence can clear the screen, retitle the window or write the clipboard). Two helpers, used at
-the boundaries where such text enters (`valid_text`) or reaches a terminal (`printable`).
+the boundaries where such text enters (`valid_text`) or reaches a terminal (`printable`); and
+`last_boxed`, the one rule (SPEC §2) for which part of a reply is the action, shared by the
+engine and the analysis.
 """
 
 from __future__ import annotations
@@ -30,3 +32,36 @@ def printable(text: str) -> str:
     """`text` safe to print on a terminal: C0/C1 control characters and DEL removed (\\n and \\t
     kept), lone surrogates replaced by U+FFFD. Ordinary text comes back unchanged."""
     return _CONTROL.sub("", valid_text(text))
+
+
+_BOXED = "\\boxed{"
+_BRACES = re.compile(r"[{}]")
+
+# Only the end of a longer reply is searched for the answer (the answer is the LAST box): the
+# scan is linear, but a reply is untrusted and the event loop waits on it. docs/engine.md.
+REPLY_PARSE_MAX_CHARS = 100_000
+
+
+def last_boxed(text: str) -> str | None:
+    """The last balanced `\\boxed{...}` in `text`, wrapper included, or None.
+
+    "Last" is the one that closes last; of nested ones that close together, the outermost.
+    An unbalanced `\\boxed{` (a reply cut off mid-answer) is skipped. Only the last
+    `REPLY_PARSE_MAX_CHARS` characters of `text` are searched. One pass over the braces.
+    """
+    if len(text) > REPLY_PARSE_MAX_CHARS:
+        text = text[-REPLY_PARSE_MAX_CHARS:]
+    opens_box = {m.end() - 1: m.start() for m in re.finditer(re.escape(_BOXED), text)}
+    if not opens_box:
+        return None
+    stack: list[int] = []          # positions of the open braces not yet closed
+    best: tuple[int, int] | None = None
+    for m in _BRACES.finditer(text, min(opens_box)):
+        i = m.start()
+        if text[i] == "{":
+            stack.append(i)
+        elif stack:
+            start = opens_box.get(stack.pop())
+            if start is not None:
+                best = (start, i)  # closes after every earlier candidate
+    return None if best is None else text[best[0]: best[1] + 1]

@@ -7,13 +7,13 @@ data is None, never 0. Cross-model metrics use matched pairs without self-play.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
+from envduels._text import last_boxed
 from envduels.analysis.pairs import domain_balanced, matched_pairs, scored_episodes
 
 
@@ -201,21 +201,11 @@ def learnability(pairs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-_BOXED = "\\boxed{"
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last balanced `\\boxed{...}` in `text`, or None."""
-    start = text.rfind(_BOXED)
-    while start != -1:
-        depth, i = 1, start + len(_BOXED)
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            return text[start + len(_BOXED) : i - 1]
-        start = text.rfind(_BOXED, 0, start)
-    return None
+def boxed_content(text: str) -> str | None:
+    """Content of the last balanced `\\boxed{...}` in `text` (the box the engine would pass to
+    the environment), or None."""
+    box = last_boxed(text)
+    return None if box is None else box[len("\\boxed{"):-1]
 
 
 def winning_action(transcript: Any) -> str | None:
@@ -231,16 +221,13 @@ def winning_action(transcript: Any) -> str | None:
             continue
         action = msg.get("action")
         if msg.get("role") == "env" and isinstance(action, str) and action:
-            inner = last_boxed(action)
+            inner = boxed_content(action)
             return inner if inner is not None else action
         if msg.get("role") == "assistant":
-            inner = last_boxed(str(msg.get("content", "")))
+            inner = boxed_content(str(msg.get("content", "")))
             if inner is not None:
                 return inner
     return None
-
-
-_WS = re.compile(r"\s+")
 
 
 def environment_flags(tables: TablesLike) -> dict[str, list[str]]:

@@ -35,29 +35,6 @@ def _clip(text: str, n: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _flags(env: pd.Series, eps: pd.DataFrame) -> list[str]:
-    flags = []
-    if not eps.empty:
-        hinted = eps[eps.hinted]
-        plain = eps[~eps.hinted]
-        if not (hinted.outcome == "success").any():
-            flags.append("unsolved_with_hint")
-        per_solver = [
-            (_rate(plain[plain.solver == s].outcome), _rate(hinted[hinted.solver == s].outcome))
-            for s in sorted(set(eps.solver))
-        ]
-        if per_solver and all(a == 0.0 and b == 1.0 for a, b in per_solver):
-            flags.append("hint_gated")
-        hint = str(env.hint or "").lower()
-        for t in hinted[hinted.outcome == "success"].transcript:
-            action = _last_action(t)
-            inner = action.removeprefix("\\boxed{").removesuffix("}").strip()
-            if len(inner) >= 3 and inner.lower() in hint:
-                flags.append("hint_leak")
-                break
-    return flags
-
-
 def history_digest(tables: Any, *, author: str, round_: int, mode: str, max_chars: int) -> str:
     """The digest `author` sees before writing in `round_` (empty in round 1 or mode "none").
 
@@ -71,6 +48,10 @@ def history_digest(tables: Any, *, author: str, round_: int, mode: str, max_char
         envs = envs[envs.author == author]
     episodes = tables.episodes
     episodes = episodes[episodes.outcome.isin(["success", "failure"]) & ~episodes.self_play]
+    from envduels.analysis.metrics import environment_flags
+
+    # the same flags the report and export show, from the whole run's tables
+    all_flags = environment_flags(tables)
     entries: list[tuple[float, str, str]] = []
     for _, env in envs.iterrows():
         eps = episodes[episodes.env_id == env.env_id]
@@ -81,7 +62,7 @@ def history_digest(tables: Any, *, author: str, round_: int, mode: str, max_char
                             f"{head}: INVALID: {_clip(env.invalid_reason or '', 200)}"))
             continue
         lines = [head, f"  hint: {_clip(env.hint, 200)}"]
-        flags = _flags(env, eps)
+        flags = all_flags.get(env.env_id, [])
         if flags:
             lines.append(f"  flags: {', '.join(flags)}")
         gains = []

@@ -15,12 +15,11 @@ environment is the last balanced `\\boxed{...}` of the reply, wrapper included. 
 from __future__ import annotations
 
 import contextlib
-import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envduels._text import valid_text
+from envduels._text import REPLY_PARSE_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
 from envduels.prompts import render
 
 if TYPE_CHECKING:
@@ -28,39 +27,6 @@ if TYPE_CHECKING:
 
 SYSTEM_PROMPT = render("solver_system.txt")
 FORMAT_ERROR = render("solver_format_error.txt")
-
-_BOXED = "\\boxed{"
-_BRACES = re.compile(r"[{}]")
-
-# Only the end of a longer reply is searched for the answer (the answer is the LAST box): the
-# scan is linear, but a reply is untrusted and the event loop waits on it. docs/engine.md.
-REPLY_PARSE_MAX_CHARS = 100_000
-
-
-def last_boxed(text: str) -> str | None:
-    """The last balanced `\\boxed{...}` in `text`, wrapper included, or None.
-
-    "Last" is the one that closes last; of nested ones that close together, the outermost.
-    An unbalanced `\\boxed{` (a reply cut off mid-answer) is skipped. Only the last
-    `REPLY_PARSE_MAX_CHARS` characters of `text` are searched. One pass over the braces.
-    """
-    if len(text) > REPLY_PARSE_MAX_CHARS:
-        text = text[-REPLY_PARSE_MAX_CHARS:]
-    opens_box = {m.end() - 1: m.start() for m in re.finditer(re.escape(_BOXED), text)}
-    if not opens_box:
-        return None
-    stack: list[int] = []          # positions of the open braces not yet closed
-    best: tuple[int, int] | None = None
-    for m in _BRACES.finditer(text, min(opens_box)):
-        i = m.start()
-        if text[i] == "{":
-            stack.append(i)
-        elif stack:
-            start = opens_box.get(stack.pop())
-            if start is not None:
-                best = (start, i)  # closes after every earlier candidate
-    return None if best is None else text[best[0]: best[1] + 1]
-
 
 def first_turn(observation: str, *, hint: str | None) -> str:
     """The first user turn; `hint` given only in the hinted condition."""
@@ -81,8 +47,8 @@ def turn_cap(env_max_turns: int, tournament_max_turns: int) -> int:
 class EpisodeTask:
     """One episode: a frozen, picklable unit of work with a deterministic `key`.
 
-    `env` is an `envs.EnvSpec`; `max_turns` is already the turn cap. `round`, `self_play` and
-    `fixed_pool` are bookkeeping the store records beside the outcome.
+    `env` is an `envs.EnvSpec`; `max_turns` is already the turn cap. `round` and `self_play` are
+    bookkeeping the store records beside the outcome.
     """
 
     key: str
@@ -118,7 +84,8 @@ class EnvLike(Protocol):
 Event = Callable[[dict[str, Any]], None]
 
 
-async def play_episode(task: EpisodeTask, solver: SolverLike, open_env: Callable[[], Any], *,
+async def play_episode(task: EpisodeTask, solver: SolverLike,
+                       open_env: Callable[[], Awaitable[EnvLike]], *,
                        on_event: Event | None = None) -> EpisodeResult:
     """Play `task` with `solver` in an environment instance from `open_env()` (awaitable).
 
