@@ -218,19 +218,19 @@ async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: S
         store.put_validation(job.env_id, attempt, author=job.author, round=job.round, valid=valid,
                              reasons=reasons, verdict=verdict_json, reply=reply.text)
         if valid:
-            row = _row(job, parsed, cfg, seeds, valid=True, reason=None, class_name=class_name,
+            row = _row(job, parsed, seeds, valid=True, reason=None, class_name=class_name,
                        attempts=attempt + 1)
             store.put_environment(row)
             return row
         messages += [{"role": "assistant", "content": reply.text},
                      {"role": "user", "content": repair_prompt(reasons)}]
-    row = _row(job, parsed, cfg, seeds, valid=False, reason="; ".join(reasons) or "invalid",
+    row = _row(job, parsed, seeds, valid=False, reason="; ".join(reasons) or "invalid",
                class_name=None, attempts=t.author_repairs + 1)
     store.put_environment(row)
     return row
 
 
-def _row(job: AuthoringJob, parsed: AuthorReply, cfg: RunConfig, seeds: list[int], *,
+def _row(job: AuthoringJob, parsed: AuthorReply, seeds: list[int], *,
          valid: bool, reason: str | None, class_name: str | None, attempts: int) -> EnvironmentRow:
     import hashlib
 

@@ -233,8 +233,9 @@ class Tournament:
                 if row is not None:
                     done[row.env_id] = row
         rows = [done[j.env_id] for j in jobs if done[j.env_id] is not None]
-        self.progress.envs_valid = sum(1 for e in self.store.environments() if e.valid)
-        self.progress.envs_invalid = sum(1 for e in self.store.environments() if not e.valid)
+        recorded = self.store.environments()
+        self.progress.envs_valid = sum(1 for e in recorded if e.valid)
+        self.progress.envs_invalid = len(recorded) - self.progress.envs_valid
         return rows
 
     def _tasks(self, envs: list[EnvironmentRow]) -> list[EpisodeTask]:

