@@ -198,6 +198,17 @@ def models_check(config: Annotated[Path, typer.Argument(help="YAML run configura
     raise typer.Exit(check_command(config))
 
 
+@app.command()
+def estimate(
+    config: Annotated[Path, typer.Argument(help="YAML run configuration.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """What a run of CONFIG will cost: calls, tokens, dollars and wall time, low-high."""
+    from envduels.engine.estimate import estimate_command
+
+    raise typer.Exit(estimate_command(config, json_out=json_out))
+
+
 def main() -> None:
     """Console entry point: user errors are one line and a non-zero exit, never a traceback."""
     try:

@@ -92,6 +92,20 @@ def check_reachable(cfg: RunConfig, timeout_s: float = 3.0) -> None:
                 "server or fix players[].base_url") from None
 
 
+def check_estimate(cfg: RunConfig, pool_specs: list[Any]) -> None:
+    """Print the run's estimated cost; refuse (UserError) when even its low end is over
+    `budget.max_usd`, before anything is spent."""
+    from envduels.engine.estimate import dollars, estimate_for
+
+    cost = estimate_for(cfg, pool_specs).total("usd")
+    print(f"estimated cost {dollars(cost)} (`envduels estimate` for the detail)", flush=True)
+    limit = cfg.budget.max_usd
+    if limit is not None and cost.low > limit:
+        raise UserError(f"the estimated cost is at least ${cost.low:,.2f}, over budget.max_usd "
+                        f"${limit:,.2f}; raise budget.max_usd or shrink the design (rounds, "
+                        "seeds_per_env, trials_per_seed, max_turns)")
+
+
 def open_run(cfg: RunConfig) -> tuple[Store, str]:
     """Open (or create) the run database and refuse a config that would change its results."""
     settings = result_settings(cfg)
@@ -126,6 +140,7 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     pool_specs = load_pools(cfg)
     check_reachable(cfg)
     build_players(cfg, cache=None, run_seed=cfg.seed)  # a missing key fails before any write
+    check_estimate(cfg, pool_specs)
     check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
     with run_lock(cfg.run_dir):   # one `envduels run` per folder, for the life of the run
         return _run_locked(cfg, pool_specs, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
@@ -236,12 +251,21 @@ def status_command(run_dir: Path) -> int:
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-")
     table.add_row("calls", f"{totals.calls} ({totals.input_tokens:,} in + "
                   f"{totals.output_tokens:,} out tokens)")
-    table.add_row("cost", f"${totals.cost_usd:.4f}")
+    table.add_row("input", _input_split(totals))
+    table.add_row("cost", f"${totals.cost_usd:.4f} (prompt caching saved ${totals.saved_usd:.4f})")
     for name, u in sorted(store.usage_by_player().items(), key=lambda kv: str(kv[0])):
-        table.add_row(f"  {name}", f"{u.calls} calls, {u.tokens:,} tokens, ${u.cost_usd:.4f}")
+        table.add_row(f"  {name}", f"{u.calls} calls, {u.tokens:,} tokens, ${u.cost_usd:.4f}"
+                      f" (saved ${u.saved_usd:.4f})")
     console.print(table)
     store.close()
     return 0
+
+
+def _input_split(t: Any) -> str:
+    """Input tokens as billed: uncached, read from and written to the prompt cache; reasoning."""
+    return (f"{t.uncached_input_tokens:,} uncached + {t.cache_read_tokens:,} cache read + "
+            f"{t.cache_write_tokens:,} cache write; {t.reasoning_tokens:,} of the output "
+            "tokens reasoning")
 
 
 # -- play -------------------------------------------------------------------------------------

@@ -1,0 +1,510 @@
+"""What a config will cost before it runs: `envduels estimate CONFIG [--json]`.
+
+The design is counted exactly: authoring jobs (rounds × environments per author, each 1 to
+1 + `author_repairs` calls), fixed pools and their seeds, solvers (self-play or not), trials,
+both conditions, turn caps. What cannot be known before playing is estimated:
+
+- when the run folder already holds a run (resuming), from its own history: what it spent is
+  counted exactly, and each authoring job or episode still to play costs what the recorded ones
+  cost on average (per player and role), as a range of two standard deviations of that sum;
+- otherwise from measured library play (`LIBRARY`, below): turns from 1 per episode played as
+  well as the library's oracles play, to the turn cap; replies from the oracle's action to
+  `max_tokens`; observation and hint lengths from the library; every authored environment
+  invalid (no episodes) to every one valid.
+
+Prompt caching is billed as the players ask for it (docs/players.md): Anthropic reads each
+turn's prefix back and writes what is new; OpenAI reads the previous prompt in 128-token steps
+once it holds 1024 tokens. Every figure is a low–high range; `low` is what a run costs at the
+least, so `run` refuses to start when it already exceeds `budget.max_usd`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from envduels.config import PlayerConfig, Price, RunConfig
+from envduels.engine._keys import authored_env_id
+from envduels.players import cost_usd
+
+CHARS_PER_TOKEN = 4.0
+"""English prose and Python both run about 4 characters per token on current tokenizers."""
+
+
+@dataclass(frozen=True)
+class LibraryPlay:
+    """Lengths measured by playing every library environment with its oracle (characters)."""
+
+    first_observation: float
+    later_observation: float
+    oracle_turns: float
+    oracle_action: float
+    hint: float
+    source: float
+    source_min: float
+
+
+LIBRARY = LibraryPlay(first_observation=420.0, later_observation=180.0, oracle_turns=6.0,
+                      oracle_action=12.0, hint=250.0, source=3800.0, source_min=2200.0)
+"""Measured with `python bench/bench_cost.py --measure` (13 library environments × 8 seeds,
+oracle play to the end); rerun it when the library changes."""
+
+OPENAI_CACHE_MIN, OPENAI_CACHE_STEP = 1024, 128
+ANTHROPIC_CACHE_MIN = 1024
+LATENCY_S = ((0.4, 1 / 200.0), (2.0, 1 / 30.0))
+"""Seconds per call without history: (fixed, per output token) at the low and high end.
+Assumed, not measured: hosted APIs answer in 0.4-2 s and stream 30-200 tokens/s."""
+
+
+@dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+
+    def __add__(self, other: Range) -> Range:
+        return Range(self.low + other.low, self.high + other.high)
+
+    def to_json(self, digits: int | None = None) -> dict[str, float]:
+        if digits is None:
+            return {"low": int(round(self.low)), "high": int(round(self.high))}
+        return {"low": round(self.low, digits), "high": round(self.high, digits)}
+
+
+ZERO = Range(0.0, 0.0)
+
+
+@dataclass
+class Figures:
+    """What some calls take: counts, tokens (input whole, of which read from and written to the
+    prompt cache), dollars and seconds of calls end to end."""
+
+    calls: float = 0.0
+    input_tokens: float = 0.0
+    cache_read_tokens: float = 0.0
+    cache_write_tokens: float = 0.0
+    output_tokens: float = 0.0
+    usd: float = 0.0
+    call_s: float = 0.0
+
+    def __add__(self, other: Figures) -> Figures:
+        return Figures(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def times(self, k: float) -> Figures:
+        return Figures(*(getattr(self, f.name) * k for f in fields(self)))
+
+
+@dataclass
+class RoleEstimate:
+    """One player's figures in one role, each a `Range`; `source` says where the unknowns
+    came from ("history: ..." or "library play")."""
+
+    source: str
+    low: Figures = field(default_factory=Figures)
+    high: Figures = field(default_factory=Figures)
+    concurrency: int = 1
+    requests_per_minute: float | None = None
+
+    def range(self, name: str) -> Range:
+        return Range(getattr(self.low, name), getattr(self.high, name))
+
+    def wall_s(self) -> Range:
+        """Seconds this role keeps the player busy at its concurrency and rate limit."""
+        def one(f: Figures) -> float:
+            seconds = f.call_s / self.concurrency
+            if self.requests_per_minute:
+                seconds = max(seconds, f.calls / self.requests_per_minute * 60.0)
+            return seconds
+        return Range(one(self.low), one(self.high))
+
+
+@dataclass
+class Estimate:
+    """Per player and role. `spent` (dollars already recorded) is inside every figure."""
+
+    roles: dict[str, dict[str, RoleEstimate]]
+    spent_usd: float = 0.0
+
+    def player(self, name: str, key: str) -> Range:
+        total = ZERO
+        for est in self.roles[name].values():
+            total = total + est.range(key)
+        return total
+
+    def total(self, key: str) -> Range:
+        total = ZERO
+        for name in self.roles:
+            total = total + self.player(name, key)
+        return total
+
+    def wall_s(self) -> Range:
+        """Authoring, then solving (a round's episodes wait for its authors); within a phase the
+        players work at once, so the slowest one sets the time."""
+        phases = []
+        for role in ("author", "solver"):
+            walls = [r[role].wall_s() for r in self.roles.values() if role in r]
+            phases.append(Range(max((w.low for w in walls), default=0.0),
+                                max((w.high for w in walls), default=0.0)))
+        return phases[0] + phases[1]
+
+    def _figures(self, get: Any) -> dict[str, Any]:
+        out = {k: get(k).to_json() for k in ("calls", "input_tokens", "output_tokens")}
+        out["usd"] = get("usd").to_json(4)
+        read, written, whole = get("cache_read_tokens"), get("cache_write_tokens"), get("input_tokens")
+        out["cached_input_tokens"] = read.to_json()
+        out["cache_write_tokens"] = written.to_json()
+        out["uncached_input_tokens"] = Range(whole.low - read.low - written.low,
+                                             whole.high - read.high - written.high).to_json()
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """SPEC §11: {"players": {NAME: {"calls", "input_tokens", "output_tokens", "usd"}},
+        "total": ...}, each {"low", "high"}; beside them the input split, per-role figures
+        with their source, wall time in seconds and the dollars already spent."""
+        players = {}
+        for name, roles in self.roles.items():
+            entry = self._figures(lambda k, n=name: self.player(n, k))
+            entry["roles"] = {role: {**self._figures(est.range), "wall_s": est.wall_s().to_json(),
+                                     "source": est.source} for role, est in roles.items()}
+            players[name] = entry
+        total = self._figures(self.total)
+        total["wall_s"] = self.wall_s().to_json()
+        total["spent_usd"] = round(self.spent_usd, 4)
+        return {"players": players, "total": total}
+
+
+# -- billing one conversation --------------------------------------------------------------------
+
+def bill_conversation(first: float, grow: float, reply: float, calls: int, *, provider: str,
+                      cache: bool, price: Price, warm_prefix: float = 0.0) -> Figures:
+    """The tokens and dollars of one conversation of `calls` calls: the first prompt holds
+    `first` tokens, each later one the previous prompt plus `grow` (the reply and the next user
+    turn), each reply `reply` tokens. `warm_prefix` tokens of the first prompt are already in the
+    provider's cache (a system prompt or task prompt shared with earlier conversations)."""
+    total = Figures()
+    previous = warm_prefix
+    for t in range(calls):
+        prompt = first + t * grow
+        read = written = 0.0
+        if cache and provider == "anthropic":
+            read = previous if previous >= ANTHROPIC_CACHE_MIN else 0.0
+            written = prompt - read if prompt >= ANTHROPIC_CACHE_MIN else 0.0
+        elif cache and provider == "openai" and previous >= OPENAI_CACHE_MIN:
+            read = math.floor(previous / OPENAI_CACHE_STEP) * OPENAI_CACHE_STEP
+        total = total + Figures(
+            calls=1, input_tokens=prompt, cache_read_tokens=read, cache_write_tokens=written,
+            output_tokens=reply,
+            usd=cost_usd(price, round(prompt), round(reply), cache_read_tokens=round(read),
+                         cache_write_tokens=round(written)))
+        previous = prompt
+    return total
+
+
+def _tokens(chars: float) -> float:
+    return chars / CHARS_PER_TOKEN
+
+
+def _latency(f: Figures, end: int) -> Figures:
+    fixed, per_token = LATENCY_S[end]
+    f.call_s = f.calls * fixed + f.output_tokens * per_token
+    return f
+
+
+# -- the design ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Env:
+    env_id: str
+    author: str
+    seeds: int
+    max_turns: int
+
+
+def _episodes_per_env(cfg: RunConfig, solver: PlayerConfig, author: str, seeds: int) -> int:
+    if not solver.solves or (solver.name == author and not cfg.tournament.self_play):
+        return 0
+    return seeds * cfg.tournament.trials_per_seed * 2
+
+
+@dataclass
+class _Plan:
+    """What is left to play, exactly where known: per author, jobs left by round; per solver,
+    episodes left on known environments (with their turn caps) and per unwritten environment."""
+
+    jobs: dict[str, dict[int, int]]
+    episodes: dict[str, list[tuple[int, int]]]      # solver -> [(episodes, turn cap)]
+    unwritten: dict[str, int]                      # solver -> episodes per env if all valid
+    unwritten_envs: dict[str, int]                 # solver -> environments not yet written
+
+
+def _plan(cfg: RunConfig, pools: list[Any], store: Any | None) -> _Plan:
+    t = cfg.tournament
+    recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
+    finished: dict[tuple[str, str], int] = defaultdict(int)
+    if store is not None:
+        for ep in store.episodes():
+            if ep.outcome != "error":
+                finished[(ep.env_id, ep.solver)] += 1
+    known: list[_Env] = []
+    for spec in pools:
+        row = recorded.get(spec.id)
+        seeds = len(row.benchmark_seeds) if row else (len(spec.benchmark_seeds) or t.seeds_per_env)
+        known.append(_Env(spec.id, spec.author or "library", seeds, spec.max_turns))
+    known += [_Env(e.env_id, e.author, len(e.benchmark_seeds), e.max_turns)
+              for e in recorded.values() if e.valid and not e.fixed_pool]
+    jobs: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    unwritten_by_author: dict[str, int] = defaultdict(int)
+    for p in cfg.players:
+        if not p.authors:
+            continue
+        for rnd in range(1, t.rounds + 1):
+            for slot in range(t.envs_per_author):
+                if authored_env_id(p.name, rnd, slot) not in recorded:
+                    jobs[p.name][rnd] += 1
+                    unwritten_by_author[p.name] += 1
+    episodes: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    unwritten: dict[str, int] = defaultdict(int)
+    unwritten_envs: dict[str, int] = defaultdict(int)
+    for s in cfg.players:
+        for env in known:
+            n = _episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
+            if n > 0:
+                episodes[s.name].append((n, max(1, min(env.max_turns, t.max_turns))))
+        for author, count in unwritten_by_author.items():
+            per_env = _episodes_per_env(cfg, s, author, t.seeds_per_env)
+            if per_env:
+                unwritten[s.name] += per_env * count
+                unwritten_envs[s.name] += count
+    return _Plan(jobs, episodes, unwritten, unwritten_envs)
+
+
+# -- history ---------------------------------------------------------------------------------------
+
+_EPISODE = re.compile(r"^ep:(.+):turn:\d+$")
+_AUTHORING = re.compile(r"^author:(.+):attempt:\d+$")
+
+
+@dataclass
+class _History:
+    """Per (player, role): the recorded units (episodes or authoring jobs), each as `Figures`,
+    and the recorded spend."""
+
+    units: dict[tuple[str, str], list[Figures]]
+    spent: dict[tuple[str, str], Figures]
+    valid_share: float | None
+
+
+def _history(store: Any) -> _History:
+    units: dict[tuple[str, str], dict[str, Figures]] = defaultdict(dict)
+    spent: dict[tuple[str, str], Figures] = defaultdict(Figures)
+    for record in store.call_records():
+        usage = record.get("usage") or {}
+        f = Figures(calls=1, input_tokens=float(usage.get("input_tokens", 0)),
+                    cache_read_tokens=float(usage.get("cache_read_tokens", 0)),
+                    cache_write_tokens=float(usage.get("cache_write_tokens", 0)),
+                    output_tokens=float(usage.get("output_tokens", 0)),
+                    usd=float(record.get("cost_usd", 0.0)),
+                    call_s=float(record.get("latency_s", 0.0)))
+        who = (str(record.get("player")), str(record.get("role")))
+        spent[who] = spent[who] + f
+        call_id = str(record.get("call_id", ""))
+        m = _EPISODE.match(call_id) or _AUTHORING.match(call_id)
+        if m:
+            unit = units[who].setdefault(m.group(1), Figures())
+            units[who][m.group(1)] = unit + f
+    authored = [e for e in store.environments() if not e.fixed_pool]
+    share = sum(e.valid for e in authored) / len(authored) if authored else None
+    return _History({k: list(v.values()) for k, v in units.items()}, dict(spent), share)
+
+
+def _spread(units: list[Figures], count: float) -> tuple[Figures, Figures]:
+    """`count` more units like `units`: the sum of their mean ∓ 2 standard deviations of a sum
+    of `count` draws (never below zero)."""
+    n = len(units)
+    mean = Figures()
+    for u in units:
+        mean = mean + u.times(1 / n)
+    low, high = Figures(), Figures()
+    for f in fields(Figures):
+        values = [getattr(u, f.name) for u in units]
+        m = getattr(mean, f.name)
+        sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+        setattr(low, f.name, max(0.0, count * m - 2 * sd * math.sqrt(count)))
+        setattr(high, f.name, count * m + 2 * sd * math.sqrt(count))
+    return low, high
+
+
+# -- the estimate ----------------------------------------------------------------------------------
+
+def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> Estimate:
+    """The estimate of the whole run of `cfg` (what `store`, a run database of it, already
+    spent included); `pools` are its fixed-pool environments (`commands.load_pools`)."""
+    from envduels.engine.authoring import author_prompt, library_examples, repair_prompt
+    from envduels.engine.solving import SYSTEM_PROMPT, first_turn, next_turn
+    from envduels.prompts import render
+
+    plan = _plan(cfg, pools, store)
+    history = _history(store) if store is not None else None
+    t = cfg.tournament
+    lib = LIBRARY
+    solver_system = _tokens(len(SYSTEM_PROMPT))
+    first_fixed = _tokens(len(first_turn("", hint="")))
+    next_fixed = _tokens(len(next_turn("")))
+    author_system = _tokens(len(render("author_system.txt")))
+    task = _tokens(len(author_prompt(cfg, examples=library_examples(2), history="")))
+    repair = _tokens(len(repair_prompt(["x" * 120])))
+    roles: dict[str, dict[str, RoleEstimate]] = {}
+    spent_total = 0.0
+
+    for p in cfg.players:
+        roles[p.name] = {}
+        for role in p.roles:
+            spent = history.spent.get((p.name, role), Figures()) if history else Figures()
+            spent_total += spent.usd
+            units = history.units.get((p.name, role), []) if history else []
+            est = RoleEstimate(source="library play", concurrency=p.max_concurrency,
+                               requests_per_minute=p.requests_per_minute)
+            if role == "author":
+                count = sum(plan.jobs.get(p.name, {}).values())
+                later_rounds = sum(n for r, n in plan.jobs.get(p.name, {}).items() if r > 1)
+                if units:
+                    est.source = f"history: {len(units)} authoring jobs"
+                    low, high = _spread(units, count)
+                    if t.history != "none":   # later rounds' prompts carry the history digest
+                        digest = _tokens(t.history_chars) * later_rounds * (1 + t.author_repairs)
+                        high.input_tokens += digest
+                        high.usd += digest * p.price.input_per_mtok / 1e6
+                else:
+                    low, high = _author_library(p, t, count, author_system, task, repair, lib)
+            else:
+                envs_low = 0.0
+                envs_high = float(plan.unwritten_envs.get(p.name, 0))
+                if units:
+                    share = history.valid_share if history else None
+                    n_known = sum(n for n, _ in plan.episodes.get(p.name, []))
+                    per_env = plan.unwritten[p.name] / envs_high if envs_high else 0.0
+                    if share is not None:
+                        envs_low = envs_high = envs_high * share
+                    est.source = f"history: {len(units)} episodes"
+                    low, _ = _spread(units, n_known + envs_low * per_env)
+                    _, high = _spread(units, n_known + envs_high * per_env)
+                else:
+                    low, high = _solver_library(p, t, plan, solver_system, first_fixed,
+                                                next_fixed, lib)
+            est.low, est.high = low + spent, high + spent
+            roles[p.name][role] = est
+    return Estimate(roles, spent_usd=spent_total)
+
+
+def _solver_library(p: PlayerConfig, t: Any, plan: _Plan, system: float, first_fixed: float,
+                    next_fixed: float, lib: LibraryPlay) -> tuple[Figures, Figures]:
+    """Episodes left, billed from library lengths: low, every episode won as fast as the
+    library's oracles win with oracle-length replies and no authored environment valid; high,
+    every episode played to its cap with `max_tokens` replies and every environment valid."""
+    observation = _tokens(lib.first_observation) + first_fixed + _tokens(lib.hint) / 2
+    grow_obs = _tokens(lib.later_observation) + next_fixed
+    warm = system  # the system prompt is shared by every episode of this solver
+    low, high = Figures(), Figures()
+    short, long = _tokens(lib.oracle_action), float(p.max_tokens)
+    batches = list(plan.episodes.get(p.name, []))
+    unwritten = plan.unwritten.get(p.name, 0)
+    for n, cap, hi_only in [(n, cap, False) for n, cap in batches] + [(unwritten, t.max_turns, True)]:
+        if not n:
+            continue
+        turns_low = max(1, min(cap, round(lib.oracle_turns)))
+        one_low = bill_conversation(system + observation, short + grow_obs, short, turns_low,
+                                    provider=p.provider, cache=p.cache, price=p.price,
+                                    warm_prefix=warm)
+        one_high = bill_conversation(system + observation, long + grow_obs, long, cap,
+                                     provider=p.provider, cache=p.cache, price=p.price,
+                                     warm_prefix=warm)
+        if not hi_only:
+            low = low + _latency(one_low, 0).times(n)
+        high = high + _latency(one_high, 1).times(n)
+    return low, high
+
+
+def _author_library(p: PlayerConfig, t: Any, jobs: int, system: float,
+                    task: float, repair: float, lib: LibraryPlay) -> tuple[Figures, Figures]:
+    """Authoring jobs left, billed from library lengths: low, one attempt with a reply as long
+    as the shortest library environment; high, every repair used, replies of
+    `author_max_tokens`, later rounds' prompts with a full history digest."""
+    if not jobs:
+        return Figures(), Figures()
+    reply_low = _tokens(lib.source_min + lib.hint)
+    reply_high = float(p.author_max_tokens or p.max_tokens)
+    digest = _tokens(t.history_chars) if t.history != "none" else 0.0
+    # every job of a round after its first finds the shared task prompt in the cache
+    one_low = bill_conversation(system + task, reply_low + repair, reply_low, 1,
+                                provider=p.provider, cache=p.cache, price=p.price,
+                                warm_prefix=system + task)
+    one_high = bill_conversation(system + task + digest, reply_high + repair, reply_high,
+                                 1 + t.author_repairs, provider=p.provider, cache=p.cache,
+                                 price=p.price)
+    return _latency(one_low, 0).times(jobs), _latency(one_high, 1).times(jobs)
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+def estimate_for(cfg: RunConfig, pools: list[Any]) -> Estimate:
+    """The estimate of `cfg`, from its run folder's history when one exists (read only)."""
+    from envduels.store import DB_NAME, Store
+
+    store = None
+    if (Path(cfg.run_dir) / DB_NAME).is_file():
+        store = Store(cfg.run_dir, create=False)
+    try:
+        return estimate(cfg, pools=pools, store=store)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def dollars(r: Range) -> str:
+    """A dollar range as `run` and `estimate` print it."""
+    return f"${r.low:,.2f}-${r.high:,.2f}"
+
+
+def _n(r: Range) -> str:
+    return f"{r.low:,.0f}-{r.high:,.0f}"
+
+
+def _hours(r: Range) -> str:
+    return f"{r.low / 3600:,.1f}-{r.high / 3600:,.1f} h"
+
+
+def estimate_command(config: Path, *, json_out: bool) -> int:
+    """Print the estimate of `config` (a table, or with `json_out` one JSON object); exit 0."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from envduels.config import load_config
+    from envduels.engine.commands import load_pools
+
+    cfg = load_config(config)
+    est = estimate_for(cfg, load_pools(cfg))
+    if json_out:
+        print(json.dumps(est.to_json(), indent=2))
+        return 0
+    table = Table(title=f"estimate for {cfg.name} (low-high)")
+    for column in ("player", "role", "calls", "input tokens", "of which cached", "output tokens",
+                   "USD", "wall", "unknowns from"):
+        table.add_column(column, justify="left" if column in ("player", "role", "unknowns from")
+                         else "right")
+    for name, roles in est.roles.items():
+        for role, r in roles.items():
+            table.add_row(name, role, _n(r.range("calls")), _n(r.range("input_tokens")),
+                          _n(r.range("cache_read_tokens")), _n(r.range("output_tokens")),
+                          dollars(r.range("usd")), _hours(r.wall_s()), r.source)
+    table.add_row("total", "", _n(est.total("calls")), _n(est.total("input_tokens")),
+                  _n(est.total("cache_read_tokens")), _n(est.total("output_tokens")),
+                  dollars(est.total("usd")), _hours(est.wall_s()), "", style="bold")
+    Console(highlight=False).print(table)
+    if est.spent_usd:
+        print(f"already spent: ${est.spent_usd:,.4f} (included above)")
+    return 0
