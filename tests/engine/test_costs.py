@@ -47,6 +47,7 @@ def _hand_bill(requests: list[dict]) -> dict[str, float]:
     return bill
 
 
+@pytest.mark.slow   # the report loads the MiniLM embedding (about 30 s on 2 shared cores)
 def test_status_and_report_costs_equal_a_hand_computation_to_the_cent(tmp_path, monkeypatch,
                                                                       capsys):
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
@@ -69,8 +70,7 @@ def test_status_and_report_costs_equal_a_hand_computation_to_the_cent(tmp_path, 
     for name in ("alice", "bob", "carol", "dave"):
         assert f"${hand['m-' + name]:.4f}" in shown
     out = tmp_path / "report.json"
-    assert report_command([run_dir], json_path=out, html_path=tmp_path / "r.html",
-                          bootstrap=10) == 0
+    assert report_command([run_dir], json_path=out, html_path=None, bootstrap=10) == 0
     costs = {c["model"]: c for c in json.loads(out.read_text())["costs"]}
     for name in ("alice", "bob", "carol", "dave"):
         assert round(costs[name]["cost_usd"], 2) == round(hand["m-" + name], 2)
@@ -109,11 +109,11 @@ CREATE TABLE calls (
 
 async def test_a_run_database_from_before_the_split_is_migrated_and_its_calls_still_answer(
         tmp_path):
-    with ScriptedServer(answer) as srv:
-        cfg = player_config(srv.base_url)
-        fresh = build_player(cfg)
-        first = await fresh.chat(HELLO, call_id="a", role="solver")
-        await fresh.aclose()
+    srv = ScriptedServer(answer)
+    srv.start()
+    fresh = build_player(player_config(srv.base_url))
+    first = await fresh.chat(HELLO, call_id="a", role="solver")
+    await fresh.aclose()
     old = sqlite3.connect(tmp_path / "run.db")
     old.executescript(OLD_SCHEMA)
     record = {"request": {}, "reply": {"text": first.text, "finish_reason": "stop"},
@@ -130,11 +130,11 @@ async def test_a_run_database_from_before_the_split_is_migrated_and_its_calls_st
     assert (t.calls, t.input_tokens, t.cache_read_tokens, t.cost_usd, t.saved_usd) == (
         1, 5, 0, 0.25, 0.0)
     assert store.usage_by_player()["tester"].cost_usd == 0.25
-    with ScriptedServer(answer) as srv:
-        player = build_player(player_config(srv.base_url), cache=store)
-        again = await player.chat(HELLO, call_id="a", role="solver")
-        await player.aclose()
-    assert again.cached and again.text == first.text and srv.request_count == 0
+    player = build_player(player_config(srv.base_url), cache=store)
+    again = await player.chat(HELLO, call_id="a", role="solver")
+    await player.aclose()
+    srv.stop()
+    assert again.cached and again.text == first.text and srv.request_count == 1
     store.put("new", {"usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_tokens": 8},
                       "cost_usd": 0.5, "player": "tester", "role": "solver", "call_id": "b"})
     assert store.totals().cache_read_tokens == 8

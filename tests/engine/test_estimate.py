@@ -104,18 +104,18 @@ def test_run_prints_the_estimate_first_and_refuses_a_budget_below_its_low_end(tm
         path = _write(tmp_path, cfg)
         with pytest.raises(UserError) as err:
             run_command(path, unsafe_no_sandbox=False, quiet=True)
+        message = str(err.value)
+        assert f"${low:,.2f}" in message and "budget.max_usd $0.00" in message
+        assert "raise budget.max_usd" in message and "\n" not in message
+        assert capsys.readouterr().out.startswith("estimated cost $")
+
+        from envduels import cli
+
+        monkeypatch.setattr(sys, "argv", ["envduels", "run", str(path)])
+        with pytest.raises(SystemExit) as code:
+            cli.main()
         assert server.request_count == 0
-    message = str(err.value)
-    assert f"${low:,.2f}" in message and "budget.max_usd $0.00" in message
-    assert "raise budget.max_usd" in message and "\n" not in message
     assert not (run_dir / "run.db").exists()
-    assert capsys.readouterr().out.startswith("estimated cost $")
-
-    from envduels import cli
-
-    monkeypatch.setattr(sys, "argv", ["envduels", "run", str(path)])
-    with pytest.raises(SystemExit) as code:
-        cli.main()
     assert code.value.code == 2
     err_lines = capsys.readouterr().err.strip().splitlines()
     assert len(err_lines) == 1 and err_lines[0].startswith("error: the estimated cost")

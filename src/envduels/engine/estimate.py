@@ -358,6 +358,7 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
     repair = _tokens(len(repair_prompt(["x" * 120])))
     roles: dict[str, dict[str, RoleEstimate]] = {}
     spent_total = 0.0
+    digests = _digest_sizes(cfg, store) if history else {}
 
     for p in cfg.players:
         roles[p.name] = {}
@@ -369,14 +370,10 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
                                requests_per_minute=p.requests_per_minute)
             if role == "author":
                 count = sum(plan.jobs.get(p.name, {}).values())
-                later_rounds = sum(n for r, n in plan.jobs.get(p.name, {}).items() if r > 1)
                 if units:
                     est.source = f"history: {len(units)} authoring jobs"
                     low, high = _spread(units, count)
-                    if t.history != "none":   # later rounds' prompts carry the history digest
-                        digest = _tokens(t.history_chars) * later_rounds * (1 + t.author_repairs)
-                        high.input_tokens += digest
-                        high.usd += digest * p.price.input_per_mtok / 1e6
+                    _add_digests(low, high, p, plan.jobs.get(p.name, {}), units, digests, t)
                 else:
                     low, high = _author_library(p, t, count, author_system, task, repair, lib)
             else:
@@ -397,6 +394,41 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
             est.low, est.high = low + spent, high + spent
             roles[p.name][role] = est
     return Estimate(roles, spent_usd=spent_total)
+
+
+def _digest_sizes(cfg: RunConfig, store: Any) -> dict[str, tuple[int, float]]:
+    """Per author: (the first round not yet started, the tokens of the history digest its
+    prompt will carry): exact, from the recorded results."""
+    from envduels.engine.history import history_digest
+
+    t = cfg.tournament
+    if t.history == "none":
+        return {}
+    started = max((e.round for e in store.environments() if not e.fixed_pool), default=0)
+    tables = store.tables()
+    return {p.name: (started + 1, _tokens(len(history_digest(
+        tables, author=p.name, round_=started + 1, mode=t.history, max_chars=t.history_chars))))
+        for p in cfg.players if p.authors}
+
+
+def _add_digests(low: Figures, high: Figures, p: PlayerConfig, jobs: dict[int, int],
+                 units: list[Figures], digests: dict[str, tuple[int, float]], t: Any) -> None:
+    """Authoring jobs of later rounds carry the history digest in every call: the next round's
+    as it will be; a round after it from that size (low) to `history_chars` (high). Recorded
+    jobs of round 2 and later hold a digest already, so with them this leans high."""
+    if p.name not in digests:
+        return
+    first, size = digests[p.name]
+    calls_per_job = sum(u.calls for u in units) / len(units)
+    for rnd, n in jobs.items():
+        if rnd < max(first, 2):
+            continue
+        extra_low = size * calls_per_job * n
+        extra_high = (size if rnd == first else max(size, _tokens(t.history_chars))) * (
+            calls_per_job * n)
+        for f, extra in ((low, extra_low), (high, extra_high)):
+            f.input_tokens += extra
+            f.usd += extra * p.price.input_per_mtok / 1e6
 
 
 def _solver_library(p: PlayerConfig, t: Any, plan: _Plan, system: float, first_fixed: float,
