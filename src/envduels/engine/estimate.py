@@ -48,10 +48,11 @@ class LibraryPlay:
     source_min: float
 
 
-LIBRARY = LibraryPlay(first_observation=420.0, later_observation=180.0, oracle_turns=6.0,
-                      oracle_action=12.0, hint=250.0, source=3800.0, source_min=2200.0)
-"""Measured with `python bench/bench_cost.py --measure` (13 library environments × 8 seeds,
-oracle play to the end); rerun it when the library changes."""
+LIBRARY = LibraryPlay(first_observation=297.0, later_observation=56.0, oracle_turns=5.5,
+                      oracle_action=13.0, hint=304.0, source=3469.0, source_min=2599.0)
+"""Measured with `python bench/bench_cost.py --measure` on 2026-11-30 (the 13 library
+environments × seeds 0-7, each played with its oracle to the end); rerun it when the library
+changes."""
 
 OPENAI_CACHE_MIN, OPENAI_CACHE_STEP = 1024, 128
 ANTHROPIC_CACHE_MIN = 1024
