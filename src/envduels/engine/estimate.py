@@ -31,8 +31,10 @@ from envduels.config import PlayerConfig, Price, RunConfig
 from envduels.engine._keys import authored_env_id
 from envduels.players import cost_usd
 
-CHARS_PER_TOKEN = 4.0
-"""English prose and Python both run about 4 characters per token on current tokenizers."""
+CHARS_PER_TOKEN = (6.0, 3.0)
+"""Characters per token at the low and the high end: English prose runs about 4.5 on current
+tokenizers, Python code 3-4, and no tokenizer packs 6 on average; so the low end stays below
+what any provider bills for the same text, and `run` never refuses a budget it could meet."""
 
 
 @dataclass(frozen=True)
@@ -204,8 +206,9 @@ def bill_conversation(first: float, grow: float, reply: float, calls: int, *, pr
     return total
 
 
-def _tokens(chars: float) -> float:
-    return chars / CHARS_PER_TOKEN
+def _tokens(chars: float, end: int) -> float:
+    """Tokens of `chars` characters at the low (0) or high (1) end."""
+    return chars / CHARS_PER_TOKEN[end]
 
 
 def _latency(f: Figures, end: int) -> Figures:
@@ -351,12 +354,10 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
     history = _history(store) if store is not None else None
     t = cfg.tournament
     lib = LIBRARY
-    solver_system = _tokens(len(SYSTEM_PROMPT))
-    first_fixed = _tokens(len(first_turn("", hint="")))
-    next_fixed = _tokens(len(next_turn("")))
-    author_system = _tokens(len(render("author_system.txt")))
-    task = _tokens(len(author_prompt(cfg, examples=library_examples(2), history="")))
-    repair = _tokens(len(repair_prompt(["x" * 120])))
+    chars = {"solver_system": len(SYSTEM_PROMPT), "first": len(first_turn("", hint="")),
+             "next": len(next_turn("")), "author_system": len(render("author_system.txt")),
+             "task": len(author_prompt(cfg, examples=library_examples(2), history="")),
+             "repair": len(repair_prompt(["x" * 120]))}
     roles: dict[str, dict[str, RoleEstimate]] = {}
     spent_total = 0.0
     digests = _digest_sizes(cfg, store) if history else {}
@@ -376,7 +377,7 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
                     low, high = _spread(units, count)
                     _add_digests(low, high, p, plan.jobs.get(p.name, {}), units, digests, t)
                 else:
-                    low, high = _author_library(p, t, count, author_system, task, repair, lib)
+                    low, high = _author_library(p, t, count, chars, lib)
             else:
                 envs_low = 0.0
                 envs_high = float(plan.unwritten_envs.get(p.name, 0))
@@ -390,15 +391,14 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
                     low, _ = _spread(units, n_known + envs_low * per_env)
                     _, high = _spread(units, n_known + envs_high * per_env)
                 else:
-                    low, high = _solver_library(p, t, plan, solver_system, first_fixed,
-                                                next_fixed, lib)
+                    low, high = _solver_library(p, t, plan, chars, lib)
             est.low, est.high = low + spent, high + spent
             roles[p.name][role] = est
     return Estimate(roles, spent_usd=spent_total)
 
 
 def _digest_sizes(cfg: RunConfig, store: Any) -> dict[str, tuple[int, float]]:
-    """Per author: (the first round not yet started, the tokens of the history digest its
+    """Per author: (the first round not yet started, the characters of the history digest its
     prompt will carry): exact, from the recorded results."""
     from envduels.engine.history import history_digest
 
@@ -407,8 +407,8 @@ def _digest_sizes(cfg: RunConfig, store: Any) -> dict[str, tuple[int, float]]:
         return {}
     started = max((e.round for e in store.environments() if not e.fixed_pool), default=0)
     tables = store.tables()
-    return {p.name: (started + 1, _tokens(len(history_digest(
-        tables, author=p.name, round_=started + 1, mode=t.history, max_chars=t.history_chars))))
+    return {p.name: (started + 1, len(history_digest(
+        tables, author=p.name, round_=started + 1, mode=t.history, max_chars=t.history_chars)))
         for p in cfg.players if p.authors}
 
 
@@ -424,57 +424,57 @@ def _add_digests(low: Figures, high: Figures, p: PlayerConfig, jobs: dict[int, i
     for rnd, n in jobs.items():
         if rnd < max(first, 2):
             continue
-        extra_low = size * calls_per_job * n
-        extra_high = (size if rnd == first else max(size, _tokens(t.history_chars))) * (
+        extra_low = _tokens(size, 0) * calls_per_job * n
+        extra_high = _tokens(size if rnd == first else max(size, t.history_chars), 1) * (
             calls_per_job * n)
         for f, extra in ((low, extra_low), (high, extra_high)):
             f.input_tokens += extra
             f.usd += extra * p.price.input_per_mtok / 1e6
 
 
-def _solver_library(p: PlayerConfig, t: Any, plan: _Plan, system: float, first_fixed: float,
-                    next_fixed: float, lib: LibraryPlay) -> tuple[Figures, Figures]:
+def _solver_library(p: PlayerConfig, t: Any, plan: _Plan, chars: dict[str, int],
+                    lib: LibraryPlay) -> tuple[Figures, Figures]:
     """Episodes left, billed from library lengths: low, every episode won as fast as the
     library's oracles win with oracle-length replies and no authored environment valid; high,
     every episode played to its cap with `max_tokens` replies and every environment valid."""
-    observation = _tokens(lib.first_observation) + first_fixed + _tokens(lib.hint) / 2
-    grow_obs = _tokens(lib.later_observation) + next_fixed
-    warm = system  # the system prompt is shared by every episode of this solver
-    low, high = Figures(), Figures()
-    short, long = _tokens(lib.oracle_action), float(p.max_tokens)
-    batches = list(plan.episodes.get(p.name, []))
-    unwritten = plan.unwritten.get(p.name, 0)
-    for n, cap, hi_only in [(n, cap, False) for n, cap in batches] + [(unwritten, t.max_turns, True)]:
-        if not n:
-            continue
-        turns_low = max(1, min(cap, round(lib.oracle_turns)))
-        one_low = bill_conversation(system + observation, short + grow_obs, short, turns_low,
-                                    provider=p.provider, cache=p.cache, price=p.price,
-                                    warm_prefix=warm)
-        one_high = bill_conversation(system + observation, long + grow_obs, long, cap,
-                                     provider=p.provider, cache=p.cache, price=p.price,
-                                     warm_prefix=warm)
-        if not hi_only:
-            low = low + _latency(one_low, 0).times(n)
-        high = high + _latency(one_high, 1).times(n)
-    return low, high
+    ends = []
+    for end in (0, 1):
+        def tok(c: float, end: int = end) -> float:
+            return _tokens(c, end)
+        system = tok(chars["solver_system"])
+        first = system + tok(lib.first_observation + chars["first"] + lib.hint / 2)
+        reply = tok(lib.oracle_action) if end == 0 else float(p.max_tokens)
+        grow = reply + tok(lib.later_observation + chars["next"])
+        total = Figures()
+        batches = list(plan.episodes.get(p.name, []))
+        if end == 1:   # every environment not yet written turns out valid
+            batches.append((plan.unwritten.get(p.name, 0), t.max_turns))
+        for n, cap in batches:
+            turns = cap if end == 1 else max(1, min(cap, round(lib.oracle_turns)))
+            # the system prompt is shared by every episode of this solver
+            one = bill_conversation(first, grow, reply, turns, provider=p.provider,
+                                    cache=p.cache, price=p.price, warm_prefix=system)
+            total = total + _latency(one, end).times(n)
+        ends.append(total)
+    return ends[0], ends[1]
 
 
-def _author_library(p: PlayerConfig, t: Any, jobs: int, system: float,
-                    task: float, repair: float, lib: LibraryPlay) -> tuple[Figures, Figures]:
+def _author_library(p: PlayerConfig, t: Any, jobs: int, chars: dict[str, int],
+                    lib: LibraryPlay) -> tuple[Figures, Figures]:
     """Authoring jobs left, billed from library lengths: low, one attempt with a reply as long
-    as the shortest library environment; high, every repair used, replies of
-    `author_max_tokens`, later rounds' prompts with a full history digest."""
+    as a library hint, every job after the first reading the shared task
+    prompt from the cache; high, every repair used, replies of `author_max_tokens`, later
+    rounds' prompts with a full history digest, nothing read from the cache before."""
     if not jobs:
         return Figures(), Figures()
-    reply_low = _tokens(lib.source_min + lib.hint)
+    prompt = chars["author_system"] + chars["task"]
+    reply_low = _tokens(lib.hint, 0)   # a reply holds a hint at least (or it is repaired)
+    one_low = bill_conversation(_tokens(prompt, 0), 0.0, reply_low, 1, provider=p.provider,
+                                cache=p.cache, price=p.price, warm_prefix=_tokens(prompt, 0))
     reply_high = float(p.author_max_tokens or p.max_tokens)
-    digest = _tokens(t.history_chars) if t.history != "none" else 0.0
-    # every job of a round after its first finds the shared task prompt in the cache
-    one_low = bill_conversation(system + task, reply_low + repair, reply_low, 1,
-                                provider=p.provider, cache=p.cache, price=p.price,
-                                warm_prefix=system + task)
-    one_high = bill_conversation(system + task + digest, reply_high + repair, reply_high,
+    digest = t.history_chars if t.history != "none" and t.rounds > 1 else 0
+    one_high = bill_conversation(_tokens(prompt + digest, 1),
+                                 reply_high + _tokens(chars["repair"], 1), reply_high,
                                  1 + t.author_repairs, provider=p.provider, cache=p.cache,
                                  price=p.price)
     return _latency(one_low, 0).times(jobs), _latency(one_high, 1).times(jobs)
