@@ -220,7 +220,8 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              f"clusters cut at cosine {conv.get('cluster_similarity')}."),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
-            (plots.cost_plot(j["costs"]), "Spend per player over the whole run (authoring and solving)."),
+            (plots.cost_plot(j["costs"]), "Spend per player over the whole run (authoring and solving); "
+             "the lighter part of a bar is what prompt caching saved."),
             (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given."),
         ]},
     ]
