@@ -45,7 +45,7 @@ def test_the_estimate_has_the_spec_shape_and_says_where_its_unknowns_came_from(t
             assert set(entry[key]) == {"low", "high"} and entry[key]["low"] <= entry[key]["high"]
     assert out["players"]["dave"]["calls"] == {"low": 1, "high": 2}     # 1 job, 1 repair
     assert set(out["players"]["alice"]["roles"]) == {"author", "solver"}
-    assert out["players"]["alice"]["roles"]["solver"]["source"] == "library play"
+    assert out["players"]["alice"]["roles"]["solver"]["source"] == "library"
     assert out["total"]["wall_s"]["high"] > 0
 
 
@@ -70,7 +70,7 @@ def test_a_fresh_estimate_brackets_what_the_scripted_tournament_then_spends(tmp_
             for end in ("low", "high"):
                 assert got[key][end] == pytest.approx(actual[n][key], rel=0.25), (n, key)
         assert got["roles"].get("solver", got["roles"].get("author"))["source"].startswith(
-            "history")
+            "history (")
 
 
 def test_an_estimate_from_round_one_predicts_the_second_round(tmp_path, monkeypatch):

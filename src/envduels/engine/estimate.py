@@ -103,7 +103,8 @@ class Figures:
 @dataclass
 class RoleEstimate:
     """One player's figures in one role, each a `Range`; `source` says where the unknowns
-    came from ("history: ..." or "library play")."""
+    came from ("history (N episodes)", "history (N jobs)" or "library": measured library
+    play)."""
 
     source: str
     low: Figures = field(default_factory=Figures)
@@ -368,12 +369,12 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
             spent = history.spent.get((p.name, role), Figures()) if history else Figures()
             spent_total += spent.usd
             units = history.units.get((p.name, role), []) if history else []
-            est = RoleEstimate(source="library play", concurrency=p.max_concurrency,
+            est = RoleEstimate(source="library", concurrency=p.max_concurrency,
                                requests_per_minute=p.requests_per_minute)
             if role == "author":
                 count = sum(plan.jobs.get(p.name, {}).values())
                 if units:
-                    est.source = f"history: {len(units)} authoring jobs"
+                    est.source = f"history ({len(units)} jobs)"
                     low, high = _spread(units, count)
                     _add_digests(low, high, p, plan.jobs.get(p.name, {}), units, digests, t)
                 else:
@@ -387,7 +388,7 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
                     per_env = plan.unwritten[p.name] / envs_high if envs_high else 0.0
                     if share is not None:
                         envs_low = envs_high = envs_high * share
-                    est.source = f"history: {len(units)} episodes"
+                    est.source = f"history ({len(units)} episodes)"
                     low, _ = _spread(units, n_known + envs_low * per_env)
                     _, high = _spread(units, n_known + envs_high * per_env)
                 else:
@@ -501,20 +502,37 @@ def dollars(r: Range) -> str:
     return f"${r.low:,.2f}-${r.high:,.2f}"
 
 
+def _count(x: float) -> str:
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.0f}"
+
+
 def _n(r: Range) -> str:
-    return f"{r.low:,.0f}-{r.high:,.0f}"
+    return f"{_count(r.low)}-{_count(r.high)}"
+
+
+def _money(r: Range) -> str:
+    digits = 2 if r.high >= 10 else 4
+    return f"${r.low:,.{digits}f}-{r.high:,.{digits}f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
 
 
 def _hours(r: Range) -> str:
-    return f"{r.low / 3600:,.1f}-{r.high / 3600:,.1f} h"
+    return f"{_duration(r.low)}-{_duration(r.high)}"
 
 
 def estimate_command(config: Path, *, json_out: bool) -> int:
     """Print the estimate of `config` (a table, or with `json_out` one JSON object); exit 0."""
     import json
-
-    from rich.console import Console
-    from rich.table import Table
 
     from envduels.config import load_config
     from envduels.engine.commands import load_pools
@@ -524,20 +542,22 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
     if json_out:
         print(json.dumps(est.to_json(), indent=2))
         return 0
-    table = Table(title=f"estimate for {cfg.name} (low-high)")
-    for column in ("player", "role", "calls", "input tokens", "of which cached", "output tokens",
-                   "USD", "wall", "unknowns from"):
-        table.add_column(column, justify="left" if column in ("player", "role", "unknowns from")
-                         else "right")
+    rows = [("player/role", "calls", "input tokens", "cached", "output", "USD", "wall",
+             "unknowns from")]
     for name, roles in est.roles.items():
         for role, r in roles.items():
-            table.add_row(name, role, _n(r.range("calls")), _n(r.range("input_tokens")),
-                          _n(r.range("cache_read_tokens")), _n(r.range("output_tokens")),
-                          dollars(r.range("usd")), _hours(r.wall_s()), r.source)
-    table.add_row("total", "", _n(est.total("calls")), _n(est.total("input_tokens")),
-                  _n(est.total("cache_read_tokens")), _n(est.total("output_tokens")),
-                  dollars(est.total("usd")), _hours(est.wall_s()), "", style="bold")
-    Console(highlight=False).print(table)
+            rows.append((f"{name}/{role}", _n(r.range("calls")), _n(r.range("input_tokens")),
+                         _n(r.range("cache_read_tokens")), _n(r.range("output_tokens")),
+                         _money(r.range("usd")), _hours(r.wall_s()), r.source))
+    rows.append(("total", _n(est.total("calls")), _n(est.total("input_tokens")),
+                 _n(est.total("cache_read_tokens")), _n(est.total("output_tokens")),
+                 _money(est.total("usd")), _hours(est.wall_s()), ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    print(f"estimate for {cfg.name} (low-high; player/role as configured)")
+    for r in rows:
+        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1],
+                                                                     strict=True)] + [r[-1]]
+        print("  ".join(cells).rstrip())
     if est.spent_usd:
         print(f"already spent: ${est.spent_usd:,.4f} (included above)")
     return 0
