@@ -70,7 +70,9 @@ def test_status_and_report_costs_equal_a_hand_computation_to_the_cent(tmp_path, 
     for name in ("alice", "bob", "carol", "dave"):
         assert f"${hand['m-' + name]:.4f}" in shown
     out = tmp_path / "report.json"
-    assert report_command([run_dir], json_path=out, html_path=None, bootstrap=10) == 0
+    html = tmp_path / "r.html"
+    assert report_command([run_dir], json_path=out, html_path=html, bootstrap=10) == 0
+    assert "what prompt caching saved" in html.read_text()
     costs = {c["model"]: c for c in json.loads(out.read_text())["costs"]}
     for name in ("alice", "bob", "carol", "dave"):
         assert round(costs[name]["cost_usd"], 2) == round(hand["m-" + name], 2)
@@ -142,3 +144,16 @@ async def test_a_run_database_from_before_the_split_is_migrated_and_its_calls_st
     columns = {r[1] for r in sqlite3.connect(tmp_path / "run.db").execute(
         "PRAGMA table_info(calls)")}
     assert {"cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "saved_usd"} <= columns
+
+
+def test_turning_prompt_caching_off_or_repricing_it_never_blocks_a_resume():
+    from envduels.config import parse_config
+    from envduels.engine._keys import changed_setting, result_settings
+
+    base = config("http://127.0.0.1:9/v1", "/tmp/unused")
+    changed = json.loads(json.dumps(base))
+    for p in changed["players"]:
+        p["cache"] = False
+        p["price"] = PRICE
+    assert changed_setting(result_settings(parse_config(base)),
+                           result_settings(parse_config(changed))) is None
