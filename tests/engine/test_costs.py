@@ -33,16 +33,23 @@ PRICE = {"input_per_mtok": 3.0, "output_per_mtok": 15.0, "cached_input_per_mtok"
 
 
 def _hand_bill(requests: list[dict]) -> dict[str, float]:
-    """Dollars per model from the usage the server itself billed, at PRICE."""
+    """Dollars per model from the usage the server itself billed, at PRICE, read from either
+    wire format's own fields."""
     bill: dict[str, float] = {}
     for r in requests:
         usage = r.get("usage")
         if usage is None:
             continue
-        read = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
-        dollars = ((usage["prompt_tokens"] - read) * PRICE["input_per_mtok"]
-                   + read * PRICE["cached_input_per_mtok"]
-                   + usage["completion_tokens"] * PRICE["output_per_mtok"]) / 1e6
+        if "prompt_tokens" in usage:      # OpenAI: cached tokens are within prompt_tokens
+            read = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+            uncached, written, out = usage["prompt_tokens"] - read, 0, usage["completion_tokens"]
+        else:                             # Anthropic: input_tokens is the uncached rest
+            read = usage["cache_read_input_tokens"]
+            uncached, written = usage["input_tokens"], usage["cache_creation_input_tokens"]
+            out = usage["output_tokens"]
+        dollars = (uncached * PRICE["input_per_mtok"] + read * PRICE["cached_input_per_mtok"]
+                   + written * PRICE["cache_write_per_mtok"]
+                   + out * PRICE["output_per_mtok"]) / 1e6
         bill[r["model"]] = bill.get(r["model"], 0.0) + dollars
     return bill
 
@@ -56,6 +63,8 @@ def test_status_and_report_costs_equal_a_hand_computation_to_the_cent(tmp_path, 
         cfg = config(server.base_url, str(run_dir))
         for p in cfg["players"]:
             p["price"] = PRICE
+            if p["name"] == "dave":   # the author whose repair turn reads its task prompt back
+                p["provider"] = "anthropic"
         path = tmp_path / "run.yaml"
         path.write_text(yaml.safe_dump(cfg))
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
@@ -84,6 +93,11 @@ def test_status_and_report_costs_equal_a_hand_computation_to_the_cent(tmp_path, 
     assert costs["alice"]["reasoning_tokens"] == 40 * sum(
         1 for r in requests if r.get("usage") and r["model"] == "m-alice")
     assert "saved" in shown
+    dave = [r["usage"] for r in requests if r.get("usage") and r["model"] == "m-dave"]
+    assert [u["cache_read_input_tokens"] > 0 for u in dave] == [False, True]
+    assert dave[0]["cache_creation_input_tokens"] > 0
+    assert costs["dave"]["cache_write_tokens"] == sum(u["cache_creation_input_tokens"]
+                                                      for u in dave)
 
 
 def test_the_budget_stop_counts_cache_reads_at_their_price(tmp_path):

@@ -83,7 +83,8 @@ def cache_breakpoints(system: str, turns: list[dict[str, str]]
         ends.append(sized)
     users = [i for i, t in enumerate(turns) if t["role"] == "user"]
     for i in users[:1] + users[-1:]:
-        if ends[i] >= minimum:
+        # the API refuses an empty text block, and a breakpoint needs one
+        if ends[i] >= minimum and turns[i]["content"].strip():
             marked.add(i)
     turns_out = [{"role": t["role"], "content": [block(t["content"])]} if i in marked else dict(t)
                  for i, t in enumerate(turns)]
