@@ -14,7 +14,7 @@ both conditions, turn caps. What cannot be known before playing is estimated:
 
 Prompt caching is billed as the players ask for it (docs/players.md): Anthropic reads each
 turn's prefix back and writes what is new; OpenAI reads the previous prompt in 128-token steps
-once it holds 1024 tokens. Every figure is a low–high range; `low` is what a run costs at the
+once it holds 1024 tokens, but only as best effort, so its hits are counted at the low end only. Every figure is a low–high range; `low` is what a run costs at the
 least, so `run` refuses to start when it already exceeds `budget.max_usd`.
 """
 
@@ -93,6 +93,10 @@ class Figures:
     usd: float = 0.0
     call_s: float = 0.0
 
+    @property
+    def uncached_input_tokens(self) -> float:
+        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
+
     def __add__(self, other: Figures) -> Figures:
         return Figures(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
@@ -113,7 +117,11 @@ class RoleEstimate:
     requests_per_minute: float | None = None
 
     def range(self, name: str) -> Range:
-        return Range(getattr(self.low, name), getattr(self.high, name))
+        """A figure from its least to its most. The two ends are the cheapest and the dearest
+        run, which hold the fewest and most of everything but cache reads: the cheapest may
+        read more from the cache."""
+        a, b = getattr(self.low, name), getattr(self.high, name)
+        return Range(min(a, b), max(a, b))
 
     def wall_s(self) -> Range:
         """Seconds this role keeps the player busy at its concurrency and rate limit."""
@@ -157,11 +165,9 @@ class Estimate:
     def _figures(self, get: Any) -> dict[str, Any]:
         out = {k: get(k).to_json() for k in ("calls", "input_tokens", "output_tokens")}
         out["usd"] = get("usd").to_json(4)
-        read, written, whole = get("cache_read_tokens"), get("cache_write_tokens"), get("input_tokens")
-        out["cached_input_tokens"] = read.to_json()
-        out["cache_write_tokens"] = written.to_json()
-        out["uncached_input_tokens"] = Range(whole.low - read.low - written.low,
-                                             whole.high - read.high - written.high).to_json()
+        out["cached_input_tokens"] = get("cache_read_tokens").to_json()
+        out["cache_write_tokens"] = get("cache_write_tokens").to_json()
+        out["uncached_input_tokens"] = get("uncached_input_tokens").to_json()
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -205,6 +211,15 @@ def bill_conversation(first: float, grow: float, reply: float, calls: int, *, pr
                          cache_write_tokens=round(written)))
         previous = prompt
     return total
+
+
+def _caches(p: PlayerConfig, end: int) -> bool:
+    """Whether the bill at this end counts prompt-cache reads: Anthropic's breakpoints read when
+    asked for (`cache`); OpenAI caches by itself but only as best effort, so its hits count at
+    the low end, `cache` or not, and never at the high end."""
+    if p.provider == "anthropic":
+        return p.cache
+    return p.provider == "openai" and end == 0
 
 
 def _tokens(chars: float, end: int) -> float:
@@ -454,7 +469,7 @@ def _solver_library(p: PlayerConfig, t: Any, plan: _Plan, chars: dict[str, int],
             turns = cap if end == 1 else max(1, min(cap, round(lib.oracle_turns)))
             # the system prompt is shared by every episode of this solver
             one = bill_conversation(first, grow, reply, turns, provider=p.provider,
-                                    cache=p.cache, price=p.price, warm_prefix=system)
+                                    cache=_caches(p, end), price=p.price, warm_prefix=system)
             total = total + _latency(one, end).times(n)
         ends.append(total)
     return ends[0], ends[1]
@@ -471,13 +486,14 @@ def _author_library(p: PlayerConfig, t: Any, jobs: int, chars: dict[str, int],
     prompt = chars["author_system"] + chars["task"]
     reply_low = _tokens(lib.hint, 0)   # a reply holds a hint at least (or it is repaired)
     one_low = bill_conversation(_tokens(prompt, 0), 0.0, reply_low, 1, provider=p.provider,
-                                cache=p.cache, price=p.price, warm_prefix=_tokens(prompt, 0))
+                                cache=_caches(p, 0), price=p.price,
+                                warm_prefix=_tokens(prompt, 0))
     reply_high = float(p.author_max_tokens or p.max_tokens)
     digest = t.history_chars if t.history != "none" and t.rounds > 1 else 0
     one_high = bill_conversation(_tokens(prompt + digest, 1),
                                  reply_high + _tokens(chars["repair"], 1), reply_high,
-                                 1 + t.author_repairs, provider=p.provider, cache=p.cache,
-                                 price=p.price)
+                                 1 + t.author_repairs, provider=p.provider,
+                                 cache=_caches(p, 1), price=p.price)
     return _latency(one_low, 0).times(jobs), _latency(one_high, 1).times(jobs)
 
 
