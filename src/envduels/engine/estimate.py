@@ -341,8 +341,9 @@ def _history(store: Any) -> _History:
 
 
 def _spread(units: list[Figures], count: float) -> tuple[Figures, Figures]:
-    """`count` more units like `units`: the sum of their mean ∓ 2 standard deviations of a sum
-    of `count` draws (never below zero)."""
+    """`count` more units like the `n` recorded `units`: count × their mean ∓ 2 standard
+    deviations of the prediction, sd·√(count + count²/n): the spread of `count` new draws plus
+    the uncertainty of a mean taken from `n` (never below zero)."""
     n = len(units)
     mean = Figures()
     for u in units:
@@ -352,8 +353,9 @@ def _spread(units: list[Figures], count: float) -> tuple[Figures, Figures]:
         values = [getattr(u, f.name) for u in units]
         m = getattr(mean, f.name)
         sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-        setattr(low, f.name, max(0.0, count * m - 2 * sd * math.sqrt(count)))
-        setattr(high, f.name, count * m + 2 * sd * math.sqrt(count))
+        margin = 2 * sd * math.sqrt(count + count * count / n)
+        setattr(low, f.name, max(0.0, count * m - margin))
+        setattr(high, f.name, count * m + margin)
     return low, high
 
 
