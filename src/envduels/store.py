@@ -5,7 +5,9 @@ record, so a kill loses at most the work in flight:
 
 - `meta`: the config JSON, its fingerprint and the result-affecting settings (for resume checks).
 - `calls`: every model call by request key (the `players.ResponseCache`): a resumed run asks the
-  cache first and never pays twice.
+  cache first and never pays twice. Its bill is in columns: tokens (input split into uncached,
+  cache read and cache write; reasoning within output), cost and what prompt caching saved; a
+  database written before the split is migrated when opened.
 - `environments`: one row per environment (authored, or from a fixed pool), final once written.
 - `validations`: every authoring attempt with the validator's verdict.
 - `episodes`: one row per episode key with its transcript, outcome and reason.
@@ -259,6 +261,7 @@ class Store:
                 except sqlite3.OperationalError:
                     pass
         self._sums = _sums(have)
+        self._each = _sums(have, per_call=True)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -350,6 +353,14 @@ class Store:
         """Every recorded call, oldest first."""
         return [json.loads(r[0]) for r in self._query("SELECT record FROM calls ORDER BY rowid")]
 
+    def call_usage(self) -> list[tuple[str, str, str, Totals, float]]:
+        """(player, role, call_id, its `Totals`, latency_s) of every recorded call, oldest first,
+        without reading the bulky records (the estimate reads a whole run's history)."""
+        rows = self._query(f"SELECT player, role, call_id, {self._each}, latency_s FROM calls"
+                           " ORDER BY rowid")
+        return [(p, r, c, _totals(row[3:-1]), float(row[-1] or 0.0)) for row in rows
+                for p, r, c in [row[:3]]]
+
     def totals(self) -> Totals:
         """Calls, tokens and cost over every call recorded in this run (all sessions)."""
         if self._totals is None:
@@ -436,6 +447,13 @@ class Store:
         """Keys of episodes that need no replay: every outcome except `error`."""
         return {r[0] for r in self._query("SELECT episode_key FROM episodes WHERE outcome != 'error'")}
 
+    def finished_by_env_and_solver(self) -> dict[tuple[str, str], int]:
+        """How many episodes that need no replay (every outcome but `error`) each (environment,
+        solver) has, without reading transcripts."""
+        rows = self._query("SELECT env_id, solver, COUNT(*) FROM episodes WHERE outcome != 'error'"
+                           " GROUP BY env_id, solver")
+        return {(e, s): int(n) for e, s, n in rows}
+
     def episode_counts(self) -> dict[str, int]:
         return dict(self._query("SELECT outcome, COUNT(*) FROM episodes GROUP BY outcome"))
 
@@ -482,12 +500,14 @@ class Store:
         )
 
 
-def _sums(columns: set[str]) -> str:
-    """The SELECT list of a `Totals` over `calls`; a column it lacks sums to 0."""
-    return "COUNT(*), " + ", ".join(
-        f"COALESCE(SUM({c}),0)" if c in columns else "0"
-        for c in ("input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
-                  "cache_write_tokens", "reasoning_tokens", "saved_usd"))
+def _sums(columns: set[str], *, per_call: bool = False) -> str:
+    """The SELECT list of a `Totals` over `calls` (or of each call's own, `per_call`); a column
+    the table lacks reads as 0."""
+    items = [("0" if c not in columns else f"COALESCE({c},0)" if per_call
+              else f"COALESCE(SUM({c}),0)")
+             for c in ("input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
+                       "cache_write_tokens", "reasoning_tokens", "saved_usd")]
+    return ", ".join(["1" if per_call else "COUNT(*)", *items])
 
 
 def _totals(row: tuple) -> Totals:

@@ -265,9 +265,7 @@ def _plan(cfg: RunConfig, pools: list[Any], store: Any | None) -> _Plan:
     recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
     finished: dict[tuple[str, str], int] = defaultdict(int)
     if store is not None:
-        for ep in store.episodes():
-            if ep.outcome != "error":
-                finished[(ep.env_id, ep.solver)] += 1
+        finished.update(store.finished_by_env_and_solver())
     known: list[_Env] = []
     for spec in pools:
         row = recorded.get(spec.id)
@@ -320,17 +318,13 @@ class _History:
 def _history(store: Any) -> _History:
     units: dict[tuple[str, str], dict[str, Figures]] = defaultdict(dict)
     spent: dict[tuple[str, str], Figures] = defaultdict(Figures)
-    for record in store.call_records():
-        usage = record.get("usage") or {}
-        f = Figures(calls=1, input_tokens=float(usage.get("input_tokens", 0)),
-                    cache_read_tokens=float(usage.get("cache_read_tokens", 0)),
-                    cache_write_tokens=float(usage.get("cache_write_tokens", 0)),
-                    output_tokens=float(usage.get("output_tokens", 0)),
-                    usd=float(record.get("cost_usd", 0.0)),
-                    call_s=float(record.get("latency_s", 0.0)))
-        who = (str(record.get("player")), str(record.get("role")))
+    for player, role, call_id, t, latency in store.call_usage():
+        f = Figures(calls=1, input_tokens=t.input_tokens, cache_read_tokens=t.cache_read_tokens,
+                    cache_write_tokens=t.cache_write_tokens, output_tokens=t.output_tokens,
+                    usd=t.cost_usd, call_s=latency)
+        who = (str(player), str(role))
         spent[who] = spent[who] + f
-        call_id = str(record.get("call_id", ""))
+        call_id = str(call_id or "")
         m = _EPISODE.match(call_id) or _AUTHORING.match(call_id)
         if m:
             unit = units[who].setdefault(m.group(1), Figures())
