@@ -171,3 +171,30 @@ def test_turning_prompt_caching_off_or_repricing_it_never_blocks_a_resume():
         p["price"] = PRICE
     assert changed_setting(result_settings(parse_config(base)),
                            result_settings(parse_config(changed))) is None
+
+
+def test_each_episode_of_a_run_keeps_one_prompt_cache_key_for_all_its_turns(tmp_path,
+                                                                          monkeypatch):
+    from envduels.engine.solving import SYSTEM_PROMPT
+
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    with ScriptedServer(respond, api_key=KEY) as server:
+        run_dir = tmp_path / "run"
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(config(server.base_url, str(run_dir))))
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+        requests = [r for r in server.requests if r["messages"][0]["content"] == SYSTEM_PROMPT]
+    store = Store(run_dir, create=False)
+    episodes = store.episodes()
+    store.close()
+    by_key: dict[str, set] = {}
+    for r in requests:
+        conversation = (r["model"], r["messages"][1]["content"])   # solver and first turn
+        by_key.setdefault(r["body"]["prompt_cache_key"], set()).add(conversation)
+    # one key per episode played (an episode that failed to start sent nothing), every turn
+    # of it under that key, and one conversation under each key
+    played = [e for e in episodes if e.turns > 0]
+    assert len(by_key) == len(played) == 24
+    assert all(len(conversations) == 1 for conversations in by_key.values())
+    multi_turn = sum(1 for e in played if e.turns > 1)
+    assert sum(1 for r in requests) == sum(e.turns for e in played) and multi_turn >= 4
