@@ -105,7 +105,7 @@ def test_run_prints_the_estimate_first_and_refuses_a_budget_below_its_low_end(tm
         with pytest.raises(UserError) as err:
             run_command(path, unsafe_no_sandbox=False, quiet=True)
         message = str(err.value)
-        assert f"${low:,.2f}" in message and "budget.max_usd $0.00" in message
+        assert f"at least ${low:.4f}" in message and "budget.max_usd $0.0000" in message
         assert "raise budget.max_usd" in message and "\n" not in message
         assert capsys.readouterr().out.startswith("estimated cost $")
 

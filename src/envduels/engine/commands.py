@@ -95,15 +95,18 @@ def check_reachable(cfg: RunConfig, timeout_s: float = 3.0) -> None:
 def check_estimate(cfg: RunConfig, pool_specs: list[Any]) -> None:
     """Print the run's estimated cost; refuse (UserError) when even its low end is over
     `budget.max_usd`, before anything is spent."""
-    from envduels.engine.estimate import dollars, estimate_for
+    from envduels.engine.estimate import dollars, estimate_for, usd
 
-    cost = estimate_for(cfg, pool_specs).total("usd")
-    print(f"estimated cost {dollars(cost)} (`envduels estimate` for the detail)", flush=True)
+    estimate = estimate_for(cfg, pool_specs)
+    cost = estimate.total("usd")
+    spent = f", {usd(estimate.spent_usd)} of it spent" if estimate.spent_usd else ""
+    print(f"estimated cost {dollars(cost)}{spent} (`envduels estimate` for the detail)",
+          flush=True)
     limit = cfg.budget.max_usd
     if limit is not None and cost.low > limit:
-        raise UserError(f"the estimated cost is at least ${cost.low:,.2f}, over budget.max_usd "
-                        f"${limit:,.2f}; raise budget.max_usd or shrink the design (rounds, "
-                        "seeds_per_env, trials_per_seed, max_turns)")
+        raise UserError(f"the estimated cost is at least {usd(cost.low)}{spent}, over "
+                        f"budget.max_usd {usd(limit)}; raise budget.max_usd or shrink the design "
+                        "(rounds, seeds_per_env, trials_per_seed, max_turns)")
 
 
 def open_run(cfg: RunConfig) -> tuple[Store, str]:

@@ -509,9 +509,14 @@ def estimate_for(cfg: RunConfig, pools: list[Any]) -> Estimate:
             store.close()
 
 
+def usd(x: float) -> str:
+    """Dollars as `run` and `estimate` print them: cents from $1 up, else four decimals."""
+    return f"${x:,.2f}" if x >= 1 else f"${x:.4f}"
+
+
 def dollars(r: Range) -> str:
     """A dollar range as `run` and `estimate` print it."""
-    return f"${r.low:,.2f}-${r.high:,.2f}"
+    return f"{usd(r.low)}-{usd(r.high)}"
 
 
 def _count(x: float) -> str:
@@ -523,11 +528,6 @@ def _count(x: float) -> str:
 
 def _n(r: Range) -> str:
     return f"{_count(r.low)}-{_count(r.high)}"
-
-
-def _money(r: Range) -> str:
-    digits = 2 if r.high >= 10 else 4
-    return f"${r.low:,.{digits}f}-{r.high:,.{digits}f}"
 
 
 def _duration(seconds: float) -> str:
@@ -560,10 +560,10 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
         for role, r in roles.items():
             rows.append((f"{name}/{role}", _n(r.range("calls")), _n(r.range("input_tokens")),
                          _n(r.range("cache_read_tokens")), _n(r.range("output_tokens")),
-                         _money(r.range("usd")), _hours(r.wall_s()), r.source))
+                         dollars(r.range("usd")), _hours(r.wall_s()), r.source))
     rows.append(("total", _n(est.total("calls")), _n(est.total("input_tokens")),
                  _n(est.total("cache_read_tokens")), _n(est.total("output_tokens")),
-                 _money(est.total("usd")), _hours(est.wall_s()), ""))
+                 dollars(est.total("usd")), _hours(est.wall_s()), ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     print(f"estimate for {cfg.name} (low-high; player/role as configured)")
     for r in rows:
