@@ -164,49 +164,49 @@ def _rss_mib() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
 
 
-async def frame_flood(seconds: float, limits: SandboxLimits) -> dict[str, float]:
-    """Episodes of an environment whose thread writes small frames between calls, while the
-    "solver" thinks 100 ms per turn, for `seconds`: the harness's RSS before and after, the
-    most frames and bytes it ever held for one worker, and how the episodes ended."""
-    before = _rss_mib()
-    most_frames = most_bytes = episodes = killed = 0
-    end = time.monotonic() + seconds
-    async with EnvPool(limits, warm=1) as pool:
-        while time.monotonic() < end:
-            inst = await pool.open(FLOOD)
-            episodes += 1
+async def frame_flood(seconds: float, limits: SandboxLimits) -> dict:
+    """One episode of an environment whose thread writes small frames between calls while
+    the "solver" thinks for `seconds` (the issue's scenario): the harness's RSS before, at
+    its peak and after; the most frames and bytes held for the worker; how the next call
+    ended."""
+    before = peak = _rss_mib()
+    most_frames = most_bytes = 0
+    async with EnvPool(limits, warm=0) as pool:
+        inst = await pool.open(FLOOD)
+        outcome = "reset ok"
+        try:
+            await inst.reset(0)
+        except Exception as exc:   # noqa: BLE001 (the flood may race the reset's reply)
+            outcome = f"reset: {exc}"
+        channel = inst._channel
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:   # the solver thinking
+            await asyncio.sleep(0.25)
+            peak = max(peak, _rss_mib())
+            most_frames = max(most_frames, len(channel._frames))
+            most_bytes = max(most_bytes, len(channel._buf) + sum(map(len, channel._frames)))
+        if outcome == "reset ok":
             try:
-                await inst.reset(0)   # the flood may already race the reset's reply
-            except Exception:   # noqa: BLE001
-                killed += 1
-                await inst.close()
-                continue
-            for _ in range(5):
-                await asyncio.sleep(0.1)   # the solver thinking
-                channel = inst._channel
-                most_frames = max(most_frames, len(channel._frames))
-                most_bytes = max(most_bytes, len(channel._buf))
-                try:
-                    await inst.step("a")
-                except Exception:   # noqa: BLE001 (any fault ends the episode here)
-                    killed += 1
-                    break
-            await inst.close()
-    return {"rss_before": before, "rss_after": _rss_mib(), "frames": most_frames,
-            "bytes": most_bytes, "episodes": episodes, "killed": killed}
+                await inst.step("a")
+                outcome = "step ok"
+            except Exception as exc:   # noqa: BLE001
+                outcome = f"step: {exc}"
+        await inst.close()
+    return {"rss_before": before, "rss_peak": peak, "rss_after": _rss_mib(),
+            "frames": most_frames, "bytes": most_bytes, "outcome": outcome}
 
 
 async def print_flood(seconds: float, limits: SandboxLimits) -> None:
-    print("frame flood between calls (harness memory):")
+    print(f"frame flood while the solver thinks for {seconds:g} s (harness memory):")
     # Runs against older sources too (no freeze_idle there), to measure the "before".
     settings = [True, False] if hasattr(limits, "freeze_idle") else [None]
     for freeze in settings:
         chosen = limits if freeze is None else dataclasses.replace(limits, freeze_idle=freeze)
         got = await frame_flood(seconds, chosen)
         name = "no freezer" if freeze is None else "freezer " + ("on" if freeze else "off")
-        print(f"  {name:<12} RSS {got['rss_before']:7.1f} -> {got['rss_after']:7.1f} MiB over "
-              f"{seconds:g} s; at most {got['frames']} frames / {got['bytes']} bytes buffered;"
-              f" {got['killed']:.0f} of {got['episodes']:.0f} episodes ended by a fault")
+        print(f"  {name:<12} RSS {got['rss_before']:7.1f} MiB, peak {got['rss_peak']:7.1f}, "
+              f"after {got['rss_after']:7.1f}; at most {got['frames']} frames / {got['bytes']} "
+              f"bytes held; {got['outcome']}")
 
 
 def in_process(n: int) -> list[float]:

@@ -69,11 +69,13 @@ def _valid(value: Any) -> Any:
 def _one_line(reason: str, limit: int = 500) -> str:
     """`reason` as one bounded line: the environment controls parts of it (its error text,
     its type names), and a reason is printed and stored as one line."""
-    flat = _CONTROL.sub(" ", reason).strip()
+    flat = _CONTROL.sub(" ", reason).strip(" ")
     return flat if len(flat) <= limit else flat[:limit - 3] + "..."
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# What str.splitlines() breaks on. Other control characters are kept (the JSON verdict keeps
+# them exactly); the terminal layer makes them printable.
+_CONTROL = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
 
 
 def _signal_name(number: int) -> str:
