@@ -142,14 +142,14 @@ async def frozen_vs_running_steps(n: int, limits: SandboxLimits) -> dict:
 FLOOD = '''
 import json, os, sys, threading, time
 def _flood(fd=int(sys.argv[2])):
-    data = json.dumps({"id": 0, "ok": True, "pad": "x" * 100}).encode()
+    data = json.dumps({"id": 0, "ok": True, "pad": "x" * 1000}).encode()
     frame = len(data).to_bytes(4, "big") + data
-    while True:
+    time.sleep(0.05)   # let the reset's reply go first
+    while True:   # as fast as the harness reads
         try:
             os.write(fd, frame)
         except OSError:
             return
-        time.sleep(0.0001)
 class Flood:
     def reset(self, seed=None):
         threading.Thread(target=_flood, daemon=True).start()
