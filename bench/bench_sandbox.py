@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import os
 import statistics
 import subprocess
@@ -209,6 +210,41 @@ async def print_flood(seconds: float, limits: SandboxLimits) -> None:
               f"bytes held; {got['outcome']}")
 
 
+_COLD_CHILD = """
+import asyncio, json, sys, time
+from envduels.sandbox import EnvPool, SandboxLimits
+async def main(n, source):
+    times = []
+    for _ in range(n):
+        pool = EnvPool(SandboxLimits(), warm=0)
+        start = time.perf_counter()
+        inst = await pool.open(source)
+        await inst.reset(0)
+        times.append(time.perf_counter() - start)
+        await pool.aclose()
+    print(json.dumps(times[1:]))   # the first start of a process also probes the host
+asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
+"""
+
+
+def compare_cold_starts(other_src: str, rounds: int) -> None:
+    """Cold starts of these sources and of `other_src` (e.g. main's `src`), alternated in fresh
+    processes so that the machine's load hits both alike."""
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    found: dict[str, list[float]] = {other_src: [], here: []}
+    for _ in range(rounds):
+        for src in found:
+            done = subprocess.run([sys.executable, "-c", _COLD_CHILD, "6", TRIVIAL],
+                                  env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
+                                  capture_output=True, text=True, check=True)
+            found[src] += json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"cold start, alternated (load average {os.getloadavg()[0]:.2f}):")
+    for src, times in found.items():
+        row(f"sources {src}"[-46:], times)
+    ratio = statistics.median(found[here]) / statistics.median(found[other_src])
+    print(f"  {'ratio of medians (these / other)':<46} {ratio:10.2f}")
+
+
 def in_process(n: int) -> list[float]:
     namespace: dict = {}
     exec(TRIVIAL, namespace)
@@ -264,5 +300,10 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
     parser.add_argument("--flood-only", action="store_true",
                         help="only the frame-flood figures (also runs against older sources)")
+    parser.add_argument("--compare-src", metavar="SRC",
+                        help="only cold starts, alternated with those of SRC (e.g. main's src)")
     args = parser.parse_args()
+    if args.compare_src:
+        compare_cold_starts(args.compare_src, 4 if args.quick else 10)
+        sys.exit(0)
     sys.exit(asyncio.run(main(args.quick, args.flood_only)))

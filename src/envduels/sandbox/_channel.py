@@ -102,6 +102,7 @@ class WorkerChannel:
         self._frames: deque[bytes] = deque()  # at most one: the reply to the call in flight
         self._in_flight = True                # a reply is expected (first: the greeting)
         self._freezing: asyncio.TimerHandle | None = None
+        self._adopting: asyncio.Future[bool] | None = None
         self._problem: str | None = None      # a violation seen by a reader callback
         self._eof = False
         self._exited = False
@@ -227,10 +228,12 @@ class WorkerChannel:
         await self._receive(0, "start-up", time.monotonic() + timeout, timeout)
         self.init_pid = self._find_init()
         group = self.launched.cgroup
-        if group is not None and self.limits.freeze_idle:
+        if group is not None and self.limits.freeze_idle and group.freezer is not None:
             # Every process of the sandbox exists now and no environment code has run yet.
-            # The idle worker itself is not frozen: it only waits for its `load`.
-            group.adopt(group.pids_inside())
+            # Moving a process between v2 groups waits for an RCU grace period (~4 ms each,
+            # measured), so it runs in a thread while the worker waits in the pool; the first
+            # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
+            self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
 
     async def call(self, msg: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
         """Send `msg` and return the worker's reply dict; EnvFault (and a dead worker) on any
@@ -257,6 +260,9 @@ class WorkerChannel:
         self._in_flight = True
         self._thaw()
         try:
+            if self._adopting is not None:   # before any environment code runs or forks
+                await asyncio.shield(self._adopting)
+                self._adopting = None
             await self._send(len(data).to_bytes(4, "big") + data, deadline, what, timeout)
             reply = await self._receive(rid, what, deadline, timeout)
             self._freeze()
