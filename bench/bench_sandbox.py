@@ -128,6 +128,13 @@ async def frozen_vs_running_steps(n: int, limits: SandboxLimits) -> dict:
                 start = time.perf_counter()
                 await inst.step("\\boxed{a}")
                 times[freeze].append(time.perf_counter() - start)
+    for _ in range(max(1, n // 500)):   # after a pause: the sandbox is frozen in between
+        for freeze, inst in insts.items():
+            for _ in range(50):
+                await asyncio.sleep(0.005)
+                start = time.perf_counter()
+                await inst.step("\\boxed{a}")
+                times.setdefault(("paused", freeze), []).append(time.perf_counter() - start)
     group = insts[True]._channel.launched.cgroup
     if group is not None and group.freezable:   # the kernel's part alone, no event loop
         for _ in range(n):
@@ -283,10 +290,14 @@ async def main(quick: bool, flood_only: bool = False) -> None:
     frozen = await frozen_vs_running_steps(n_steps, limits)
     row("step round trip, freezer on (2 ms grace)", frozen[True])
     row("step round trip, no freezer", frozen[False])
+    print(f"  {'ratio of medians back to back':<46} "
+          f"{statistics.median(frozen[True]) / statistics.median(frozen[False]):10.2f}")
+    row("step after a 5 ms pause, frozen during it", frozen[("paused", True)])
+    row("step after a 5 ms pause, no freezer", frozen[("paused", False)])
+    print(f"  {'ratio of medians after a pause':<46} "
+          f"{statistics.median(frozen[('paused', True)]) / statistics.median(frozen[('paused', False)]):10.2f}")
     if "pair" in frozen:
         row("one freeze + thaw of a live sandbox (kernel)", frozen["pair"])
-    print(f"  {'ratio of medians (freeze / none)':<46} "
-          f"{statistics.median(frozen[True]) / statistics.median(frozen[False]):10.2f}")
     await print_flood(3.0 if quick else 10.0, limits)
     print("throughput:")
     print(f"  {'steps/s, one instance, sequential':<46} {rate:10.0f}")
