@@ -66,6 +66,8 @@ async def fault_of(pool: EnvPool, step: str, *, prelude: str = "") -> EnvFault:
     ("forge(b'{\"id\": 3, \"ok\": true, \"reward\": ' + b'9' * 5000 + b'}')\ntime.sleep(5)",
      "protocol violation: unreadable frame (Exceeds the limit (4300 digits) for integer string "
      "conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the limit)"),
+    ("forge(b'{\"id\": 3, \"ok\": true, \"info\": {\"x\": 1e400}}')\ntime.sleep(5)",
+     "protocol violation: unreadable frame (non-finite number 1e400)"),
     ("forge(b'[3]')\ntime.sleep(5)",
      "protocol violation: reply id 'list' does not match request 3 (step)"),
     ("forge({'id': 3.0, 'ok': True})\ntime.sleep(5)",

@@ -11,11 +11,14 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
+import math
 import os
 import re
 import select
 import shutil
 import signal
+import threading
 import time
 from array import array
 from collections import deque
@@ -29,6 +32,15 @@ from ._limits import EnvFault, SandboxLimits
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; `1e400` would otherwise become inf (in an
+    info dict, say), which strict JSON readers of the store and the reports refuse."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite number {text[:20]}")
+    return value
 
 
 # Frames are parsed only after their nesting is known to be shallow: `json.loads` and `_valid`
@@ -64,6 +76,10 @@ def _valid(value: Any) -> Any:
     if isinstance(value, list):
         return [_valid(v) for v in value]
     return value
+
+
+log = logging.getLogger("envduels.sandbox")
+_ADOPT_WARNED = threading.Event()
 
 
 def _one_line(reason: str, limit: int = 500) -> str:
@@ -261,7 +277,10 @@ class WorkerChannel:
         self._thaw()
         try:
             if self._adopting is not None:   # before any environment code runs or forks
-                await asyncio.shield(self._adopting)
+                if not await asyncio.shield(self._adopting) and not _ADOPT_WARNED.is_set():
+                    _ADOPT_WARNED.set()
+                    log.warning("sandbox running with reduced protection: a sandbox could not "
+                                "join its freezer group and is not frozen between calls")
                 self._adopting = None
             await self._send(len(data).to_bytes(4, "big") + data, deadline, what, timeout)
             reply = await self._receive(rid, what, deadline, timeout)
@@ -312,7 +331,8 @@ class WorkerChannel:
                     raise await self.fail("protocol violation: a frame nested deeper than "
                                           f"{MAX_DEPTH} levels")
                 try:
-                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
+                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant,
+                                       parse_float=_finite_float)
                 except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                     raise await self.fail(f"protocol violation: unreadable frame ({exc})") from None
                 if not isinstance(reply, dict) or reply.get("id") != rid \
@@ -398,15 +418,15 @@ class WorkerChannel:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         if self.launched.cgroup is not None:
-            self.launched.cgroup.kill_all()   # and thaws: frozen v1 tasks die only once thawed
+            self.launched.cgroup.kill_all()
 
     # ----- freezing between calls ---------------------------------------------------------------
     def _freeze(self) -> None:
         """Stop every process of the sandbox until the next call: between calls an environment
         may neither compute (burn the CPUs while the solver thinks) nor speak. Done after
         FREEZE_GRACE_S without a next call, so that back-to-back calls (validation, replay)
-        pay no freeze and thaw (about 35 µs a pair); a sandbox gets at most that much time
-        after each call."""
+        pay no freeze and thaw; a sandbox runs at most FREEZE_GRACE_S (plus the event loop's
+        delay) after each call."""
         group = self.launched.cgroup
         if group is not None and self.limits.freeze_idle and self.dead is None \
                 and group.freezable:
