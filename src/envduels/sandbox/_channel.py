@@ -48,7 +48,10 @@ def _finite_float(text: str) -> float:
 # in the parent. An honest worker nests at most a few levels beyond `_plain`'s cap of 20.
 MAX_DEPTH = 64
 FREEZE_GRACE_S = 0.002
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+# Linear time, also on hostile input: escapes go first, so that a string is a plain "[^"]*"
+# (a pattern with escapes inside backtracks quadratically on `["\"\"\"...` with no end).
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
 _BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")   # signed: +1, +1, -1, -1
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[{]}")
 
@@ -58,7 +61,8 @@ def _too_deep(frame: bytes, limit: int = MAX_DEPTH) -> bool:
     recursion: strings are blanked, brackets become +1/-1 and the running sum is bounded."""
     if frame.count(b"[") + frame.count(b"{") <= limit:
         return False   # the usual frame: too few brackets to nest deeper
-    steps = array("b", _STRING.sub(b"", frame).translate(_BRACKETS, _NOT_BRACKETS))
+    text = _STRING.sub(b"", _ESCAPE.sub(b"_", frame))
+    steps = array("b", text.translate(_BRACKETS, _NOT_BRACKETS))
     return max(itertools.accumulate(steps), default=0) > limit
 
 
