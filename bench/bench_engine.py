@@ -54,6 +54,8 @@ def main() -> int:
     ap.add_argument("--unsafe-no-sandbox", action="store_true")
     ap.add_argument("--audit", action="store_true",
                     help="measure the replay audit's cost at 50 and 500 ms instead")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="with --audit: runs per latency and setting, alternated")
     args = ap.parse_args()
     if args.audit:
         return _audit_bench(args)
@@ -106,8 +108,10 @@ def _audit_bench(args: argparse.Namespace) -> int:
     for latency in (50.0, 500.0):
         server, base_url = _start_server(latency)
         try:
-            walls = {}
-            for on in (False, True):
+            walls: dict[bool, list[float]] = {False: [], True: []}
+            play, replay = [], []
+            # alternated, so that a warming cache or a change of load hits both alike
+            for on in (False, True) * args.repeats:
                 timings["play"].clear()
                 timings["replay"].clear()
                 scheduler.AUDIT_EPISODES = on
@@ -115,22 +119,24 @@ def _audit_bench(args: argparse.Namespace) -> int:
                     path = _write_config(base_url, Path(tmp), args)
                     started = time.monotonic()
                     code = run_command(path, unsafe_no_sandbox=args.unsafe_no_sandbox, quiet=True)
-                    walls[on] = time.monotonic() - started
+                    walls[on].append(time.monotonic() - started)
                 if code != 0:
                     print(f"run failed with exit code {code}", file=sys.stderr)
                     return code
                 if on:
-                    play, replay = list(timings["play"]), list(timings["replay"])
+                    play += timings["play"]
+                    replay += timings["replay"]
         finally:
             server.terminate()
             server.wait(timeout=10)
         mean_play = sum(play) / len(play)
         mean_replay = sum(replay) / max(1, len(replay))
-        rows.append((latency, len(play), len(replay), mean_play, mean_replay, walls[False],
-                     walls[True]))
+        rows.append((latency, len(play), len(replay), mean_play, mean_replay,
+                     sum(walls[False]) / len(walls[False]), sum(walls[True]) / len(walls[True])))
     scheduler.AUDIT_EPISODES = True
     print(f"players {PLAYERS} x concurrency {args.concurrency}, {args.seeds} seed(s) per "
-          f"environment, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"environment, {args.repeats} run(s) per setting (means), load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"{'latency':>8} {'episodes':>8} {'replays':>8} {'episode s':>10} {'replay s':>9} "
           f"{'replay/episode':>15} {'run s off':>10} {'run s on':>9} {'on/off':>7}")
     for latency, n, r, ep, rep, off, on in rows:
