@@ -80,3 +80,10 @@ def test_validate_json_of_an_export_whose_environment_ignores_its_seed_is_valid_
     assert code == 0 and out["valid"] is True
     (env,) = out["environments"]
     assert env["flags"] == [SEED_IGNORED] and "ignores its seed" in env["warnings"][0]
+
+
+async def test_a_reward_the_parent_cannot_take_is_a_reason_not_an_exception(pool):
+    spec = load_env_file(FIXTURES / "deceive_crash_reward.py")
+    verdict = await validate_env(spec, pool, seeds=[11], require_oracle=True)
+    assert not verdict.valid
+    assert verdict.reasons[0].startswith("seed 11, probe episode: in step (turn 1): ")

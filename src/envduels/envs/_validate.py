@@ -26,6 +26,7 @@ static reasons are always all reported.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import time
@@ -223,13 +224,20 @@ async def _run_episode(
         return episode
     except SandboxStartError:
         raise  # the host's failure, not the environment's: never a reason against it
-    except EnvFault as fault:
+    except _Failed:
+        raise
+    except Exception as fault:
+        # last resort for anything else: a value the parent could not take is the
+        # environment's doing, and must be a reason, never an exception out of validation
+        reason = fault.reason if isinstance(fault, EnvFault) else " ".join(
+            f"its answer could not be read ({type(fault).__name__}: {fault})".split())[:200]
         where = "while loading" if call == "loading" else f"in {call}" + (f" (turn {turn})" if turn else "")
-        raise _Failed(f"seed {seed}, {what}: {where}: {fault.reason}",
+        raise _Failed(f"seed {seed}, {what}: {where}: {reason}",
                       "failed" if what.startswith("oracle") else "skipped") from None
     finally:
         if instance is not None:
-            await instance.close()
+            with contextlib.suppress(Exception):
+                await instance.close()
 
 
 async def _check_seed(
