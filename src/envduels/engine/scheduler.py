@@ -50,6 +50,7 @@ from envduels.engine.authoring import (
 from envduels.engine.history import history_digest
 from envduels.engine.progress import Progress
 from envduels.engine.solving import EpisodeResult, EpisodeTask, _exc, play_episode, turn_cap
+from envduels.errors import UserError
 from envduels.store import AUDIT_REASON, EnvironmentRow, EpisodeRow, Store
 
 log = logging.getLogger("envduels.engine")
@@ -269,6 +270,8 @@ class Tournament:
             async def guarded(job: AuthoringJob) -> EnvironmentRow | None:
                 try:
                     return await one(job)
+                except UserError:
+                    raise   # the player's configuration: the run stops with its one line
                 except Exception as err:  # last resort: never cancels the other jobs
                     log.error("authoring %s failed unexpectedly: %s", job.env_id, _exc(err))
                     self._errors += 1
@@ -321,9 +324,12 @@ class Tournament:
             pass
 
     async def _episode(self, task: EpisodeTask) -> EpisodeResult | None:
-        """Play, record and audit one episode. Never raises (but for cancellation)."""
+        """Play, record and audit one episode. Raises only `UserError` (the run must stop) and
+        cancellation."""
         try:
             result = await self._play_one(task)
+        except UserError:
+            raise   # the player's configuration: the run stops with its one line
         except Exception as err:  # last resort: the host's fault, retried on resume
             log.error("episode %s failed unexpectedly: %s", task.key, _exc(err))
             result = EpisodeResult("error", f"harness error: {_exc(err)}", 0)

@@ -12,7 +12,8 @@ environment is the last balanced `\\boxed{...}` of the reply, wrapper included. 
   failure and never blamed on the author.
 
 Last resort: an unexpected exception while talking to the environment (a value the parent could
-not take) is `incomplete`; one while asking the solver is `error`. `play_episode` never raises.
+not take) is `incomplete`; one while asking the solver is `error`, except a `UserError` (a
+rejected key, an unknown model, a bad request before any answer), which stops the run.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
     Never raises for environment or provider trouble: that is the outcome. `on_event` sees every
     transcript entry as it is appended (the `play` command prints them).
     """
+    from envduels.errors import UserError
     from envduels.players import ContextOverflow, ProviderError
     from envduels.sandbox import EnvFault, SandboxStartError
 
@@ -140,6 +142,8 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                 return done("failure", f"context overflow: {err}", turns - 1)
             except ProviderError as err:
                 return done("error", f"provider error: {err}", turns - 1)
+            except UserError:
+                raise   # a rejected key, unknown model, bad parameters: the run stops at once
             except Exception as err:  # last resort: the host's side failed, retried on resume
                 return done("error", f"solver call failed: {_exc(err)}", turns - 1)
             text = reply.text
