@@ -157,3 +157,32 @@ def test_a_run_with_an_environment_that_crashes_the_parent_finishes_and_so_does_
         if e.env_id == crash:
             assert e.reason.startswith("environment fault: ") and "\n" not in e.reason
     store.close()
+
+
+def test_an_authored_environment_whose_reward_the_parent_cannot_take_is_invalid_and_the_run_ends(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    source = (FIXTURES / "deceive_crash_reward.py").read_text()
+
+    def respond(model: str, messages: list[dict]) -> str:
+        if model == "m-alice":
+            return (f"```python\n{source}```\n<hint>Say anything.</hint>\n"
+                    "<domain>logic</domain>\n<title>Crash</title>")
+        return solver(model, messages)
+
+    pool = _pool(tmp_path / "pool", (CONTROL,), seeds=1)
+    with ScriptedServer(respond, api_key=KEY) as server:
+        path = _config(tmp_path, server.base_url, pool)
+        cfg = yaml.safe_load(path.read_text())
+        cfg["players"].append({**cfg["players"][0], "name": "alice", "model": "m-alice",
+                               "roles": ["author"]})
+        cfg["tournament"]["author_repairs"] = 0
+        path.write_text(yaml.safe_dump(cfg))
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+    store = Store(tmp_path / "run", create=False)
+    env = store.environment("r1-alice-0")
+    assert env is not None and not env.valid
+    assert env.invalid_reason.startswith("seed ") and "probe episode: in step (turn 1): " in (
+        env.invalid_reason)
+    assert {e.env_id for e in store.episodes()} == {CONTROL}
+    store.close()
