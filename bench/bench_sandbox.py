@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import os
 import statistics
 import subprocess
@@ -127,6 +128,13 @@ async def frozen_vs_running_steps(n: int, limits: SandboxLimits) -> dict:
                 start = time.perf_counter()
                 await inst.step("\\boxed{a}")
                 times[freeze].append(time.perf_counter() - start)
+    for _ in range(max(1, n // 500)):   # after a pause: the sandbox is frozen in between
+        for freeze, inst in insts.items():
+            for _ in range(50):
+                await asyncio.sleep(0.005)
+                start = time.perf_counter()
+                await inst.step("\\boxed{a}")
+                times.setdefault(("paused", freeze), []).append(time.perf_counter() - start)
     group = insts[True]._channel.launched.cgroup
     if group is not None and group.freezable:   # the kernel's part alone, no event loop
         for _ in range(n):
@@ -209,6 +217,41 @@ async def print_flood(seconds: float, limits: SandboxLimits) -> None:
               f"bytes held; {got['outcome']}")
 
 
+_COLD_CHILD = """
+import asyncio, json, sys, time
+from envduels.sandbox import EnvPool, SandboxLimits
+async def main(n, source):
+    times = []
+    for _ in range(n):
+        pool = EnvPool(SandboxLimits(), warm=0)
+        start = time.perf_counter()
+        inst = await pool.open(source)
+        await inst.reset(0)
+        times.append(time.perf_counter() - start)
+        await pool.aclose()
+    print(json.dumps(times[1:]))   # the first start of a process also probes the host
+asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
+"""
+
+
+def compare_cold_starts(other_src: str, rounds: int) -> None:
+    """Cold starts of these sources and of `other_src` (e.g. main's `src`), alternated in fresh
+    processes so that the machine's load hits both alike."""
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    found: dict[str, list[float]] = {other_src: [], here: []}
+    for _ in range(rounds):
+        for src in found:
+            done = subprocess.run([sys.executable, "-c", _COLD_CHILD, "6", TRIVIAL],
+                                  env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
+                                  capture_output=True, text=True, check=True)
+            found[src] += json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"cold start, alternated (load average {os.getloadavg()[0]:.2f}):")
+    for src, times in found.items():
+        row(f"sources {src}"[-46:], times)
+    ratio = statistics.median(found[here]) / statistics.median(found[other_src])
+    print(f"  {'ratio of medians (these / other)':<46} {ratio:10.2f}")
+
+
 def in_process(n: int) -> list[float]:
     namespace: dict = {}
     exec(TRIVIAL, namespace)
@@ -247,10 +290,14 @@ async def main(quick: bool, flood_only: bool = False) -> None:
     frozen = await frozen_vs_running_steps(n_steps, limits)
     row("step round trip, freezer on (2 ms grace)", frozen[True])
     row("step round trip, no freezer", frozen[False])
+    print(f"  {'ratio of medians back to back':<46} "
+          f"{statistics.median(frozen[True]) / statistics.median(frozen[False]):10.2f}")
+    row("step after a 5 ms pause, frozen during it", frozen[("paused", True)])
+    row("step after a 5 ms pause, no freezer", frozen[("paused", False)])
+    print(f"  {'ratio of medians after a pause':<46} "
+          f"{statistics.median(frozen[('paused', True)]) / statistics.median(frozen[('paused', False)]):10.2f}")
     if "pair" in frozen:
         row("one freeze + thaw of a live sandbox (kernel)", frozen["pair"])
-    print(f"  {'ratio of medians (freeze / none)':<46} "
-          f"{statistics.median(frozen[True]) / statistics.median(frozen[False]):10.2f}")
     await print_flood(3.0 if quick else 10.0, limits)
     print("throughput:")
     print(f"  {'steps/s, one instance, sequential':<46} {rate:10.0f}")
@@ -264,5 +311,10 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
     parser.add_argument("--flood-only", action="store_true",
                         help="only the frame-flood figures (also runs against older sources)")
+    parser.add_argument("--compare-src", metavar="SRC",
+                        help="only cold starts, alternated with those of SRC (e.g. main's src)")
     args = parser.parse_args()
+    if args.compare_src:
+        compare_cold_starts(args.compare_src, 4 if args.quick else 10)
+        sys.exit(0)
     sys.exit(asyncio.run(main(args.quick, args.flood_only)))

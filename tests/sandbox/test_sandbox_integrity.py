@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,8 @@ async def fault_of(pool: EnvPool, step: str, *, prelude: str = "") -> EnvFault:
     ("forge(b'{\"id\": 3, \"ok\": true, \"reward\": ' + b'9' * 5000 + b'}')\ntime.sleep(5)",
      "protocol violation: unreadable frame (Exceeds the limit (4300 digits) for integer string "
      "conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the limit)"),
+    ("forge(b'{\"id\": 3, \"ok\": true, \"info\": {\"x\": 1e400}}')\ntime.sleep(5)",
+     "protocol violation: unreadable frame (non-finite number 1e400)"),
     ("forge(b'[3]')\ntime.sleep(5)",
      "protocol violation: reply id 'list' does not match request 3 (step)"),
     ("forge({'id': 3.0, 'ok': True})\ntime.sleep(5)",
@@ -76,6 +79,17 @@ async def test_malformed_values_and_frames_are_one_line_faults(pool: EnvPool, st
     fault = await fault_of(pool, step, prelude="import json, os, sys, time\n" + FORGE)
     assert fault.reason == reason
     await assert_pool_still_works(pool)
+
+
+async def test_a_frame_built_to_make_the_depth_check_slow_is_rejected_at_once(
+        pool: EnvPool) -> None:
+    # An unclosed string of escaped quotes: a string pattern with escapes inside backtracks
+    # quadratically on it (4 s for 10,000 of them), blocking the harness's event loop.
+    step = "forge(b'[' * 65 + b'\"' + b'\\\\\"' * 300000)\ntime.sleep(5)"
+    start = time.monotonic()
+    fault = await fault_of(pool, step, prelude="import json, os, sys, time\n" + FORGE)
+    assert fault.reason == "protocol violation: a frame nested deeper than 64 levels"
+    assert time.monotonic() - start < 3.0
 
 
 async def test_a_declared_max_turns_beyond_any_store_is_clamped(pool: EnvPool) -> None:

@@ -11,11 +11,14 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
+import math
 import os
 import re
 import select
 import shutil
 import signal
+import threading
 import time
 from array import array
 from collections import deque
@@ -31,12 +34,24 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; `1e400` would otherwise become inf (in an
+    info dict, say), which strict JSON readers of the store and the reports refuse."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite number {text[:20]}")
+    return value
+
+
 # Frames are parsed only after their nesting is known to be shallow: `json.loads` and `_valid`
 # recurse once per level, so 200 KB of `[[[...` would otherwise raise RecursionError (or worse)
 # in the parent. An honest worker nests at most a few levels beyond `_plain`'s cap of 20.
 MAX_DEPTH = 64
 FREEZE_GRACE_S = 0.002
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+# Linear time, also on hostile input: escapes go first, so that a string is a plain "[^"]*"
+# (a pattern with escapes inside backtracks quadratically on `["\"\"\"...` with no end).
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
 _BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")   # signed: +1, +1, -1, -1
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[{]}")
 
@@ -46,7 +61,8 @@ def _too_deep(frame: bytes, limit: int = MAX_DEPTH) -> bool:
     recursion: strings are blanked, brackets become +1/-1 and the running sum is bounded."""
     if frame.count(b"[") + frame.count(b"{") <= limit:
         return False   # the usual frame: too few brackets to nest deeper
-    steps = array("b", _STRING.sub(b"", frame).translate(_BRACKETS, _NOT_BRACKETS))
+    text = _STRING.sub(b"", _ESCAPE.sub(b"_", frame))
+    steps = array("b", text.translate(_BRACKETS, _NOT_BRACKETS))
     return max(itertools.accumulate(steps), default=0) > limit
 
 
@@ -64,6 +80,10 @@ def _valid(value: Any) -> Any:
     if isinstance(value, list):
         return [_valid(v) for v in value]
     return value
+
+
+log = logging.getLogger("envduels.sandbox")
+_ADOPT_WARNED = threading.Event()
 
 
 def _one_line(reason: str, limit: int = 500) -> str:
@@ -102,6 +122,7 @@ class WorkerChannel:
         self._frames: deque[bytes] = deque()  # at most one: the reply to the call in flight
         self._in_flight = True                # a reply is expected (first: the greeting)
         self._freezing: asyncio.TimerHandle | None = None
+        self._adopting: asyncio.Future[bool] | None = None
         self._problem: str | None = None      # a violation seen by a reader callback
         self._eof = False
         self._exited = False
@@ -227,10 +248,12 @@ class WorkerChannel:
         await self._receive(0, "start-up", time.monotonic() + timeout, timeout)
         self.init_pid = self._find_init()
         group = self.launched.cgroup
-        if group is not None and self.limits.freeze_idle:
+        if group is not None and self.limits.freeze_idle and group.freezer is not None:
             # Every process of the sandbox exists now and no environment code has run yet.
-            # The idle worker itself is not frozen: it only waits for its `load`.
-            group.adopt(group.pids_inside())
+            # Moving a process between v2 groups waits for an RCU grace period (~4 ms each,
+            # measured), so it runs in a thread while the worker waits in the pool; the first
+            # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
+            self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
 
     async def call(self, msg: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
         """Send `msg` and return the worker's reply dict; EnvFault (and a dead worker) on any
@@ -257,6 +280,12 @@ class WorkerChannel:
         self._in_flight = True
         self._thaw()
         try:
+            if self._adopting is not None:   # before any environment code runs or forks
+                if not await asyncio.shield(self._adopting) and not _ADOPT_WARNED.is_set():
+                    _ADOPT_WARNED.set()
+                    log.warning("sandbox running with reduced protection: a sandbox could not "
+                                "join its freezer group and is not frozen between calls")
+                self._adopting = None
             await self._send(len(data).to_bytes(4, "big") + data, deadline, what, timeout)
             reply = await self._receive(rid, what, deadline, timeout)
             self._freeze()
@@ -306,7 +335,8 @@ class WorkerChannel:
                     raise await self.fail("protocol violation: a frame nested deeper than "
                                           f"{MAX_DEPTH} levels")
                 try:
-                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
+                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant,
+                                       parse_float=_finite_float)
                 except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                     raise await self.fail(f"protocol violation: unreadable frame ({exc})") from None
                 if not isinstance(reply, dict) or reply.get("id") != rid \
@@ -392,15 +422,15 @@ class WorkerChannel:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         if self.launched.cgroup is not None:
-            self.launched.cgroup.kill_all()   # and thaws: frozen v1 tasks die only once thawed
+            self.launched.cgroup.kill_all()
 
     # ----- freezing between calls ---------------------------------------------------------------
     def _freeze(self) -> None:
         """Stop every process of the sandbox until the next call: between calls an environment
         may neither compute (burn the CPUs while the solver thinks) nor speak. Done after
         FREEZE_GRACE_S without a next call, so that back-to-back calls (validation, replay)
-        pay no freeze and thaw (about 35 µs a pair); a sandbox gets at most that much time
-        after each call."""
+        pay no freeze and thaw; a sandbox runs at most FREEZE_GRACE_S (plus the event loop's
+        delay) after each call."""
         group = self.launched.cgroup
         if group is not None and self.limits.freeze_idle and self.dead is None \
                 and group.freezable:
