@@ -85,12 +85,19 @@ def test_an_estimate_from_round_one_predicts_the_second_round(tmp_path, monkeypa
     actual = _actual(run_dir)
     for n in NAMES:
         got = predicted["players"][n]
-        assert got["calls"]["low"] <= actual[n]["calls"] <= got["calls"]["high"], n
+        for key in ("calls", "input_tokens", "output_tokens"):
+            assert got[key]["low"] <= actual[n][key] <= got[key]["high"], (n, key)
+    # the solvers' many recorded episodes predict the second round closely: the calls exactly
+    # (it plays the first round's episodes again), the tokens within 25%
+    for n in ("carol",):
+        got = predicted["players"][n]
         middle = (got["calls"]["low"] + got["calls"]["high"]) / 2
-        assert middle == pytest.approx(actual[n]["calls"], abs=0.5), n
+        assert middle == pytest.approx(actual[n]["calls"], abs=0.5)
         for key in ("input_tokens", "output_tokens"):
             middle = (got[key]["low"] + got[key]["high"]) / 2
-            assert middle == pytest.approx(actual[n][key], rel=0.25), (n, key)
+            assert middle == pytest.approx(actual[n][key], rel=0.25), key
+    # one recorded job per author says little about the next: the design bounds its calls
+    assert predicted["players"]["dave"]["calls"] == {"low": 3, "high": 4}
 
 
 def test_run_prints_the_estimate_first_and_refuses_a_budget_below_its_low_end(tmp_path,

@@ -334,10 +334,13 @@ def _history(store: Any) -> _History:
     return _History({k: list(v.values()) for k, v in units.items()}, dict(spent), share)
 
 
-def _spread(units: list[Figures], count: float) -> tuple[Figures, Figures]:
+def _spread(units: list[Figures], count: float, calls_per_unit: tuple[float, float] | None = None
+            ) -> tuple[Figures, Figures]:
     """`count` more units like the `n` recorded `units`: count × their mean ∓ 2 standard
     deviations of the prediction, sd·√(count + count²/n): the spread of `count` new draws plus
-    the uncertainty of a mean taken from `n` (never below zero)."""
+    the uncertainty of a mean taken from `n` (never below zero). One unit tells no spread: its
+    figures are taken to vary as much as they are large (sd = mean). `calls_per_unit` bounds
+    the calls by the design (an authoring job makes 1 to 1 + repairs)."""
     n = len(units)
     mean = Figures()
     for u in units:
@@ -346,10 +349,13 @@ def _spread(units: list[Figures], count: float) -> tuple[Figures, Figures]:
     for f in fields(Figures):
         values = [getattr(u, f.name) for u in units]
         m = getattr(mean, f.name)
-        sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+        sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else m
         margin = 2 * sd * math.sqrt(count + count * count / n)
         setattr(low, f.name, max(0.0, count * m - margin))
         setattr(high, f.name, count * m + margin)
+    if calls_per_unit is not None:
+        low.calls = max(low.calls, count * calls_per_unit[0])
+        high.calls = min(high.calls, count * calls_per_unit[1])
     return low, high
 
 
@@ -386,7 +392,7 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
                 count = sum(plan.jobs.get(p.name, {}).values())
                 if units:
                     est.source = f"history ({len(units)} jobs)"
-                    low, high = _spread(units, count)
+                    low, high = _spread(units, count, (1, 1 + t.author_repairs))
                     _add_digests(low, high, p, plan.jobs.get(p.name, {}), units, digests, t)
                 else:
                     low, high = _author_library(p, t, count, chars, lib)
