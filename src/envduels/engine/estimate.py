@@ -6,16 +6,17 @@ both conditions, turn caps. What cannot be known before playing is estimated:
 
 - when the run folder already holds a run (resuming), from its own history: what it spent is
   counted exactly, and each authoring job or episode still to play costs what the recorded ones
-  cost on average (per player and role), as a range of two standard deviations of that sum;
-- otherwise from measured library play (`LIBRARY`, below): turns from 1 per episode played as
-  well as the library's oracles play, to the turn cap; replies from the oracle's action to
-  `max_tokens`; observation and hint lengths from the library; every authored environment
-  invalid (no episodes) to every one valid.
+  cost on average (per player and role), ± two standard deviations of that prediction
+  (`_spread`);
+- otherwise from measured library play (`LIBRARY`, below): from episodes as short as the
+  library's oracles play them, with oracle-length replies and no authored environment valid, to
+  every episode at its turn cap with `max_tokens` replies and every environment valid.
 
 Prompt caching is billed as the players ask for it (docs/players.md): Anthropic reads each
 turn's prefix back and writes what is new; OpenAI reads the previous prompt in 128-token steps
-once it holds 1024 tokens, but only as best effort, so its hits are counted at the low end only. Every figure is a low–high range; `low` is what a run costs at the
-least, so `run` refuses to start when it already exceeds `budget.max_usd`.
+once it holds 1024 tokens, but only as best effort, so its hits count at the low end only.
+Every figure is a low-high range; `low` is what the run costs at the least (short of luck), so
+`run` refuses to start when it already exceeds `budget.max_usd`.
 """
 
 from __future__ import annotations
