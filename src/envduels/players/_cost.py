@@ -7,7 +7,7 @@ so records written before the split (no read, no write) keep their meaning.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from envduels.config import Price
 
@@ -55,8 +55,8 @@ class Usage:
     saved_usd: float = 0.0
 
     def add(self, other: Usage) -> None:
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_json(self) -> dict:
         return asdict(self)
