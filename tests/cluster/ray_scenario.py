@@ -39,7 +39,7 @@ def differences(a: object, b: object, path: str = "") -> list[str]:
         return [d for k in sorted(set(a) | set(b), key=str)
                 for d in differences(a.get(k), b.get(k), f"{path}.{k}")]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{path}[{i}]")]
     return [] if a == b else [f"{path}: {str(a)[:80]} != {str(b)[:80]}"]
 
 

@@ -314,9 +314,10 @@ class RayEnvPool:
             self._hosts.append(_Host(actor, node["NodeID"], capacity))
         if not self._hosts:
             raise SandboxStartError("the Ray cluster has no alive node")
-        for host, reply in zip(self._hosts, await asyncio.gather(
-                *(self._remote(h, h.actor.check) for h in self._hosts), return_exceptions=True)):
-            if isinstance(reply, SandboxLost):
+        replies = await asyncio.gather(*(self._remote(h, h.actor.check) for h in self._hosts),
+                                       return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, SandboxLost):   # that node is gone already: the others work
                 continue
             if isinstance(reply, BaseException):
                 raise reply
