@@ -363,3 +363,26 @@ async def test_every_library_environment_still_validates_in_the_narrowed_sandbox
             verdict = await validate_env(spec, pool, seeds=benchmark_seeds(0, name, 1),
                                          require_oracle=False)
             assert verdict.valid, (name, verdict.reasons)
+
+
+async def test_a_sandbox_cannot_watch_another_s_reads_through_dnotify_or_leases(
+        canary: Path) -> None:
+    """dnotify (fcntl F_NOTIFY) on a shared stdlib folder signalled a watcher when a second
+    sandbox read its files: one bit per read across sandboxes, with no syscall denied."""
+    source = (FIXTURES / "attack_dnotify.py").read_text()
+    limits = dataclasses.replace(FAST, step_timeout_s=10.0)
+    async with EnvPool(limits, warm=0) as pool:
+        watcher, poker = await pool.open(source), await pool.open(source)
+        await watcher.reset(0)
+        await poker.reset(0)
+
+        async def poke() -> str:
+            await asyncio.sleep(0.7)
+            return (await poker.step("poke")).observation
+
+        watched, poked = await asyncio.gather(watcher.step("watch"), poke())
+        await watcher.close()
+        await poker.close()
+    assert poked == "poked"
+    assert json.loads(watched.observation) == {"notify": "EPERM", "setlease": "EPERM",
+                                               "getlease": "EPERM", "signals": 0}
