@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -386,3 +387,31 @@ async def test_a_sandbox_cannot_watch_another_s_reads_through_dnotify_or_leases(
     assert poked == "poked"
     assert json.loads(watched.observation) == {"notify": "EPERM", "setlease": "EPERM",
                                                "getlease": "EPERM", "signals": 0}
+
+
+def _evict_host_library_pages() -> None:
+    """Drop from the host's page cache the file the residency attack reads (its largest shared
+    library), so that on a sandbox binding host files the attack starts from a cold state."""
+    folder = Path("/usr/lib") / (sysconfig.get_config_var("MULTIARCH") or "")
+    files = [e for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]
+    largest = max(files, key=lambda e: (e.stat().st_size, e.name)).path
+    fd = os.open(largest, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+async def test_five_fresh_sandboxes_read_one_value_from_io_counters_and_fault_around(
+        pool: EnvPool) -> None:
+    """/proc/self/io read_bytes, ru_inblock and mmap fault-around told a sandbox whether a host
+    page was cached (and a read set it): fresh sandboxes of one seed counted 0, 1, 2, ... Every
+    file a sandbox reads is now a RAM copy, so they always read "cached"."""
+    if host().resident is None:
+        pytest.skip("platform: no tmpfs /dev/shm or no ldd; the sandbox binds host files")
+    source = (FIXTURES / "attack_page_residency.py").read_text()
+    _evict_host_library_pages()
+    seen = []
+    for _ in range(5):
+        inst = await pool.open(source)
+        seen.append(json.loads((await inst.reset(7))[0]))
+        await inst.close()
+    assert seen == [{"count": 32, "faultaround": [True, True]}] * 5
