@@ -526,3 +526,18 @@ async def test_segfault_is_reported(pool: EnvPool) -> None:
     fault = await fault_of(pool, "ctypes.string_at(0)", prelude="import ctypes")
     assert fault.reason == "worker killed by SIGSEGV during step"
     await assert_pool_still_works(pool)
+
+
+async def test_a_forged_observation_count_of_thousands_of_digits_is_clamped(
+        pool: EnvPool) -> None:
+    """The truncation marker quotes the worker's `observation_chars`; a forged count of 4,299
+    digits made the marker 4,299 characters longer than the observation cap allows."""
+    step = ("forge({'id': 3, 'ok': True, 'observation': 'x', 'observation_chars': 10**4298, "
+            "'reward': 0, 'terminated': True, 'truncated': False, 'info': {}})\n"
+            "time.sleep(0.2)\nreturn 'honest', 0, False, False, {}")
+    inst = await pool.open(env_source(step, prelude="import json, os, sys, time\n" + FORGE))
+    await inst.reset(0)
+    result = await inst.step("a")
+    await inst.close()
+    most = (FAST.memory_mb << 20) - FAST.observation_max_chars   # no str inside is longer
+    assert result.observation == f"x\n...[truncated {most} characters]"
