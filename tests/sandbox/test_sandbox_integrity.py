@@ -415,3 +415,42 @@ async def test_five_fresh_sandboxes_read_one_value_from_io_counters_and_fault_ar
         seen.append(json.loads((await inst.reset(7))[0]))
         await inst.close()
     assert seen == [{"count": 32, "faultaround": [True, True]}] * 5
+
+
+async def test_an_info_dict_over_its_cap_is_a_one_line_fault(pool: EnvPool) -> None:
+    inst = await pool.open((FIXTURES / "attack_heavy_info.py").read_text())
+    with pytest.raises(EnvFault) as info:
+        await inst.reset(0)
+    await inst.close()
+    assert info.value.reason == (
+        "reset returned an info dict of 360251 bytes as JSON with 240124 commas, colons, quotes "
+        "and brackets; at most 65536 bytes and 10000: keep info small")
+
+
+async def test_a_forged_heavy_info_frame_is_refused_without_stalling_the_event_loop(
+        pool: EnvPool) -> None:
+    """The worker's cap is the environment's to bypass: a forged frame of 120,000 empty lists
+    cost the parent's event loop ~0.6 s (parse and walk), for every episode at once."""
+    step = ("forge({'id': 3, 'ok': True, 'observation': 'x', 'reward': 0, 'terminated': True, "
+            "'truncated': False, 'info': {'trace': [[[] for _ in range(1000)] "
+            "for _ in range(120)]}})\ntime.sleep(5)")
+    inst = await pool.open(env_source(step, prelude="import json, os, sys, time\n" + FORGE))
+    await inst.reset(0)
+    worst, running = 0.0, True
+
+    async def ticker() -> None:
+        nonlocal worst
+        while running:
+            before = time.perf_counter()
+            await asyncio.sleep(0.005)
+            worst = max(worst, time.perf_counter() - before - 0.005)
+
+    watch = asyncio.create_task(ticker())
+    with pytest.raises(EnvFault) as info:
+        await inst.step("a")
+    running = False
+    await watch
+    await inst.close()
+    assert info.value.reason == ("protocol violation: a frame of 240154 values and strings "
+                                 "(more than 15096; info is capped)")
+    assert worst < 0.1, worst   # generous: the refusal itself is a C scan of ~1 ms
