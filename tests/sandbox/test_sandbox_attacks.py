@@ -505,8 +505,14 @@ async def test_nan_and_odd_typed_results_are_rejected(pool: EnvPool, returned: s
 
 
 async def test_a_result_over_the_frame_cap_is_a_fault(pool: EnvPool) -> None:
-    fault = await fault_of(pool, "return 'o', 1.0, True, False, {'x': 'y' * 2_000_000}")
-    assert fault.reason == "result too large (2000123 bytes > 1048576 byte frame cap)"
+    # an oracle action: info has its own, smaller cap and the observation is truncated
+    source = env_source() + "    def oracle_action(self):\n        return 'y' * 2_000_000\n"
+    inst = await pool.open(source)
+    await inst.reset(0)
+    with pytest.raises(EnvFault) as info:
+        await inst.oracle_action()
+    await inst.close()
+    assert info.value.reason == "result too large (2000030 bytes > 1048576 byte frame cap)"
 
 
 # ----- dying workers --------------------------------------------------------------------------
