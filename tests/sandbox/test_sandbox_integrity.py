@@ -82,14 +82,20 @@ async def test_malformed_values_and_frames_are_one_line_faults(pool: EnvPool, st
     await assert_pool_still_works(pool)
 
 
+@pytest.mark.parametrize(("escape", "reason"), [
+    ("\\\\n", "protocol violation: a frame nested deeper than 64 levels"),
+    # escaped quotes are quotes to the token count, which refuses the frame before the depth check
+    ("\\\\\"", "protocol violation: a frame of 300066 values and strings (more than 15096; "
+              "info is capped)"),
+])
 async def test_a_frame_built_to_make_the_depth_check_slow_is_rejected_at_once(
-        pool: EnvPool) -> None:
-    # An unclosed string of escaped quotes: a string pattern with escapes inside backtracks
+        pool: EnvPool, escape: str, reason: str) -> None:
+    # An unclosed string of escapes: a string pattern with escapes inside backtracks
     # quadratically on it (4 s for 10,000 of them), blocking the harness's event loop.
-    step = "forge(b'[' * 65 + b'\"' + b'\\\\\"' * 300000)\ntime.sleep(5)"
+    step = "forge(b'[' * 65 + b'\"' + b'" + escape + "' * 300000)\ntime.sleep(5)"
     start = time.monotonic()
     fault = await fault_of(pool, step, prelude="import json, os, sys, time\n" + FORGE)
-    assert fault.reason == "protocol violation: a frame nested deeper than 64 levels"
+    assert fault.reason == reason
     assert time.monotonic() - start < 3.0
 
 
