@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 from sandbox_helpers import FAST, assert_pool_still_works, env_source, sandbox_uid_processes
 
 from envduels.envs import benchmark_seeds, library_env, library_names, validate_env
-from envduels.sandbox import EnvFault, EnvPool
+from envduels.sandbox import EnvFault, EnvPool, _resident
 from envduels.sandbox._launcher import SANDBOX_HOSTNAME, host
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "envs"
@@ -460,3 +461,26 @@ async def test_a_forged_heavy_info_frame_is_refused_without_stalling_the_event_l
     assert info.value.reason == ("protocol violation: a frame of 240154 values and strings "
                                  "(more than 15096; info is capped)")
     assert worst < 0.1, worst   # generous: the refusal itself is a C scan of ~1 ms
+
+
+def test_the_ram_view_is_shared_by_harnesses_and_never_taken_from_a_folder_others_can_write(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    view = host().resident
+    if view is None:
+        pytest.skip("platform: no tmpfs /dev/shm or no ldd; the sandbox binds host files")
+    python = host().python
+    stdlib = next(p for p in host().usr_view or [] if "/python3" in p and os.path.isdir(p))
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    again = _resident.build(python, stdlib, multiarch)
+    assert again is not None and (again.root, again.copy_s) == (view.root, 0.0)
+    # a folder under the final name that others may write is not ours: never bound
+    monkeypatch.setattr(_resident, "_key", lambda *_: "0123456789abcdef")
+    planted = Path(f"/dev/shm/envduels-usr-{os.geteuid()}-0123456789abcdef")
+    planted.mkdir(mode=0o777)
+    try:
+        planted.chmod(0o777)
+        (planted / "usr").mkdir()
+        assert _resident.build(python, stdlib, multiarch) is None
+        assert sorted(p.name for p in planted.iterdir()) == ["usr"]
+    finally:
+        shutil.rmtree(planted)

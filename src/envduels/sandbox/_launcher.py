@@ -199,8 +199,9 @@ def _probe() -> Host:
         missing.append("the sandbox reads host files, whose page-cache state it can sense "
                        "(no tmpfs /dev/shm, no ldd, or the interpreter is not in /usr)")
     else:
-        log.info("sandbox view copied into RAM: %.1f MiB in %.2f s (%s)",
-                 resident.size_bytes / 2**20, resident.copy_s, resident.root)
+        log.info("sandbox view in RAM: %.1f MiB at %s (%s)", resident.size_bytes / 2**20,
+                 resident.root, f"copied in {resident.copy_s:.2f} s" if resident.copy_s
+                 else "made by an earlier harness")
     if missing:
         log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
