@@ -121,7 +121,11 @@ def analyze(
         "solvers": solver_metrics(tables, pairs),
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
-        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
+        # per rating: how its intervals were made, and why intervals or ranks are missing
+        "rating_methods": {k: {"interval": ratings[k].interval, "note": ratings[k].note,
+                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")},
+        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws,
+                                     edge_p=duel.edge_p, tie_rate=duel.tie_rate, seed=seed),
         "divergence": divergence(ratings["author"], ratings["solver"]),
         "environments": _environment_rows(tables, pairs, flags),
         "irt": fit_irt(pairs),
