@@ -1,0 +1,226 @@
+"""The report's story: the findings of one run in plain sentences, with their uncertainty.
+
+Who is the best author, solver and duellist, how sure that is (the rank rule: a model is ahead
+only when its 95% interval clears the other's), what drives each leader, and what could not be
+said and why. Every sentence comes from the SPEC §8 JSON (`Analysis.json`), so the terminal,
+the HTML report and a reader of report.json see the same story. Ties: models whose printed
+ratings are equal are *level*; models that the rank rule cannot separate are *statistically
+tied*; both are said as such, in `analysis.summary.ordered` order (rating, then name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envduels.analysis.summary import level_with_top
+
+ROLE = {"author": "author", "solver": "solver", "duel": "duellist"}
+ROLES = {"author": "Authors", "solver": "Solvers", "duel": "Duellists"}
+
+GLOSSARY: dict[str, str] = {
+    "lift": "pass rate with the hint minus pass rate without it, on the same seeds (matched pairs)",
+    "matched pair": "one solver on one environment and seed, played once without and once with the hint; "
+                    "only pairs whose two episodes both ended in success or failure count",
+    "panel": "the solvers of an environment other than its author",
+    "duel rating": "Bradley–Terry rating on the Elo scale (1000 = the average rated model) from head-to-head "
+                   "matches: on A's environments A scores when B needed the hint (failed without, won with), "
+                   "B scores when it won without the hint; an invalid environment forfeits",
+    "author rating": "the same rating from author-vs-author comparisons: on each solver both authors faced, "
+                     "whose hints raised that solver's pass rate more",
+    "solver rating": "the same rating from solver-vs-solver comparisons: on each environment both solvers "
+                     "played, who solved more often without the hint",
+    "95% interval": "the range of the rating over bootstrap resamples of the environments; 'statistically "
+                    "tied' means the intervals do not separate the models",
+    "rank": "1 + the number of models certainly better (whose interval lies entirely above this one's)",
+    "level": "the same rating as printed, to the nearest point",
+    "hint gain": "a solver's mean lift on other authors' environments",
+    "rescue": "how often the hint turned a failure into a success: P(win with hint | lost without)",
+    "harm": "how often the hint turned a success into a failure: P(lost with hint | won without)",
+    "McNemar p": "exact test of rescues against harms: small means the hint really changes this solver's "
+                 "results",
+    "no hint / with hint": "share of matched pairs solved without / with the hint",
+    "autonomous solve": "no-hint success rate per environment, averaged within each domain, then across "
+                        "domains",
+    "hint authoring": "an author's mean lift over the panel's matched pairs, per environment, then balanced "
+                      "across domains: how much its hints help other models",
+    "design score": "how well an author's environments separate solvers: the spread of the panel's "
+                    "no-hint success rates (0: all alike, 1: maximally split), per seed, domain-balanced",
+    "faults": "authoring attempts that failed validation or crashed before an environment was accepted",
+    "difficulty": "item-response view: how hard an author's environments are (logit scale, higher is harder)",
+    "teaching": "item-response view: the mean hint effect of an author's environments (logit scale)",
+    "ability": "item-response view: a solver's skill on the logit scale",
+    "hint_gated": "flag: no panel solver won without the hint and every one won with it",
+    "hint_leak": "flag: a winning hinted answer appears verbatim in the hint (the hint gives it away)",
+    "unsolved_with_hint": "flag: no panel solver won even with the hint",
+}
+"""Every column and term the report shows, defined once (hover titles and the glossary section)."""
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 environment`, `2 environments` (`many` for irregular plurals)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def names(models: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return models[0] if len(models) == 1 else ", ".join(models[:-1]) + " and " + models[-1]
+
+
+def _interval(r: dict[str, Any]) -> str:
+    if r.get("ci_low") is None or r.get("ci_high") is None:
+        return f"{r['rating']:.0f}"
+    return f"{r['rating']:.0f}, 95% interval {r['ci_low']:.0f} to {r['ci_high']:.0f}"
+
+
+def tied_for_first(rows: list[dict[str, Any]]) -> list[str]:
+    """Models the rank rule cannot place below anyone (rank 1), in `ordered` order."""
+    return [r["model"] for r in rows if r.get("rank") == 1]
+
+
+def unrated_reason(kind: str, j: dict[str, Any]) -> str:
+    """Why a rating kind has fewer than two rated models, in words a user can act on."""
+    solvers = [s["model"] for s in j.get("solvers", [])]
+    authored = [e for e in j["environments"] if not e.get("fixed_pool")]
+    writers = sorted({e["author"] for e in authored if e["valid"]})
+    if kind == "solver":
+        if len(solvers) < 2:
+            who = f" ({solvers[0]})" if solvers else ""
+            return (f"this run has {plural(len(solvers), 'solver')}{who}; a solver rating compares "
+                    "two or more solvers on common environments")
+        return "no two solvers both finished matched pairs on a common environment"
+    if kind == "author":
+        if authored and not writers:
+            return "no authored environment was valid"
+        if len(writers) < 2:
+            return (f"{plural(len(writers), 'author')} wrote a valid environment; an author rating compares "
+                    "two or more authors on common solvers")
+        return "no solver finished matched pairs on the valid environments of two different authors"
+    return "no two models met in a scored duel"
+
+
+def _validity(j: dict[str, Any]) -> list[str]:
+    authored = [e for e in j["environments"] if not e.get("fixed_pool")]
+    pool = [e for e in j["environments"] if e.get("fixed_pool")]
+    valid = [e for e in authored if e["valid"]]
+    if not authored or valid:
+        return []
+    reasons = sorted({e.get("invalid_reason") or "no reason recorded" for e in authored})
+    s = (f"No authored environment was valid: {'the one' if len(authored) == 1 else f'all {len(authored)}'} "
+         f"failed validation ({'; '.join(reasons[:2])}{'; …' if len(reasons) > 2 else ''}), so nothing here "
+         "measures authoring")
+    if pool:
+        s += (f"; the solvers played only the {plural(len(pool), 'library environment')} of the fixed pool, "
+              "and the duels count each invalid environment as a forfeit")
+    return [s + "."]
+
+
+def _driver(kind: str, j: dict[str, Any], models: list[str]) -> str:
+    """What the leading model(s) did to lead: the plain metric behind the rating."""
+    if kind == "author":
+        m = {r["model"]: r for r in j.get("authors", [])}
+        vals = [(x, m[x]["hint_authoring"]) for x in models if x in m and m[x].get("hint_authoring") is not None]
+        if not vals:
+            return ""
+        parts = ", ".join(f"{x} {v:+.2f}" for x, v in vals)
+        return f" Hint authoring (mean lift its hints gave the panel): {parts}."
+    if kind == "solver":
+        m = {r["model"]: r for r in j.get("solvers", [])}
+        vals = [(x, m[x]["without_hint_accuracy"]) for x in models
+                if x in m and m[x].get("without_hint_accuracy") is not None]
+        if not vals:
+            return ""
+        return " Solved without the hint: " + ", ".join(f"{x} {100 * v:.0f}%" for x, v in vals) + "."
+    rows = {r["model"]: r for r in j["ratings"]["duel"]}
+    parts = [f"{x} {rows[x]['points']:g} of {rows[x]['games']:g}" for x in models if x in rows]
+    return " Match points: " + ", ".join(parts) + "." if parts else ""
+
+
+def leader(kind: str, j: dict[str, Any]) -> str:
+    """One finding: who leads this rating, how sure that is, and what drives it."""
+    rows = j["ratings"][kind]
+    role, roles = ROLE[kind], ROLES[kind]
+    if len(rows) < 2:
+        return f"No {kind} rating: {unrated_reason(kind, j)}."
+    top = rows[0]
+    level = level_with_top(rows)
+    tied = tied_for_first(rows)
+    behind = [r["model"] for r in rows if r["model"] not in tied]
+    if len(level) == len(rows):
+        return (f"{roles} are level: {names(level)} share the same {kind} rating ({top['rating']:.0f}); "
+                f"nothing in this run tells them apart.")
+    if len(level) > 1:
+        s = f"No single best {role}: {names(level)} share the top {kind} rating ({top['rating']:.0f})"
+    else:
+        s = f"Best {role} by rating: {top['model']} ({_interval(top)})"
+    if j["run"].get("bootstrap") == 0:
+        s += "; intervals were not computed because --bootstrap is 0, so how sure this is is unknown."
+    elif top.get("rank") is None:
+        reason = top.get("ci_reason") or "no interval could be computed for this run"
+        s += f"; {reason}, so how sure this is is unknown."
+    elif len(tied) == len(rows):
+        s += (f". {roles} are indistinguishable: every 95% interval overlaps another's, so no {role} is "
+              f"certainly ahead of any other; you need more environments to tell them apart.")
+    elif len(tied) > len(level):
+        others = [m for m in tied if m not in level]
+        s += (f", statistically tied with {names(others)} (the intervals overlap); "
+              f"certainly behind: {names(behind)}.")
+    else:
+        s += f"; clear first: every other {role}'s interval lies below."
+    if len(level) == 1 and not s.endswith("."):
+        s += "."
+    return s + _driver(kind, j, level if len(level) > 1 else [top["model"]])
+
+
+def flagged_lead(j: dict[str, Any]) -> str | None:
+    """The call-out when the duel leader's lead comes from a leaking or hint-gated environment."""
+    f = j.get("duel_flagged_lead")
+    if not f:
+        return None
+    envs = "; ".join(f"{e['id']} ({', '.join(e['flags'])})" for e in f["environments"])
+    if f["position_without"] is None:
+        after = "without them it would not be rated at all"
+    elif f["position_without"] == 1:
+        after = "it still leads without them"
+    else:
+        after = f"without them it would place #{f['position_without']} of {f['models_without']}"
+    return (f"Caution: {f['model']}'s duel lead comes partly from "
+            f"{'an environment' if len(f['environments']) == 1 else 'environments'} where the hint gives the "
+            f"answer away or the puzzle cannot be solved without it: {envs}; {after}.")
+
+
+def _divergence(j: dict[str, Any]) -> str | None:
+    d = j["divergence"]
+    if d.get("spearman") is None:
+        return None
+    s = (f"Authoring vs solving: Spearman ρ = {d['spearman']:.2f} between author and solver ratings over "
+         f"{plural(d['models'], 'model')}")
+    if d.get("ci_low") is not None:
+        s += f" (95% interval {d['ci_low']:.2f} to {d['ci_high']:.2f})"
+        if d["ci_low"] <= 0 <= d["ci_high"]:
+            s += "; the interval includes 0, so this run cannot say whether good solvers are good authors"
+    return s + "."
+
+
+def findings(j: dict[str, Any]) -> list[str]:
+    """The summary sentences, most important first."""
+    out = _validity(j)
+    authored_valid = any(e["valid"] and not e.get("fixed_pool") for e in j["environments"])
+    for kind in ("author", "solver", "duel"):
+        if kind == "author" and not authored_valid and any(not e.get("fixed_pool") for e in j["environments"]):
+            continue  # said by the validity sentence
+        out.append(leader(kind, j))
+        if kind == "duel" and (f := flagged_lead(j)):
+            out.append(f)
+    if (d := _divergence(j)) is not None:
+        out.append(d)
+    envs = j["environments"]
+    valid = sum(1 for e in envs if e["valid"])
+    run = j["run"]
+    cost = "" if run["cost_usd"] is None else f", ${run['cost_usd']:.2f}"
+    out.append(f"{plural(len(envs), 'environment')} ({valid} valid), {plural(run['episodes'], 'episode')}, "
+               f"{plural(run['matched_pairs'], 'matched pair')}{cost}.")
+    t = j["transitivity"]
+    if t["triads"]:
+        out.append(f"{t['cycles']} of {plural(t['triads'], 'triad')} form a 3-cycle; {t['significant_cycles']} "
+                   "survive Bonferroni-corrected intervals.")
+    return out
