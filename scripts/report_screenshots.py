@@ -4,8 +4,9 @@
     PYTHONPATH=/path/to/old/checkout/src .venv/bin/python scripts/report_screenshots.py docs/report/before
 
 Renders whichever `envduels` is first on the path, so the same script remakes the "before"
-pictures from an older checkout. Writes per run NAME.png (the whole page, scaled to 640 px wide,
-256 colours) and NAME.txt (the summary lines the terminal prints). Needs headless Chromium and
+pictures from an older checkout. Writes per run NAME.png (the whole page, scaled to 480 px wide,
+128 colours), NAME-summary.png (the summary section, 900 px wide) and NAME.txt (the summary
+lines the terminal prints). Needs headless Chromium and
 chromedriver at /usr/bin.
 """
 
@@ -19,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for tests.report.runs
 
-WIDTH = 640
+WIDTH = 480  # the whole page: its layout at a glance
+SUMMARY_WIDTH = 900  # the summary section: readable
 
 
 def browser():  # noqa: ANN201 - selenium's driver type
@@ -37,19 +39,28 @@ def browser():  # noqa: ANN201 - selenium's driver type
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
 
 
-def full_page(driver, html: Path) -> bytes:  # noqa: ANN001
+def full_page(driver, html: Path) -> tuple[bytes, bytes]:  # noqa: ANN001
+    """The whole page and the summary section, as PNG bytes."""
+    import base64
+
+    from selenium.webdriver.common.by import By
+
     driver.get(html.as_uri())
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1280, min(int(height) + 40, 16000))
-    return driver.get_screenshot_as_png()
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True,
+        "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
+    summary = driver.find_element(By.CSS_SELECTOR, "section[id$='summary']").screenshot_as_png
+    return base64.b64decode(shot["data"]), summary
 
 
-def small_png(png: bytes, out: Path) -> None:
+def small_png(png: bytes, out: Path, width: int) -> None:
     from PIL import Image
 
     img = Image.open(io.BytesIO(png)).convert("RGB")
-    img = img.resize((WIDTH, round(img.height * WIDTH / img.width)), Image.LANCZOS)
-    img.quantize(colors=256).save(out, optimize=True)
+    if img.width > width:
+        img = img.resize((width, round(img.height * width / img.width)), Image.LANCZOS)
+    img.quantize(colors=128).save(out, optimize=True)
 
 
 def main(out_dir: Path) -> int:
@@ -66,7 +77,9 @@ def main(out_dir: Path) -> int:
                 a = analyze(tables_of(run_dir), bootstrap=200, permutations=200, name=name)
                 page = Path(tmp) / f"{name}.html"
                 page.write_text(render_html([a]), encoding="utf-8")
-                small_png(full_page(driver, page), out_dir / f"{name}.png")
+                whole, summary = full_page(driver, page)
+                small_png(whole, out_dir / f"{name}.png", WIDTH)
+                small_png(summary, out_dir / f"{name}-summary.png", SUMMARY_WIDTH)
                 (out_dir / f"{name}.txt").write_text("".join(f"• {s}\n" for s in headline(a.json)), encoding="utf-8")
                 print(f"wrote {out_dir / name}.png and .txt")
     finally:

@@ -122,7 +122,7 @@ def test_a_statistical_tie_for_first_names_who_is_tied_and_who_is_behind():
             {"model": "c", "rating": 700.0, "rank": 3, "ci_low": 600.0, "ci_high": 800.0, "points": 1.0, "games": 4.0}]
     s = [x for x in headline(_json(ratings={"duel": rows, "author": [], "solver": []})) if "duellist" in x][0]
     assert s == ("Best duellist by rating: b (1200, 95% interval 1100 to 1300), statistically tied with a (the "
-                 "intervals overlap); certainly behind: c. Match points: b 3 of 4.")
+                 "intervals overlap); certainly behind: c. Matches won (a tie counts ½): b 3 of 4, a 2 of 4.")
 
 
 def test_a_clear_leader_is_said_with_its_interval_and_what_drives_it():
@@ -132,7 +132,7 @@ def test_a_clear_leader_is_said_with_its_interval_and_what_drives_it():
               solvers=[{"model": "a", "without_hint_accuracy": 0.25}, {"model": "b", "without_hint_accuracy": 0.75}])
     s = [x for x in headline(j) if x.startswith("Best solver")][0]
     assert s == ("Best solver by rating: b (1300, 95% interval 1200 to 1400); clear first: every other solver's "
-                 "interval lies below. Solved without the hint: b 75%.")
+                 "interval lies below. Solved without the hint: b 75%, a 25%.")
 
 
 def test_counts_are_worded_in_the_singular_for_one():

@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
 COLORS = plt.get_cmap("tab20").colors
+STRONG = plt.get_cmap("tab10").colors  # few points with bars: full-strength colours
 
 
 def _png(fig: plt.Figure) -> str:
@@ -127,7 +128,7 @@ def scatter_ratings_figure(author: list[dict[str, Any]], solver: list[dict[str, 
     for k, (_m, ar, sr) in enumerate(pts):
         (xl, xh), (yl, yh) = bounds(sr), bounds(ar)
         ax.errorbar(sr["rating"], ar["rating"], xerr=[[sr["rating"] - xl], [xh - sr["rating"]]],
-                    yerr=[[ar["rating"] - yl], [yh - ar["rating"]]], fmt="o", color=COLORS[k % len(COLORS)],
+                    yerr=[[ar["rating"] - yl], [yh - ar["rating"]]], fmt="o", color=STRONG[k % len(STRONG)],
                     alpha=0.8, capsize=2, lw=1)
     xs = [b for _m, _a, sr in pts for b in bounds(sr)]
     ys = [b for _m, ar, _s in pts for b in bounds(ar)]

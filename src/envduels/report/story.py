@@ -114,8 +114,11 @@ def _validity(j: dict[str, Any]) -> list[str]:
     return [s + "."]
 
 
-def _driver(kind: str, j: dict[str, Any], models: list[str]) -> str:
-    """What the leading model(s) did to lead: the plain metric behind the rating."""
+def _driver(kind: str, j: dict[str, Any], leaders: list[str]) -> str:
+    """What the leading model(s) did to lead: the plain metric behind the rating, for the
+    leaders and the next model in rating order (for scale)."""
+    rest = [r["model"] for r in j["ratings"][kind] if r["model"] not in leaders]
+    models = leaders + rest[:1]
     if kind == "author":
         m = {r["model"]: r for r in j.get("authors", [])}
         vals = [(x, m[x]["hint_authoring"]) for x in models if x in m and m[x].get("hint_authoring") is not None]
@@ -132,7 +135,7 @@ def _driver(kind: str, j: dict[str, Any], models: list[str]) -> str:
         return " Solved without the hint: " + ", ".join(f"{x} {100 * v:.0f}%" for x, v in vals) + "."
     rows = {r["model"]: r for r in j["ratings"]["duel"]}
     parts = [f"{x} {rows[x]['points']:g} of {rows[x]['games']:g}" for x in models if x in rows]
-    return " Match points: " + ", ".join(parts) + "." if parts else ""
+    return " Matches won (a tie counts ½): " + ", ".join(parts) + "." if parts else ""
 
 
 def leader(kind: str, j: dict[str, Any]) -> str:
@@ -221,6 +224,11 @@ def findings(j: dict[str, Any]) -> list[str]:
                f"{plural(run['matched_pairs'], 'matched pair')}{cost}.")
     t = j["transitivity"]
     if t["triads"]:
-        out.append(f"{t['cycles']} of {plural(t['triads'], 'triad')} form a 3-cycle; {t['significant_cycles']} "
-                   "survive Bonferroni-corrected intervals.")
+        sig = t["significant_cycles"]
+        survive = f"{sig} {'survives' if sig == 1 else 'survive'} Bonferroni-corrected intervals"
+        if t["triads"] == 1:
+            out.append(f"The one triad of models {'forms' if t['cycles'] else 'does not form'} a 3-cycle"
+                       + (f"; {survive}." if t["cycles"] else "."))
+        else:
+            out.append(f"{t['cycles']} of {t['triads']} triads of models form a 3-cycle; {survive}.")
     return out
