@@ -111,8 +111,13 @@ def single_solver_run() -> SimulatedRun:
     """Two authors and one solver: no solver rating is possible, by design."""
     players = [("writer-a", ["author"]), ("writer-b", ["author"]), ("solo", ["solver"])]
     envs = [_env(f"r1-writer-{x}-{k}", f"writer-{x}") for x in "ab" for k in range(3)]
-    return constructed(players, envs, lambda e, s, sd, h: (sd < 3 if h else sd < 1) if "-a-" in e["env_id"]
-                       else (sd < 2 if h else sd < 1))
+    def solved(e: dict[str, Any], s: str, sd: int, h: bool) -> bool:
+        k = int(e["env_id"][-1])
+        if "-a-" in e["env_id"]:  # writer-a's hints rescue more seeds than writer-b's
+            return sd < 2 + k % 2 if h else sd < (k == 0)
+        return sd < 1 + k % 2 if h else sd < 1
+
+    return constructed(players, envs, solved)
 
 
 def tournament_run() -> SimulatedRun:

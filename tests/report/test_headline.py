@@ -31,8 +31,8 @@ def test_headline_for_a_solver_only_evaluation_names_the_best_solver():
     rows = [{"model": "small", "rating": 1100.0, "rank": 1, "ci_low": 1050.0, "ci_high": 1150.0},
             {"model": "tiny", "rating": 900.0, "rank": 2, "ci_low": 850.0, "ci_high": 950.0}]
     lines = headline(summary(ratings={"duel": [], "author": [], "solver": rows}))
-    assert "Best solver by rating: small (1100, 95% interval 1050 to 1150); clear first: every other solver's " \
-           "interval lies below." in lines
+    assert "Best solver by rating: small (1100, 95% interval 1050 to 1150); clear first: certainly ahead of every " \
+           "other solver." in lines
     assert lines[-1] == "2 environments (1 valid), 10 episodes, 4 matched pairs."
 
 

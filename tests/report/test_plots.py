@@ -93,3 +93,19 @@ def test_a_one_column_heatmap_keeps_its_colour_bar_label_clear_of_the_title():
     title = _boxes(fig, [t for t in texts if t.get_text().startswith("Hint lift")])[0]
     label = _boxes(fig, [t for t in texts if t.get_text() == "pass with hint − pass without"])[0]
     assert not title.overlaps(label)
+
+
+def test_a_rating_with_an_open_bound_runs_to_the_edge_and_models_are_drawn_best_at_the_top():
+    rows = [{"model": "champ", "rating": 1500.0, "ci_low": 1200.0, "ci_high": None, "rank": 1},
+            {"model": "mid", "rating": 1000.0, "ci_low": 800.0, "ci_high": 1250.0, "rank": 1},
+            {"model": "last", "rating": 500.0, "ci_low": None, "ci_high": 700.0, "rank": 3}]
+    fig = plots.ratings_plot_figure(rows, "Duel rating")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["last (#3)", "mid (#1)", "champ (#1)"]  # bottom to top
+    bars = [seg for c in ax.collections for seg in c.get_segments()]
+    x0, x1 = ax.get_xlim()
+    champ = [seg for seg in bars if seg[0][1] == 2][0]
+    last = [seg for seg in bars if seg[0][1] == 0][0]
+    assert champ[0][0] == 1200.0 and x0 < champ[1][0] < x1 and champ[1][0] > 1500.0
+    assert x0 < last[0][0] < 500.0 and last[1][0] == 700.0

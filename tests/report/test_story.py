@@ -112,8 +112,8 @@ def test_indistinguishable_authors_are_said_to_need_more_environments():
     j = _json(ratings={"author": rows, "solver": [], "duel": []})
     s = [x for x in headline(j) if x.startswith("Best author")][0]
     assert s.startswith("Best author by rating: b (1100, 95% interval 800 to 1400). Authors are indistinguishable: "
-                        "every 95% interval overlaps another's, so no author is certainly ahead of any other; you "
-                        "need more environments to tell them apart.")
+                        "no author is certainly ahead of any other at 95% confidence; you need more environments to "
+                        "tell them apart.")
 
 
 def test_a_statistical_tie_for_first_names_who_is_tied_and_who_is_behind():
@@ -121,8 +121,23 @@ def test_a_statistical_tie_for_first_names_who_is_tied_and_who_is_behind():
             {"model": "a", "rating": 1150.0, "rank": 1, "ci_low": 1000.0, "ci_high": 1250.0, "points": 2.0, "games": 4.0},
             {"model": "c", "rating": 700.0, "rank": 3, "ci_low": 600.0, "ci_high": 800.0, "points": 1.0, "games": 4.0}]
     s = [x for x in headline(_json(ratings={"duel": rows, "author": [], "solver": []})) if "duellist" in x][0]
-    assert s == ("Best duellist by rating: b (1200, 95% interval 1100 to 1300), statistically tied with a (the "
-                 "intervals overlap); certainly behind: c. Matches won (a tie counts ½): b 3 of 4, a 2 of 4.")
+    assert s == ("Best duellist by rating: b (1200, 95% interval 1100 to 1300), statistically tied with a; "
+                 "certainly behind: c. Matches won (a tie counts ½): b 3 of 4, a 2 of 4.")
+
+
+def test_the_rank_rules_tied_and_above_lists_decide_who_is_tied_with_the_leader():
+    # family-wise lists: b is certainly above c only; a is tied with b though a is certainly above c too
+    rows = [{"model": "b", "rating": 1200.0, "rank": 1, "ci_low": 1000.0, "ci_high": None, "ci_note": "won every match: "
+             "no finite upper bound", "above": ["c"], "below": [], "tied_with": ["a", "d"], "points": 3.0, "games": 3.0},
+            {"model": "a", "rating": 1100.0, "rank": 1, "ci_low": 900.0, "ci_high": 1300.0, "above": ["c"], "below": [],
+             "tied_with": ["b", "d"], "points": 2.0, "games": 3.0},
+            {"model": "d", "rating": 1000.0, "rank": 1, "ci_low": 800.0, "ci_high": 1200.0, "above": [], "below": [],
+             "tied_with": ["a", "b", "c"], "points": 1.0, "games": 3.0},
+            {"model": "c", "rating": 700.0, "rank": 3, "ci_low": 600.0, "ci_high": 800.0, "above": [], "below": ["a", "b"],
+             "tied_with": ["d"], "points": 0.0, "games": 3.0}]
+    s = [x for x in headline(_json(ratings={"duel": rows, "author": [], "solver": []})) if "duellist" in x][0]
+    assert s.startswith("Best duellist by rating: b (1200, 95% interval 1000 to ∞: won every match: no finite upper "
+                        "bound), statistically tied with a and d; certainly behind: c.")
 
 
 def test_a_clear_leader_is_said_with_its_interval_and_what_drives_it():
@@ -131,8 +146,8 @@ def test_a_clear_leader_is_said_with_its_interval_and_what_drives_it():
     j = _json(ratings={"solver": rows, "author": [], "duel": []},
               solvers=[{"model": "a", "without_hint_accuracy": 0.25}, {"model": "b", "without_hint_accuracy": 0.75}])
     s = [x for x in headline(j) if x.startswith("Best solver")][0]
-    assert s == ("Best solver by rating: b (1300, 95% interval 1200 to 1400); clear first: every other solver's "
-                 "interval lies below. Solved without the hint: b 75%, a 25%.")
+    assert s == ("Best solver by rating: b (1300, 95% interval 1200 to 1400); clear first: certainly ahead of every "
+                 "other solver. Solved without the hint: b 75%, a 25%.")
 
 
 def test_counts_are_worded_in_the_singular_for_one():

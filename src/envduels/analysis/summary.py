@@ -190,5 +190,6 @@ def analyze(
         "costs": _costs(players),
         "learnability": learnability(pairs).to_dict("records"),
         "duel_flagged_lead": flagged_lead(tables, ratings["duel"].rows, flags),
+        "rating_notes": {k: getattr(ratings[k], "note", None) for k in ("duel", "author", "solver")},
     }
     return Analysis(json_safe(result), ratings, lift_matrix(pairs), pairs, tables)

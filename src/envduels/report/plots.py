@@ -35,23 +35,43 @@ def _short(name: Any, n: int = 24) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def ratings_plot(rows: list[dict[str, Any]], title: str) -> str | None:
-    """Horizontal bars: each model's rating with its 95% interval, best at the top."""
+def ratings_plot_figure(rows: list[dict[str, Any]], title: str) -> plt.Figure | None:
+    """Horizontal bars: each model's rating with its 95% interval, best at the top (rows are
+    given best first). An open interval end (a model that won or lost everything) runs to the
+    edge of the plot and ends in an arrow; a model without an interval shows only its dot."""
     if not rows:
         return None
-    rows = list(reversed(rows))  # given best first (analysis.summary.ordered); drawn bottom-up
-    fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(rows) + 1.0))
+    rows = list(reversed(rows))  # drawn bottom-up
+    fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(rows) + 1.1))
     y = np.arange(len(rows))
     ratings = np.array([r["rating"] for r in rows])
-    lo = np.array([r["ci_low"] if r["ci_low"] is not None else r["rating"] for r in rows])
-    hi = np.array([r["ci_high"] if r["ci_high"] is not None else r["rating"] for r in rows])
-    ax.hlines(y, lo, hi, color="#4c72b0", lw=3, alpha=0.5)
+    has_ci = [r.get("ci_low") is not None or r.get("ci_high") is not None for r in rows]
+    finite = [v for r in rows for v in (r.get("ci_low"), r.get("ci_high"), r["rating"]) if v is not None]
+    left, right = min(finite), max(finite)
+    pad = 0.08 * (right - left or 200.0)
+    left, right = left - pad, right + pad
+    for k, r in enumerate(rows):
+        if not has_ci[k]:
+            continue
+        lo = left if r.get("ci_low") is None else r["ci_low"]
+        hi = right if r.get("ci_high") is None else r["ci_high"]
+        ax.hlines(k, lo, hi, color="#4c72b0", lw=3, alpha=0.5)
+        for end, open_end, marker in ((lo, r.get("ci_low") is None, "<"), (hi, r.get("ci_high") is None, ">")):
+            if open_end:
+                ax.plot(end, k, marker, color="#4c72b0", ms=6)
     ax.plot(ratings, y, "o", color="#1f3b73")
+    ax.set_xlim(left - pad / 2, right + pad / 2)
     ax.set_yticks(y, [f"{_short(r['model'])} (#{r['rank'] or '–'})" for r in rows])
     ax.axvline(1000, color="#999", lw=0.8, ls=":")
-    ax.set_xlabel("rating (Elo scale, 1000 = average; bars: 95% bootstrap interval)")
+    ax.set_xlabel("rating (Elo scale, 1000 = average; bars: 95% interval, arrow: no bound on that side)")
     ax.set_title(title)
-    return _png(fig)
+    return fig
+
+
+def ratings_plot(rows: list[dict[str, Any]], title: str) -> str | None:
+    """`ratings_plot_figure` as a PNG data URI (None: nothing to draw)."""
+    fig = ratings_plot_figure(rows, title)
+    return None if fig is None else _png(fig)
 
 
 def heatmap_figure(matrix: pd.DataFrame, title: str, *, cmap: str = "RdBu", center: float = 0.0,

@@ -29,9 +29,11 @@ GLOSSARY: dict[str, str] = {
                      "whose hints raised that solver's pass rate more",
     "solver rating": "the same rating from solver-vs-solver comparisons: on each environment both solvers "
                      "played, who solved more often without the hint",
-    "95% interval": "the range of the rating over bootstrap resamples of the environments; 'statistically "
-                    "tied' means the intervals do not separate the models",
-    "rank": "1 + the number of models certainly better (whose interval lies entirely above this one's)",
+    "95% interval": "the range the rating is 95% sure to lie in: over the matches (profile likelihood) for the "
+                    "duel rating, over bootstrap resamples of the environments for the author and solver ratings; "
+                    "an open end (∞) when a model won or lost everything",
+    "rank": "1 + the number of models certainly better than this one (tested pairwise, family-wise at 95%)",
+    "statistically tied": "the rank rule cannot tell the models apart: neither is certainly better",
     "level": "the same rating as printed, to the nearest point",
     "hint gain": "a solver's mean lift on other authors' environments",
     "rescue": "how often the hint turned a failure into a success: P(win with hint | lost without)",
@@ -67,14 +69,26 @@ def names(models: list[str]) -> str:
 
 
 def _interval(r: dict[str, Any]) -> str:
-    if r.get("ci_low") is None or r.get("ci_high") is None:
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    if lo is None and hi is None:
         return f"{r['rating']:.0f}"
-    return f"{r['rating']:.0f}, 95% interval {r['ci_low']:.0f} to {r['ci_high']:.0f}"
+    s = f"{r['rating']:.0f}, 95% interval {'−∞' if lo is None else f'{lo:.0f}'} to {'∞' if hi is None else f'{hi:.0f}'}"
+    return s + (f": {r['ci_note']}" if r.get("ci_note") else "")
 
 
-def tied_for_first(rows: list[dict[str, Any]]) -> list[str]:
-    """Models the rank rule cannot place below anyone (rank 1), in `ordered` order."""
-    return [r["model"] for r in rows if r.get("rank") == 1]
+def separation(rows: list[dict[str, Any]]) -> tuple[list[str], list[str], bool]:
+    """For the leader (`rows[0]`): the models statistically tied with it and those certainly
+    behind it, in `ordered` order, and whether the rank rule separates no two models at all.
+
+    Reads the rank rule's per-row lists (`tied_with`, `above`: family-wise, see
+    `analysis.ratings`); rows without them (older report.json files) fall back to rank 1 = tied."""
+    top = rows[0]
+    if top.get("tied_with") is not None:
+        tied = [r["model"] for r in rows if r["model"] in top["tied_with"]]
+        behind = [r["model"] for r in rows if r["model"] in (top.get("above") or [])]
+        return tied, behind, all(not r.get("above") for r in rows)
+    first = [r["model"] for r in rows[1:] if r.get("rank") == 1]
+    return first, [r["model"] for r in rows[1:] if r["model"] not in first], len(first) == len(rows) - 1
 
 
 def unrated_reason(kind: str, j: dict[str, Any]) -> str:
@@ -146,8 +160,6 @@ def leader(kind: str, j: dict[str, Any]) -> str:
         return f"No {kind} rating: {unrated_reason(kind, j)}."
     top = rows[0]
     level = level_with_top(rows)
-    tied = tied_for_first(rows)
-    behind = [r["model"] for r in rows if r["model"] not in tied]
     if len(level) == len(rows):
         return (f"{roles} are level: {names(level)} share the same {kind} rating ({top['rating']:.0f}); "
                 f"nothing in this run tells them apart.")
@@ -155,21 +167,23 @@ def leader(kind: str, j: dict[str, Any]) -> str:
         s = f"No single best {role}: {names(level)} share the top {kind} rating ({top['rating']:.0f})"
     else:
         s = f"Best {role} by rating: {top['model']} ({_interval(top)})"
-    if j["run"].get("bootstrap") == 0:
-        s += "; intervals were not computed because --bootstrap is 0, so how sure this is is unknown."
-    elif top.get("rank") is None:
-        reason = top.get("ci_reason") or "no interval could be computed for this run"
+    if top.get("rank") is None:
+        if j["run"].get("bootstrap") == 0:
+            reason = "intervals were not computed because --bootstrap is 0"
+        else:
+            reason = (j.get("rating_notes") or {}).get(kind) or "no interval could be computed for this run"
         s += f"; {reason}, so how sure this is is unknown."
-    elif len(tied) == len(rows):
-        s += (f". {roles} are indistinguishable: every 95% interval overlaps another's, so no {role} is "
-              f"certainly ahead of any other; you need more environments to tell them apart.")
-    elif len(tied) > len(level):
-        others = [m for m in tied if m not in level]
-        s += (f", statistically tied with {names(others)} (the intervals overlap); "
-              f"certainly behind: {names(behind)}.")
     else:
-        s += f"; clear first: every other {role}'s interval lies below."
-    if len(level) == 1 and not s.endswith("."):
+        tied, behind, none_apart = separation(rows)
+        tied = [m for m in tied if m not in level]
+        if none_apart:
+            s += (f". {roles} are indistinguishable: no {role} is certainly ahead of any other at 95% "
+                  "confidence; you need more environments to tell them apart.")
+        elif tied:
+            s += f", statistically tied with {names(tied)}" + (f"; certainly behind: {names(behind)}." if behind else ".")
+        else:
+            s += f"; clear first: certainly ahead of every other {role}."
+    if not s.endswith("."):
         s += "."
     return s + _driver(kind, j, level if len(level) > 1 else [top["model"]])
 
