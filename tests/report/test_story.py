@@ -166,6 +166,16 @@ def test_the_html_defines_every_column_where_it_appears_and_in_a_glossary(tmp_pa
         assert f"<dt>{term}</dt>" in glossary
 
 
+def test_cycles_are_said_beside_what_a_transitive_model_would_give():
+    t = {"triads": 20, "cycles": 3, "significant_cycles": 1,
+         "expected": {"cycles": {"mean": 0.4, "low": 0.0, "high": 2.0, "p_at_least_observed": 0.01}}}
+    assert ("3 of 20 triads of models form a 3-cycle; 1 is significant (each edge backed by the environments behind "
+            "it, Bonferroni-corrected); a transitive model replaying the same matches gives 0.4 (95% range 0 to 2).") \
+        in headline(_json(transitivity=t))
+    one = {"triads": 1, "cycles": 0, "significant_cycles": 0, "expected": None}
+    assert "The one triad of models does not form a 3-cycle." in headline(_json(transitivity=one))
+
+
 def _json(**over):
     base = {
         "run": {"episodes": 10, "matched_pairs": 4, "cost_usd": None, "bootstrap": 100},

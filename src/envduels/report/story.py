@@ -239,10 +239,16 @@ def findings(j: dict[str, Any]) -> list[str]:
     t = j["transitivity"]
     if t["triads"]:
         sig = t["significant_cycles"]
-        survive = f"{sig} {'survives' if sig == 1 else 'survive'} Bonferroni-corrected intervals"
+        survive = (f"{sig} {'is' if sig == 1 else 'are'} significant (each edge backed by the environments "
+                   "behind it, Bonferroni-corrected)")
         if t["triads"] == 1:
-            out.append(f"The one triad of models {'forms' if t['cycles'] else 'does not form'} a 3-cycle"
-                       + (f"; {survive}." if t["cycles"] else "."))
+            s = f"The one triad of models {'forms' if t['cycles'] else 'does not form'} a 3-cycle"
+            s += f"; it is {'' if sig else 'not '}significant" if t["cycles"] else ""
         else:
-            out.append(f"{t['cycles']} of {t['triads']} triads of models form a 3-cycle; {survive}.")
+            s = f"{t['cycles']} of {t['triads']} triads of models form a 3-cycle; {survive}"
+        x = ((t.get("expected") or {}).get("cycles") or {})
+        if x.get("mean") is not None:
+            s += (f"; a transitive model replaying the same matches gives {x['mean']:.1f} "
+                  f"(95% range {x['low']:.0f} to {x['high']:.0f})")
+        out.append(s + ".")
     return out
