@@ -54,6 +54,8 @@ GLOSSARY: dict[str, str] = {
     "hint_gated": "flag: no panel solver won without the hint and every one won with it",
     "hint_leak": "flag: a winning hinted answer appears verbatim in the hint (the hint gives it away)",
     "unsolved_with_hint": "flag: no panel solver won even with the hint",
+    "nondeterministic": "flag: the replay audit found an episode that a fresh instance given the same seed and "
+                        "actions does not reproduce; every episode of it counts as its author's fault",
 }
 """Every column and term the report shows, defined once (hover titles and the glossary section)."""
 
