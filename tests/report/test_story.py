@@ -113,7 +113,7 @@ def test_indistinguishable_authors_are_said_to_need_more_environments():
     s = [x for x in headline(j) if x.startswith("Best author")][0]
     assert s.startswith("Best author by rating: b (1100, 95% interval 800 to 1400). Authors are indistinguishable: "
                         "no author is certainly ahead of any other at 95% confidence; you need more environments to "
-                        "tell them apart.")
+                        "tell them apart (`envduels plan CONFIG --envs-per-author N` simulates how many).")
 
 
 def test_a_statistical_tie_for_first_names_who_is_tied_and_who_is_behind():

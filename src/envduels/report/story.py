@@ -180,7 +180,8 @@ def leader(kind: str, j: dict[str, Any]) -> str:
         tied = [m for m in tied if m not in level]
         if none_apart:
             s += (f". {roles} are indistinguishable: no {role} is certainly ahead of any other at 95% "
-                  "confidence; you need more environments to tell them apart.")
+                  "confidence; you need more environments to tell them apart (`envduels plan CONFIG "
+                  "--envs-per-author N` simulates how many).")
         elif tied:
             s += f", statistically tied with {names(tied)}" + (f"; certainly behind: {names(behind)}." if behind else ".")
         else:
