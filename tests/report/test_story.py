@@ -92,10 +92,15 @@ def test_a_single_solver_run_explains_why_there_is_no_solver_rating(tmp_path, ca
 
 
 def test_bootstrap_zero_says_intervals_were_not_computed_because_of_it(tmp_path, capsys):
-    _run_dir, j, _html, out = _report(tmp_path, leak_run, "b0", capsys, bootstrap=0)
+    run_dir, j, html, out = _report(tmp_path, leak_run, "b0", capsys, bootstrap=0)
     assert j["run"]["bootstrap"] == 0
-    assert "intervals were not computed because --bootstrap is 0" in out
-    assert "fewer than two environments" not in out
+    assert "Best author by rating: leaky (1415); intervals were not computed because --bootstrap is 0, so how " \
+           "sure this is is unknown." in _text(out)
+    assert "fewer than two environments" not in out and "fewer than two environments" not in html
+    assert "intervals from resampling environments. No intervals: --bootstrap is 0." in _text(html)
+    leaderboard_command(run_dir, bootstrap=0)
+    board = _text(capsys.readouterr().out)
+    assert "Author and solver intervals and ranks were not computed because --bootstrap is 0." in board
 
 
 def test_several_runs_print_one_block_per_run_labelled_with_its_name(tmp_path, capsys):
@@ -136,7 +141,7 @@ def test_the_rank_rules_tied_and_above_lists_decide_who_is_tied_with_the_leader(
             {"model": "c", "rating": 700.0, "rank": 3, "ci_low": 600.0, "ci_high": 800.0, "above": [], "below": ["a", "b"],
              "tied_with": ["d"], "points": 0.0, "games": 3.0}]
     s = [x for x in headline(_json(ratings={"duel": rows, "author": [], "solver": []})) if "duellist" in x][0]
-    assert s.startswith("Best duellist by rating: b (1200, 95% interval 1000 to ∞: won every match: no finite upper "
+    assert s.startswith("Best duellist by rating: b (1200, 95% interval 1000 to ∞; won every match: no finite upper "
                         "bound), statistically tied with a and d; certainly behind: c.")
 
 

@@ -153,6 +153,16 @@ def _in_rating_order(records: list[dict[str, Any]], rows: list[dict[str, Any]]) 
     return sorted(records, key=lambda r: (pos.get(r["model"], len(pos)), str(r["model"])))
 
 
+def _note(j: dict[str, Any], kind: str) -> str:
+    """Why a rating shows no intervals, as a caption sentence ('' when it has them)."""
+    if not j["ratings"][kind] or j["ratings"][kind][0].get("rank") is not None:
+        return ""
+    if j["run"].get("bootstrap") == 0:
+        return " No intervals: --bootstrap is 0."
+    note = (j.get("rating_notes") or {}).get(kind)
+    return f" No intervals: {note}." if note else ""
+
+
 def _names_in_order(models: Any, rows: list[dict[str, Any]]) -> list[str]:
     return [r["model"] for r in _in_rating_order([{"model": m} for m in models], rows)]
 
@@ -177,14 +187,15 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
         {"id": f"{prefix}ratings", "title": "Ratings", "plots": [
             (plots.ratings_plot(j["ratings"]["duel"], "Duel rating"),
              "Head-to-head: on A's environments A scores when B needed the hint, B scores when it won without it. "
-             "Dots are Bradley–Terry ratings; bars are 95% intervals from resampling environments; #rank counts "
-             "only models that are certainly better, so several models can share #1 (statistically tied). "
+             "Dots are Bradley–Terry ratings; bars are 95% intervals from the matches (an arrow: no bound on that "
+             "side); #rank counts only models that are certainly better, so several models can share #1. "
              "Best at the top; equal ratings are listed by name.", why["duel"]),
             (plots.ratings_plot(j["ratings"]["author"], "Author rating"),
-             "As an author: on each solver both authors faced, whose hints helped that solver more?", why["author"]),
+             "As an author: on each solver both authors faced, whose hints helped that solver more? Bars: 95% "
+             "intervals from resampling environments." + _note(j, "author"), why["author"]),
             (plots.ratings_plot(j["ratings"]["solver"], "Solver rating"),
-             "As a solver: on each environment both solvers played, who solved more without the hint?",
-             why["solver"]),
+             "As a solver: on each environment both solvers played, who solved more without the hint? Bars: 95% "
+             "intervals from resampling environments." + _note(j, "solver"), why["solver"]),
         ]},
         {"id": f"{prefix}lift", "title": "Hint lift", "plots": [
             (plots.heatmap(lift, "Hint lift: author (rows) × solver (columns)", label="pass with hint − pass without",

@@ -75,7 +75,7 @@ def _interval(r: dict[str, Any]) -> str:
     if lo is None and hi is None:
         return f"{r['rating']:.0f}"
     s = f"{r['rating']:.0f}, 95% interval {'−∞' if lo is None else f'{lo:.0f}'} to {'∞' if hi is None else f'{hi:.0f}'}"
-    return s + (f": {r['ci_note']}" if r.get("ci_note") else "")
+    return s + (f"; {r['ci_note']}" if r.get("ci_note") else "")
 
 
 def separation(rows: list[dict[str, Any]]) -> tuple[list[str], list[str], bool]:

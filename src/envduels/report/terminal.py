@@ -45,11 +45,13 @@ def print_leaderboard(ratings: dict[str, list[dict[str, Any]]], console: Console
     for kind in ("duel", "author", "solver"):
         console.print(rating_table(kind, ratings.get(kind, []), (why or {}).get(kind)))
         console.print()
-    console.print("Ratings: Bradley–Terry on the Elo scale (1000 = average rated model); intervals resample "
-                  "environments; rank = 1 + models certainly above, so models sharing a rank are "
-                  "statistically tied.", style="dim")
+    console.print("Ratings: Bradley–Terry on the Elo scale (1000 = average rated model); duel intervals come "
+                  "from the matches, author and solver intervals from resampling environments; rank = 1 + the "
+                  "number of models certainly above (family-wise at 95%); equal ratings are listed by name.",
+                  style="dim")
     if bootstrap == 0:
-        console.print("Intervals and ranks were not computed because --bootstrap is 0.", style="dim")
+        console.print("Author and solver intervals and ranks were not computed because --bootstrap is 0.",
+                      style="dim")
 
 
 def print_summary(lines: list[str], paths: list[str], console: Console | None = None, *,
