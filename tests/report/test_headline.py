@@ -40,8 +40,8 @@ def test_headline_says_why_there_is_no_interval_when_nothing_could_be_resampled(
     rows = [{"model": "a", "rating": 1100.0, "rank": None, "ci_low": None, "ci_high": None, "points": 2, "games": 2},
             {"model": "b", "rating": 900.0, "rank": None, "ci_low": None, "ci_high": None, "points": 0, "games": 2}]
     lines = headline(summary(ratings={"duel": rows, "author": [], "solver": []}))
-    assert "Best duellist by rating: a (1100); no interval could be computed for this run, so how sure this is " \
-           "is unknown. Matches won (a tie counts ½): a 2 of 2, b 0 of 2." in lines
+    assert "Best duellist by rating: a (1100), but how sure that is is unknown: no interval could be computed for " \
+           "this run. Matches won (a tie counts ½): a 2 of 2, b 0 of 2." in lines
 
 
 def test_headline_names_no_leader_when_the_top_ratings_are_level():

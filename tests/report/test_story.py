@@ -94,8 +94,8 @@ def test_a_single_solver_run_explains_why_there_is_no_solver_rating(tmp_path, ca
 def test_bootstrap_zero_says_intervals_were_not_computed_because_of_it(tmp_path, capsys):
     run_dir, j, html, out = _report(tmp_path, leak_run, "b0", capsys, bootstrap=0)
     assert j["run"]["bootstrap"] == 0
-    assert "Best author by rating: leaky (1415); intervals were not computed because --bootstrap is 0, so how " \
-           "sure this is is unknown." in _text(out)
+    assert "Best author by rating: leaky (1415), but how sure that is is unknown: intervals were not computed " \
+           "because --bootstrap is 0." in _text(out)
     assert "fewer than two environments" not in out and "fewer than two environments" not in html
     assert "intervals from resampling environments. No intervals: --bootstrap is 0." in _text(html)
     leaderboard_command(run_dir, bootstrap=0)
@@ -169,6 +169,14 @@ def test_the_html_defines_every_column_where_it_appears_and_in_a_glossary(tmp_pa
     glossary = html[html.index('id="glossary"'):]
     for term in ("lift", "hint authoring", "design score", "rescue", "harm", "teaching", "hint_leak", "level"):
         assert f"<dt>{term}</dt>" in glossary
+
+
+def test_a_divergence_without_an_interval_says_why_and_claims_nothing():
+    d = {"spearman": 0.66, "ci_low": None, "ci_high": None, "models": 6,
+         "ci_note": "no interval: the author rating has none (too few environments per author)"}
+    assert ("Authoring vs solving: Spearman ρ = 0.66 between author and solver ratings over 6 models; no interval: "
+            "the author rating has none (too few environments per author), so this is a description of this run, "
+            "not a finding.") in headline(_json(divergence=d))
 
 
 def test_cycles_are_said_beside_what_a_transitive_model_would_give():

@@ -174,7 +174,7 @@ def leader(kind: str, j: dict[str, Any]) -> str:
             reason = "intervals were not computed because --bootstrap is 0"
         else:
             reason = (j.get("rating_notes") or {}).get(kind) or "no interval could be computed for this run"
-        s += f"; {reason}, so how sure this is is unknown."
+        s += f", but how sure that is is unknown: {reason.rstrip('.')}."
     else:
         tied, behind, none_apart = separation(rows)
         tied = [m for m in tied if m not in level]
@@ -218,7 +218,9 @@ def _divergence(j: dict[str, Any]) -> str | None:
         s += f" (95% interval {d['ci_low']:.2f} to {d['ci_high']:.2f})"
         if d["ci_low"] <= 0 <= d["ci_high"]:
             s += "; the interval includes 0, so this run cannot say whether good solvers are good authors"
-    return s + "."
+    else:
+        s += f"; {d.get('ci_note') or 'no interval'}, so this is a description of this run, not a finding"
+    return s.rstrip(".") + "."
 
 
 def findings(j: dict[str, Any]) -> list[str]:
