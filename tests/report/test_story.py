@@ -179,6 +179,14 @@ def test_a_divergence_without_an_interval_says_why_and_claims_nothing():
             "not a finding.") in headline(_json(divergence=d))
 
 
+def test_the_one_order_is_rank_then_printed_rating_then_name():
+    from envduels.analysis.summary import ordered
+
+    rows = [{"model": "z", "rating": 1100.2, "rank": 1}, {"model": "y", "rating": 1200.0, "rank": 2},
+            {"model": "a", "rating": 1099.8, "rank": 1}, {"model": "top", "rating": 1300.0, "rank": 1}]
+    assert [r["model"] for r in ordered(rows)] == ["top", "a", "z", "y"]  # a and z print as 1100: level
+
+
 def test_cycles_are_said_beside_what_a_transitive_model_would_give():
     t = {"triads": 20, "cycles": 3, "significant_cycles": 1,
          "expected": {"cycles": {"mean": 0.4, "low": 0.0, "high": 2.0, "p_at_least_observed": 0.01}}}

@@ -68,13 +68,16 @@ def is_true(value: Any) -> bool:
 
 
 def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rating rows best first: by rating as printed (to the nearest point), then by model name.
+    """Rating rows best first: by rank (SPEC §5), then by rating as printed (to the nearest
+    point), then by model name.
 
-    The one order of every table, chart and sentence of the report and the leaderboard. Models
-    whose printed ratings are equal are *level*; the name only breaks the tie for listing and
-    never makes one of them "the best".
+    The one order of every table, chart and sentence of the report and the leaderboard. Rank
+    first keeps the printed rank column monotone (a model certainly below another is never
+    listed above a model that is below nobody); the top-rated model always has rank 1, so the
+    leader is the same either way. Models whose printed ratings are equal are *level*; the name
+    only breaks the tie for listing and never makes one of them "the best".
     """
-    return sorted(rows, key=lambda r: (-round(r["rating"]), str(r["model"])))
+    return sorted(rows, key=lambda r: (r.get("rank") or 0, -round(r["rating"]), str(r["model"])))
 
 
 def level_with_top(rows: list[dict[str, Any]]) -> list[str]:

@@ -5,7 +5,7 @@ only when its 95% interval clears the other's), what drives each leader, and wha
 said and why. Every sentence comes from the SPEC §8 JSON (`Analysis.json`), so the terminal,
 the HTML report and a reader of report.json see the same story. Ties: models whose printed
 ratings are equal are *level*; models that the rank rule cannot separate are *statistically
-tied*; both are said as such, in `analysis.summary.ordered` order (rating, then name).
+tied*; both are said as such, in `analysis.summary.ordered` order (rank, rating, name).
 """
 
 from __future__ import annotations
