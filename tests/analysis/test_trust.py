@@ -241,3 +241,14 @@ def test_distinguishable_models_are_listed_and_ranked_consistently():
         assert set(row["above"]) | set(row["below"]) | set(row["tied_with"]) | {m} == set(rows)
         for other in row["above"]:
             assert m in rows[other]["below"]
+
+
+def test_the_terminal_leaderboard_prints_an_open_bound():
+    from rich.console import Console
+
+    from envduels.report.terminal import rating_table
+
+    row = {"model": "a", "rating": 1400.0, "ci_low": 1100.0, "ci_high": None, "rank": 1, "points": 3.0, "games": 3.0}
+    console = Console(width=100, record=True)
+    console.print(rating_table("duel", [row]))
+    assert "1100 – ∞" in console.export_text()

@@ -25,10 +25,8 @@ def rating_table(kind: str, rows: list[dict[str, Any]], why: str | None = None) 
     table.add_column("95% interval", justify="right")
     table.add_column("points / games", justify="right")
     for r in rows:
-        lo, hi = r.get("ci_low"), r.get("ci_high")
-        # an open end (a model that won or lost everything) has no bound on that side
-        ci = "–" if lo is None and hi is None else \
-            f"{'−∞' if lo is None else f'{lo:.0f}'} – {'∞' if hi is None else f'{hi:.0f}'}"
+        lo, hi = r["ci_low"], r["ci_high"]  # one side is open (null) after a clean sweep
+        ci = "–" if lo is None and hi is None else f"{'−∞' if lo is None else f'{lo:.0f}'} – {'∞' if hi is None else f'{hi:.0f}'}"
         table.add_row(str(r["rank"] or "–"), r["model"], f"{r['rating']:.0f}", ci, f"{r['points']:g} / {r['games']:g}")
     if len(rows) < 2:
         table = Table(title=TITLES.get(kind, kind), title_justify="left")
