@@ -269,7 +269,8 @@ def conclusion(
     units = "author pools" if unit == "author" else "environments"
     if n < MIN_UNITS:
         return (
-            f"Only {n} {units} have both a gain and a value of {predictor}: too few to conclude anything; "
+            f"{'No' if n == 0 else f'Only {n}'} {units if n != 1 else units[:-1]} {'has' if n == 1 else 'have'} "
+            f"both a gain and a value of {predictor}: too few to conclude anything; "
             f"measure gains on at least {MIN_UNITS} (better 10 or more)."
         )
     if pearson.r is None or pearson.p_value is None:
