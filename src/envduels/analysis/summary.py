@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from envduels.analysis.convergence import convergence
+from envduels.analysis.convergence import convergence as _convergence
 from envduels.analysis.divergence import divergence
 from envduels.analysis.irt import fit_irt
 from envduels.analysis.learning import learning_curves
@@ -96,8 +96,13 @@ def analyze(
     name: str = "run",
     history: str | None = None,
     permutations: int = 1000,
+    convergence: bool = True,
 ) -> Analysis:
-    """Every SPEC §5 number for one run. Deterministic for a given `seed`."""
+    """Every SPEC §5 number for one run. Deterministic for a given `seed`.
+
+    `convergence=False`: the design-convergence entry is None (tables without environment
+    source, such as episodes recorded by another harness, say nothing about design)."""
+    with_convergence = convergence
     pairs = matched_pairs(tables.episodes)
     ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
     flags = environment_flags(tables)
@@ -126,8 +131,8 @@ def analyze(
         "environments": _environment_rows(tables, pairs, flags),
         "irt": fit_irt(pairs),
         "learning": learning_curves(envs, pairs),
-        "convergence": convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
-                                   permutations=permutations, seed=seed),
+        "convergence": _convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
+                                    permutations=permutations, seed=seed) if with_convergence else None,
         "scale": scale(players, ratings),
         "costs": _costs(players),
         "learnability": learnability(pairs).to_dict("records"),

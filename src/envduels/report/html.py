@@ -182,7 +182,7 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
         games = duel.scores + duel.scores.T
         share = np.where(games > 0, duel.scores / np.where(games > 0, games, 1), np.nan)
         win = pd.DataFrame(share, index=duel.players, columns=duel.players)
-    conv = j["convergence"]
+    conv = j["convergence"] or {}  # null for episodes from another harness
     sections = [
         {"id": f"{prefix}ratings", "title": "Ratings", "plots": [
             (plots.ratings_plot(j["ratings"]["duel"], "Duel rating"),
@@ -220,7 +220,7 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              f"clusters cut at cosine {conv.get('cluster_similarity')}."),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
-            (plots.cost_plot(j["costs"]), "Spend per player over the whole run (authoring and solving)."),
+            (plots.cost_plot(j["costs"] or []), "Spend per player over the whole run (authoring and solving)."),
             (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given."),
         ]},
     ]
