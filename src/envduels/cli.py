@@ -215,7 +215,7 @@ def plan(
     trials: Annotated[int | None, typer.Option(help="Trials per seed.")] = None,
     spread: Annotated[list[float] | None, typer.Option(
         help="Ability spread in logits (half-width; repeatable). Default: 0.4 and 1.5.")] = None,
-    cycle: Annotated[float, typer.Option(help="Size in logits of the planted 3-cycle for cycle power.")] = 1.0,
+    cycle: Annotated[float, typer.Option(help="Size in logits of the planted 3-cycle for cycle power.")] = 2.0,
     replicates: Annotated[int, typer.Option(help="Simulated tournaments per spread and truth.")] = 20,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap draws per simulated tournament.")] = 200,
     seed: Annotated[int, typer.Option(help="Simulation seed.")] = 0,

@@ -1,0 +1,249 @@
+"""`envduels plan`: can a tournament design answer the question, before anyone pays for it?
+
+Two parts. **Cost** is counted exactly from the design, the way the scheduler builds its work:
+every author writes `envs_per_author` environments per round; every solver plays every valid
+environment (and, in round 1, every fixed-pool environment) on its seeds × trials in both
+conditions, its own environments only with self-play on. Model calls are an upper bound: every
+authoring attempt (first try and repairs) and every solver turn up to the turn cap.
+
+**Power** is measured by simulating the design (`simulate_tournament`) under stated truths and
+running the same analysis a real run gets (`compute_ratings`, `divergence`, `transitivity`).
+For each ability spread s (logits), the players' solving abilities are evenly spaced over
+[−s, s] and their hint-writing skills over [1 − s, 1 + s] in the same order; environments vary
+by `env_spread` around their author. Three truths per spread:
+
+- *same order* (the one above): interval width and coverage of each rating, the chance that the
+  truly best two come out in the right order, and the false-alarm rate of a divergence claim
+  and of a significant 3-cycle;
+- *reversed*: hint-writing skill in the opposite order (true author–solver Spearman −1): the
+  power to detect a divergence (the 95% interval of ρ excludes 1);
+- *cycle*: a planted 3-cycle among the three best (each of them does `cycle` logits worse on
+  the environments of the one it should beat): the power to find that cycle significant.
+
+The truth a rating estimates is the Bradley–Terry fit of the *expected* comparison matrix of the
+design (what the rating would be with the design's comparisons averaged over endless
+independent tournaments): estimated by summing the observed score matrices of `truth_replicates`
+independent tournaments of the same design and truth, then fitting BT. Coverage is the share of
+(replicate, model) intervals that contain that truth; models without an interval are counted
+apart (`no_interval`).
+
+Simulated players all author and solve; fixed pools and solver-only players count in the cost,
+not in the simulation. Every replicate's seed is `replicate_seed(...)`, so a figure can be
+reproduced by running that one tournament directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envduels.analysis.divergence import divergence
+from envduels.analysis.pairs import matched_pairs
+from envduels.analysis.ratings import (
+    ELO_CENTER,
+    ELO_SCALE,
+    RIDGE,
+    compute_ratings,
+    fit_bradley_terry,
+)
+from envduels.analysis.simulate import simulate_tournament
+from envduels.analysis.transitivity import transitivity
+
+KINDS = ("duel", "author", "solver")
+SCENARIOS = ("same", "reversed", "cycle")
+NOMINAL = 0.95
+
+
+@dataclass(frozen=True)
+class SimDesign:
+    """The shape of a tournament as simulated: `players` who all author and solve."""
+
+    players: int
+    envs_per_author: int
+    rounds: int
+    seeds: int
+    trials: int = 1
+    self_play: bool = False  # self-play pairs never enter a cross-model number, so never simulated
+
+
+@dataclass
+class PlanResult:
+    """What `plan` found: one entry per spread, plus every replicate's raw figures."""
+
+    design: SimDesign
+    replicates: int
+    bootstrap: int
+    seed: int
+    env_spread: float
+    cycle: float
+    spreads: list[dict[str, Any]]
+    raw: dict[float, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+
+    def json(self) -> dict[str, Any]:
+        """The plain-data form (no raw replicates)."""
+        return {
+            "simulation": {"players": self.design.players, "envs_per_author": self.design.envs_per_author,
+                           "rounds": self.design.rounds, "seeds": self.design.seeds, "trials": self.design.trials,
+                           "replicates": self.replicates, "bootstrap": self.bootstrap, "seed": self.seed,
+                           "env_spread": self.env_spread, "nominal_coverage": NOMINAL},
+            "spreads": self.spreads,
+        }
+
+
+def replicate_seed(seed: int, spread_index: int, scenario: str, replicate: int) -> int:
+    """The simulator seed of one replicate; truth replicates use scenario "truth"."""
+    code = {"same": 0, "reversed": 1, "cycle": 2, "truth": 3}[scenario]
+    return int(np.random.SeedSequence([seed, spread_index, code, replicate]).generate_state(1)[0])
+
+
+def truth_parameters(design: SimDesign, spread: float, scenario: str, cycle: float) -> dict[str, Any]:
+    """Keyword arguments of `simulate_tournament` for one truth (see the module docstring)."""
+    n = design.players
+    names = [f"m{i:02d}" for i in range(n)]
+    ability = np.linspace(-spread, spread, n)
+    teaching = 1.0 + (ability[::-1] if scenario == "reversed" else ability)
+    matchup: dict[tuple[str, str], float] = {}
+    if scenario == "cycle" and n >= 3:
+        a, b, c = names[-1], names[-2], names[-3]  # a beats b beats c beats a
+        matchup = {(a, b): -cycle, (b, c): -cycle, (c, a): -cycle}
+    return {"ability": ability.tolist(), "author_teaching": teaching.tolist(),
+            "author_difficulty": [0.0] * n, "matchup": matchup}
+
+
+def _simulate(design: SimDesign, spread: float, scenario: str, cycle: float, seed: int,
+              env_spread: float) -> Any:
+    return simulate_tournament(
+        players=design.players, envs_per_author=design.envs_per_author, rounds=design.rounds,
+        seeds=design.seeds, trials=design.trials, seed=seed, spread=env_spread, self_play=design.self_play,
+        transcripts=False, **truth_parameters(design, spread, scenario, cycle))
+
+
+def replicate_figures(design: SimDesign, spread: float, scenario: str, *, cycle: float, seed: int,
+                      bootstrap: int, env_spread: float) -> dict[str, Any]:
+    """One simulated tournament through the run's analysis: each rating's rows, the divergence
+    and the transitivity entries, exactly as `analyze` computes them."""
+    run = _simulate(design, spread, scenario, cycle, seed, env_spread)
+    ratings = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=bootstrap, seed=seed)
+    duel = ratings["duel"]
+    return {
+        "ratings": {k: ratings[k].by_model() for k in KINDS},
+        "divergence": divergence(ratings["author"], ratings["solver"]),
+        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
+    }
+
+
+def true_ratings(design: SimDesign, spread: float, *, seed: int, spread_index: int, replicates: int,
+                 env_spread: float) -> dict[str, dict[str, float]]:
+    """Per rating kind, each model's true Elo at this design (same-order truth): the BT fit of
+    the score matrices of `replicates` independent tournaments summed."""
+    total: dict[str, Any] = {}
+    players: dict[str, list[str]] = {}
+    for r in range(replicates):
+        run = _simulate(design, spread, "same", 0.0, replicate_seed(seed, spread_index, "truth", r), env_spread)
+        ratings = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=0)
+        for k in KINDS:
+            players[k] = ratings[k].players
+            total[k] = ratings[k].scores if k not in total else total[k] + ratings[k].scores
+    out: dict[str, dict[str, float]] = {}
+    for k in KINDS:
+        s = total[k]
+        rated = np.flatnonzero((s + s.T).sum(axis=1) > 0)
+        if len(rated) < 2:
+            out[k] = {}
+            continue
+        theta = fit_bradley_terry(s[np.ix_(rated, rated)], ridge=RIDGE)
+        out[k] = {players[k][i]: float(ELO_CENTER + ELO_SCALE * t) for i, t in zip(rated, theta, strict=True)}
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float]],
+              raw: dict[str, list[dict[str, Any]]], cycle: float) -> dict[str, Any]:
+    """The figures of one spread from its replicates (see the module docstring)."""
+    names = [f"m{i:02d}" for i in range(design.players)]
+    best, second = names[-1], names[-2]
+    ratings: dict[str, Any] = {}
+    for k in KINDS:
+        widths, covered, missing, ordered = [], [], 0, []
+        for rep in raw["same"]:
+            rows = rep["ratings"][k]
+            for m, t in truth[k].items():
+                row = rows.get(m)
+                if row is None or row["ci_low"] is None:
+                    missing += 1
+                    continue
+                widths.append(row["ci_high"] - row["ci_low"])
+                covered.append(row["ci_low"] <= t <= row["ci_high"])
+            if spread > 0 and best in rows and second in rows:
+                ordered.append(rows[best]["rating"] > rows[second]["rating"])
+        cells = len(raw["same"]) * len(truth[k])
+        ratings[k] = {"width_elo": _mean(widths), "coverage": _mean(covered),
+                      "no_interval": missing / cells if cells else None,
+                      "top_two_ordered": _mean(ordered)}
+
+    def diverges(rep: dict[str, Any]) -> bool:
+        hi = rep["divergence"]["ci_high"]
+        return hi is not None and hi < 1.0 - 1e-9
+
+    enough = design.players >= 3
+    top3 = set(names[-3:])
+
+    def planted(rep: dict[str, Any]) -> bool:
+        return any(c["significant"] and set(c["models"]) == top3 for c in rep["transitivity"]["cycle_list"])
+
+    return {
+        "spread": spread,
+        "ratings": ratings,
+        "divergence": {
+            "power": _mean([diverges(r) for r in raw["reversed"]]) if enough else None,
+            "false_alarm": _mean([diverges(r) for r in raw["same"]]) if enough else None,
+            "truth": "hint-writing skill in the reverse order of solving skill (Spearman -1)",
+        },
+        "cycle": {
+            "size": cycle,
+            "power": _mean([planted(r) for r in raw["cycle"]]) if enough else None,
+            "false_alarm": _mean([r["transitivity"]["significant_cycles"] > 0 for r in raw["same"]]) if enough else None,
+        },
+    }
+
+
+def plan(design: SimDesign, spreads: list[float], *, replicates: int = 20, bootstrap: int = 200,
+         truth_replicates: int | None = None, cycle: float = 2.0, seed: int = 0, env_spread: float = 0.5,
+         progress: Callable[[int, int], None] | None = None) -> PlanResult:
+    """Simulate `replicates` tournaments of `design` per spread and truth; summarize.
+
+    Deterministic for a given `seed`. `progress(done, total)` is called after each simulated
+    tournament. `truth_replicates` defaults to 2 × `replicates` (at least 20).
+    """
+    if design.players < 2:
+        raise ValueError("a design needs at least 2 players")
+    n_truth = truth_replicates if truth_replicates is not None else max(20, 2 * replicates)
+    scenarios = SCENARIOS if design.players >= 3 else ("same",)
+    total = len(spreads) * (n_truth + len(scenarios) * replicates)
+    done = 0
+    result = PlanResult(design, replicates, bootstrap, seed, env_spread, cycle, [])
+    for si, spread in enumerate(spreads):
+        truth = true_ratings(design, spread, seed=seed, spread_index=si, replicates=n_truth, env_spread=env_spread)
+        done += n_truth
+        if progress:
+            progress(done, total)
+        raw: dict[str, list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
+        for scenario in scenarios:
+            for r in range(replicates):
+                raw[scenario].append(replicate_figures(
+                    design, spread, scenario, cycle=cycle, bootstrap=bootstrap, env_spread=env_spread,
+                    seed=replicate_seed(seed, si, scenario, r)))
+                done += 1
+                if progress:
+                    progress(done, total)
+        result.raw[spread] = raw
+        entry = summarize(design, spread, truth, raw, cycle)
+        entry["truth_elo"] = truth
+        result.spreads.append(entry)
+    return result
