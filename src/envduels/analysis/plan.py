@@ -24,8 +24,9 @@ The truth a rating estimates is the Bradley–Terry fit of the *expected* compar
 design (what the rating would be with the design's comparisons averaged over endless
 independent tournaments): estimated by summing the observed score matrices of `truth_replicates`
 independent tournaments of the same design and truth, then fitting BT. Coverage is the share of
-(replicate, model) intervals that contain that truth; models without an interval are counted
-apart (`no_interval`).
+(replicate, model) intervals that contain that truth (an open bound reaches to infinity);
+models without an interval are counted apart (`no_interval`), and the width is the mean over
+closed intervals (`open_interval`: the share with an open bound).
 
 Simulated players all author and solve; fixed pools and solver-only players count in the cost,
 not in the simulation. Every replicate's seed is `replicate_seed(...)`, so a figure can be
@@ -40,7 +41,6 @@ from typing import Any
 
 import numpy as np
 
-from envduels.analysis.divergence import divergence
 from envduels.analysis.pairs import matched_pairs
 from envduels.analysis.ratings import (
     ELO_CENTER,
@@ -50,7 +50,6 @@ from envduels.analysis.ratings import (
     fit_bradley_terry,
 )
 from envduels.analysis.simulate import simulate_tournament
-from envduels.analysis.transitivity import transitivity
 
 KINDS = ("duel", "author", "solver")
 SCENARIOS = ("same", "reversed", "cycle")
@@ -125,14 +124,13 @@ def replicate_figures(design: SimDesign, spread: float, scenario: str, *, cycle:
                       bootstrap: int, env_spread: float) -> dict[str, Any]:
     """One simulated tournament through the run's analysis: each rating's rows, the divergence
     and the transitivity entries, exactly as `analyze` computes them."""
+    from envduels.analysis.summary import rating_entries
+
     run = _simulate(design, spread, scenario, cycle, seed, env_spread)
-    ratings = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=bootstrap, seed=seed)
-    duel = ratings["duel"]
-    return {
-        "ratings": {k: ratings[k].by_model() for k in KINDS},
-        "divergence": divergence(ratings["author"], ratings["solver"]),
-        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
-    }
+    ratings, transitive, diverge = rating_entries(run.tables, matched_pairs(run.tables.episodes),
+                                                  bootstrap=bootstrap, seed=seed)
+    return {"ratings": {k: ratings[k].by_model() for k in KINDS}, "divergence": diverge,
+            "transitivity": transitive}
 
 
 def true_ratings(design: SimDesign, spread: float, *, seed: int, spread_index: int, replicates: int,
@@ -170,21 +168,28 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
     best, second = names[-1], names[-2]
     ratings: dict[str, Any] = {}
     for k in KINDS:
-        widths, covered, missing, ordered = [], [], 0, []
+        widths, covered, missing, open_ended, ordered = [], [], 0, 0, []
         for rep in raw["same"]:
             rows = rep["ratings"][k]
             for m, t in truth[k].items():
                 row = rows.get(m)
-                if row is None or row["ci_low"] is None:
+                if row is None or (row["ci_low"] is None and row["ci_high"] is None):
                     missing += 1
                     continue
-                widths.append(row["ci_high"] - row["ci_low"])
-                covered.append(row["ci_low"] <= t <= row["ci_high"])
+                # an open bound (a model that won or lost everything) reaches to ±infinity
+                lo = -np.inf if row["ci_low"] is None else row["ci_low"]
+                hi = np.inf if row["ci_high"] is None else row["ci_high"]
+                covered.append(lo <= t <= hi)
+                if np.isfinite(lo) and np.isfinite(hi):
+                    widths.append(hi - lo)
+                else:
+                    open_ended += 1
             if spread > 0 and best in rows and second in rows:
                 ordered.append(rows[best]["rating"] > rows[second]["rating"])
         cells = len(raw["same"]) * len(truth[k])
         ratings[k] = {"width_elo": _mean(widths), "coverage": _mean(covered),
                       "no_interval": missing / cells if cells else None,
+                      "open_interval": open_ended / cells if cells else None,
                       "top_two_ordered": _mean(ordered)}
 
     def diverges(rep: dict[str, Any]) -> bool:

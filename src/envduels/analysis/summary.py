@@ -88,6 +88,17 @@ def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, 
     return rows
 
 
+def rating_entries(tables: TablesLike, pairs: pd.DataFrame, *, bootstrap: int = 1000,
+                   seed: int = 0) -> tuple[dict[str, Rating], dict[str, Any], dict[str, Any]]:
+    """The ratings, the duel transitivity and the author–solver divergence, exactly as `analyze`
+    reports them (`envduels plan` rates its simulated tournaments through this too)."""
+    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
+    duel = ratings["duel"]
+    return (ratings,
+            transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
+            divergence(ratings["author"], ratings["solver"]))
+
+
 def analyze(
     tables: TablesLike,
     *,
@@ -104,9 +115,8 @@ def analyze(
     source, such as episodes recorded by another harness, say nothing about design)."""
     with_convergence = convergence
     pairs = matched_pairs(tables.episodes)
-    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
+    ratings, transitive, diverge = rating_entries(tables, pairs, bootstrap=bootstrap, seed=seed)
     flags = environment_flags(tables)
-    duel = ratings["duel"]
     envs = tables.environments
     players = tables.players
     cost = pd.to_numeric(players.get("cost_usd", pd.Series(dtype=float)), errors="coerce")
@@ -126,8 +136,8 @@ def analyze(
         "solvers": solver_metrics(tables, pairs),
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
-        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
-        "divergence": divergence(ratings["author"], ratings["solver"]),
+        "transitivity": transitive,
+        "divergence": diverge,
         "environments": _environment_rows(tables, pairs, flags),
         "irt": fit_irt(pairs),
         "learning": learning_curves(envs, pairs),

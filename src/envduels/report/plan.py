@@ -136,14 +136,16 @@ def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> No
         s = entry["spread"]
         table = Table(title=f"Abilities spread ±{s} logits (solving skill evenly over [−{s}, {s}], "
                             "hint-writing skill in the same order)", title_justify="left")
-        for col in ("rating", "95% interval width (Elo)", "coverage", "no interval", "top two in order"):
+        for col in ("rating", "95% interval width (Elo)", "coverage", "no interval", "open interval",
+                    "top two in order"):
             table.add_column(col, justify="left" if col == "rating" else "right")
         for kind, r in entry["ratings"].items():
             if not entry["truth_elo"][kind]:
-                table.add_row(kind, "no comparisons at this design (needs 3 or more players)", "", "", "")
+                table.add_row(kind, "no comparisons at this design (needs 3 or more players)", "", "", "", "")
                 continue
             table.add_row(kind, _fmt(r["width_elo"], ".0f"), _fmt(r["coverage"], ".2f"),
-                          _fmt(r["no_interval"], ".2f"), _fmt(r["top_two_ordered"], ".2f"))
+                          _fmt(r["no_interval"], ".2f"), _fmt(r["open_interval"], ".2f"),
+                          _fmt(r["top_two_ordered"], ".2f"))
         console.print(table)
         d, c = entry["divergence"], entry["cycle"]
         if d["power"] is None:
