@@ -95,7 +95,8 @@ def rating_entries(tables: TablesLike, pairs: pd.DataFrame, *, bootstrap: int = 
     ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
     duel = ratings["duel"]
     return (ratings,
-            transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
+            transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws,
+                         edge_p=duel.edge_p, tie_rate=duel.tie_rate, seed=seed),
             divergence(ratings["author"], ratings["solver"]))
 
 
