@@ -166,7 +166,7 @@ def test_plan_prints_a_table_per_spread_that_names_the_spread(cli):
     assert code == 0
     assert "128 episodes; model calls at most 3,096" in out
     assert "Abilities spread ±0.4 logits" in out and "±1.5" not in out
-    assert "no comparisons at this design (needs 3 or more players)" in out
+    assert "author and solver: no comparisons at this design (needs 3 or more players)" in out
 
 
 def test_plan_of_a_pool_only_config_gives_the_cost_and_says_why_it_does_not_simulate(cli):

@@ -139,14 +139,14 @@ def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> No
         for col in ("rating", "95% interval width (Elo)", "coverage", "no interval", "open interval",
                     "top two in order"):
             table.add_column(col, justify="left" if col == "rating" else "right")
+        unrated = [kind for kind in entry["ratings"] if not entry["truth_elo"][kind]]
         for kind, r in entry["ratings"].items():
-            if not entry["truth_elo"][kind]:
-                table.add_row(kind, "no comparisons at this design (needs 3 or more players)", "", "", "", "")
-                continue
             table.add_row(kind, _fmt(r["width_elo"], ".0f"), _fmt(r["coverage"], ".2f"),
                           _fmt(r["no_interval"], ".2f"), _fmt(r["open_interval"], ".2f"),
                           _fmt(r["top_two_ordered"], ".2f"))
         console.print(table)
+        if unrated:
+            console.print(f"  {' and '.join(unrated)}: no comparisons at this design (needs 3 or more players)")
         d, c = entry["divergence"], entry["cycle"]
         if d["power"] is None:
             console.print("  divergence and cycles: need 3 or more players", style="dim")
