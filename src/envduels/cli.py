@@ -219,6 +219,7 @@ def plan(
     replicates: Annotated[int, typer.Option(help="Simulated tournaments per spread and truth.")] = 20,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap draws per simulated tournament.")] = 200,
     seed: Annotated[int, typer.Option(help="Simulation seed.")] = 0,
+    jobs: Annotated[int, typer.Option(help="Worker processes (figures do not depend on it).")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Before spending money: the exact cost of a design and, by simulation, whether it can
@@ -227,7 +228,7 @@ def plan(
 
     flags = DesignFlags(players=players, envs_per_author=envs_per_author, seeds=seeds, rounds=rounds, trials=trials)
     raise typer.Exit(plan_command(config, flags, spreads=spread or [], replicates=replicates, bootstrap=bootstrap,
-                                  cycle=cycle, seed=seed, as_json=as_json))
+                                  cycle=cycle, seed=seed, jobs=jobs, as_json=as_json))
 
 
 def main() -> None:

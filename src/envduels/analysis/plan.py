@@ -23,7 +23,7 @@ by `env_spread` around their author. Three truths per spread:
 The truth a rating estimates is the Bradley–Terry fit of the *expected* comparison matrix of the
 design (what the rating would be with the design's comparisons averaged over endless
 independent tournaments): estimated by summing the observed score matrices of `truth_replicates`
-independent tournaments of the same design and truth, then fitting BT. Coverage is the share of
+further independent tournaments of the same design and truth, then fitting BT. Coverage is the share of
 (replicate, model) intervals that contain that truth (an open bound reaches to infinity);
 models without an interval are counted apart (`no_interval`), and the width is the mean over
 closed intervals (`open_interval`: the share with an open bound).
@@ -133,27 +133,27 @@ def replicate_figures(design: SimDesign, spread: float, scenario: str, *, cycle:
             "transitivity": transitive}
 
 
-def true_ratings(design: SimDesign, spread: float, *, seed: int, spread_index: int, replicates: int,
-                 env_spread: float) -> dict[str, dict[str, float]]:
-    """Per rating kind, each model's true Elo at this design (same-order truth): the BT fit of
-    the score matrices of `replicates` independent tournaments summed."""
-    total: dict[str, Any] = {}
-    players: dict[str, list[str]] = {}
-    for r in range(replicates):
-        run = _simulate(design, spread, "same", 0.0, replicate_seed(seed, spread_index, "truth", r), env_spread)
-        ratings = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=0)
-        for k in KINDS:
-            players[k] = ratings[k].players
-            total[k] = ratings[k].scores if k not in total else total[k] + ratings[k].scores
+def truth_scores(design: SimDesign, spread: float, *, seed: int,
+                 env_spread: float) -> dict[str, tuple[list[str], np.ndarray]]:
+    """One same-order tournament's observed score matrix per rating kind (players, S)."""
+    run = _simulate(design, spread, "same", 0.0, seed, env_spread)
+    ratings = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=0)
+    return {k: (ratings[k].players, ratings[k].scores) for k in KINDS}
+
+
+def true_ratings(samples: list[dict[str, tuple[list[str], np.ndarray]]]) -> dict[str, dict[str, float]]:
+    """Per rating kind, each model's true Elo at this design: the BT fit of the score matrices
+    of independent tournaments (`truth_scores`) summed."""
     out: dict[str, dict[str, float]] = {}
     for k in KINDS:
-        s = total[k]
+        players = samples[0][k][0]
+        s = sum(sample[k][1] for sample in samples)
         rated = np.flatnonzero((s + s.T).sum(axis=1) > 0)
         if len(rated) < 2:
             out[k] = {}
             continue
         theta = fit_bradley_terry(s[np.ix_(rated, rated)], ridge=RIDGE)
-        out[k] = {players[k][i]: float(ELO_CENTER + ELO_SCALE * t) for i, t in zip(rated, theta, strict=True)}
+        out[k] = {players[i]: float(ELO_CENTER + ELO_SCALE * t) for i, t in zip(rated, theta, strict=True)}
     return out
 
 
@@ -218,35 +218,59 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
     }
 
 
+def _one(job: tuple[Any, ...]) -> Any:
+    """One simulated tournament of `plan` (a top-level function, so worker processes can run it)."""
+    kind, design, spread, scenario, seed, cycle, bootstrap, env_spread = job
+    if kind == "truth":
+        return truth_scores(design, spread, seed=seed, env_spread=env_spread)
+    return replicate_figures(design, spread, scenario, cycle=cycle, seed=seed, bootstrap=bootstrap,
+                             env_spread=env_spread)
+
+
 def plan(design: SimDesign, spreads: list[float], *, replicates: int = 20, bootstrap: int = 200,
          truth_replicates: int | None = None, cycle: float = 2.0, seed: int = 0, env_spread: float = 0.5,
-         progress: Callable[[int, int], None] | None = None) -> PlanResult:
+         jobs: int = 1, progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Simulate `replicates` tournaments of `design` per spread and truth; summarize.
 
-    Deterministic for a given `seed`. `progress(done, total)` is called after each simulated
-    tournament. `truth_replicates` defaults to 2 × `replicates` (at least 20).
+    Deterministic for a given `seed`, whatever `jobs` (worker processes; every tournament has its
+    own seed, and results are gathered in order). `progress(done, total)` is called after each
+    simulated tournament. `truth_replicates` defaults to `replicates` (at least 20).
     """
     if design.players < 2:
         raise ValueError("a design needs at least 2 players")
-    n_truth = truth_replicates if truth_replicates is not None else max(20, 2 * replicates)
+    n_truth = truth_replicates if truth_replicates is not None else max(20, replicates)
     scenarios = SCENARIOS if design.players >= 3 else ("same",)
-    total = len(spreads) * (n_truth + len(scenarios) * replicates)
-    done = 0
-    result = PlanResult(design, replicates, bootstrap, seed, env_spread, cycle, [])
+    plan_jobs: list[tuple[Any, ...]] = []
     for si, spread in enumerate(spreads):
-        truth = true_ratings(design, spread, seed=seed, spread_index=si, replicates=n_truth, env_spread=env_spread)
-        done += n_truth
-        if progress:
-            progress(done, total)
+        plan_jobs += [("truth", design, spread, "same", replicate_seed(seed, si, "truth", r), 0.0, 0, env_spread)
+                      for r in range(n_truth)]
+        plan_jobs += [("figures", design, spread, scenario, replicate_seed(seed, si, scenario, r), cycle, bootstrap,
+                       env_spread) for scenario in scenarios for r in range(replicates)]
+    results: list[Any] = []
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # fork: workers inherit the imported analysis instead of importing it again
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            for out in pool.map(_one, plan_jobs, chunksize=2):
+                results.append(out)
+                if progress:
+                    progress(len(results), len(plan_jobs))
+    else:
+        for job in plan_jobs:
+            results.append(_one(job))
+            if progress:
+                progress(len(results), len(plan_jobs))
+    result = PlanResult(design, replicates, bootstrap, seed, env_spread, cycle, [])
+    at = 0
+    for spread in spreads:
+        truth = true_ratings(results[at:at + n_truth])
+        at += n_truth
         raw: dict[str, list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
         for scenario in scenarios:
-            for r in range(replicates):
-                raw[scenario].append(replicate_figures(
-                    design, spread, scenario, cycle=cycle, bootstrap=bootstrap, env_spread=env_spread,
-                    seed=replicate_seed(seed, si, scenario, r)))
-                done += 1
-                if progress:
-                    progress(done, total)
+            raw[scenario] = results[at:at + replicates]
+            at += replicates
         result.raw[spread] = raw
         entry = summarize(design, spread, truth, raw, cycle)
         entry["truth_elo"] = truth

@@ -163,7 +163,7 @@ def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> No
 
 
 def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float], replicates: int,
-                 bootstrap: int, cycle: float, seed: int, as_json: bool) -> int:
+                 bootstrap: int, cycle: float, seed: int, as_json: bool, jobs: int = 1) -> int:
     """Print the cost and simulated power of a design (one JSON object with `--json`)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -177,6 +177,8 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
         raise UserError(f"--bootstrap must be 1 or more (got {bootstrap}); intervals need draws")
     if any(s < 0 for s in spreads):
         raise UserError("--spread takes a half-width in logits, 0 or more (e.g. --spread 0.4 --spread 1.5)")
+    if jobs < 1:
+        raise UserError(f"--jobs must be 1 or more (got {jobs})")
     if cycle < 0:
         raise UserError(f"--cycle must be 0 or more logits (got {cycle})")
     cfg = design_config(config, flags)
@@ -202,7 +204,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
             bar.update(task, completed=done, total=total)
 
         result = plan(_sim_design(cfg), spreads, replicates=replicates, bootstrap=bootstrap, cycle=cycle,
-                      seed=seed, progress=tick)
+                      seed=seed, jobs=jobs, progress=tick)
     doc |= result.json()
     _emit(cfg, cost, doc, as_json)
     return 0
