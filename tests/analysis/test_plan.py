@@ -105,6 +105,7 @@ def test_a_huge_spread_orders_the_top_two_almost_always():
     result = plan(SMALL, [4.0], replicates=8, bootstrap=20, truth_replicates=8, seed=1)
     r = result.spreads[0]["ratings"]
     assert r["solver"]["top_two_ordered"] == 1.0 and r["author"]["top_two_ordered"] >= 0.85
+    assert result.spreads[0]["divergence"]["power"] >= 0.9  # authoring skill reversed: ρ = −1
     truth = result.spreads[0]["truth_elo"]["solver"]
     assert truth["m03"] > truth["m02"] > truth["m01"] > truth["m00"]
 
@@ -113,6 +114,7 @@ def test_identical_players_have_no_true_order_and_a_centred_truth():
     result = plan(SMALL, [0.0], replicates=4, bootstrap=20, truth_replicates=10, seed=2)
     entry = result.spreads[0]
     assert all(entry["ratings"][k]["top_two_ordered"] is None for k in ("duel", "author", "solver"))
+    assert entry["divergence"]["power"] is None and entry["divergence"]["false_alarm"] is None
     assert max(abs(v - 1000) for v in entry["truth_elo"]["solver"].values()) < 40
 
 
@@ -123,11 +125,12 @@ def test_two_players_cannot_plan_divergence_or_cycles():
 
 
 @pytest.mark.slow
-def test_identical_players_solver_coverage_is_near_nominal_and_false_alarms_near_alpha():
+def test_identical_players_get_near_nominal_coverage_and_few_false_cycles():
     result = plan(SimDesign(players=6, envs_per_author=4, rounds=2, seeds=4), [0.0], replicates=30, bootstrap=200,
                   truth_replicates=40, seed=3)
     entry = result.spreads[0]
-    assert entry["ratings"]["solver"]["coverage"] >= 0.88
+    assert all(entry["ratings"][k]["coverage"] >= 0.88 for k in ("duel", "author", "solver"))
+    # identical players, nothing planted: any significant cycle is a false alarm
     assert entry["cycle"]["false_alarm"] <= 0.15
 
 

@@ -197,6 +197,7 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
         return hi is not None and hi < 1.0 - 1e-9
 
     enough = design.players >= 3
+    ordered_truth = enough and spread > 0  # identical players: no order for ranks to agree on
     top3 = set(names[-3:])
 
     def planted(rep: dict[str, Any]) -> bool:
@@ -206,8 +207,8 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
         "spread": spread,
         "ratings": ratings,
         "divergence": {
-            "power": _mean([diverges(r) for r in raw["reversed"]]) if enough else None,
-            "false_alarm": _mean([diverges(r) for r in raw["same"]]) if enough else None,
+            "power": _mean([diverges(r) for r in raw["reversed"]]) if ordered_truth else None,
+            "false_alarm": _mean([diverges(r) for r in raw["same"]]) if ordered_truth else None,
             "truth": "hint-writing skill in the reverse order of solving skill (Spearman -1)",
         },
         "cycle": {

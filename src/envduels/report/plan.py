@@ -148,14 +148,17 @@ def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> No
         if unrated:
             console.print(f"  {' and '.join(unrated)}: no comparisons at this design (needs 3 or more players)")
         d, c = entry["divergence"], entry["cycle"]
-        if d["power"] is None:
+        if c["power"] is None:
             console.print("  divergence and cycles: need 3 or more players", style="dim")
+            continue
+        if d["power"] is None:
+            console.print("  divergence: identical players have no order to agree or disagree on", style="dim")
         else:
             console.print(f"  divergence (author vs solver ranks, interval excludes ρ = 1): power "
                           f"{d['power']:.2f} when hint-writing skill runs in reverse; false alarm "
                           f"{d['false_alarm']:.2f} when it runs in the same order")
-            console.print(f"  significant 3-cycle: power {c['power']:.2f} for a planted cycle of {c['size']:g} "
-                          f"logits among the best three; false alarm {c['false_alarm']:.2f} with none")
+        console.print(f"  significant 3-cycle: power {c['power']:.2f} for a planted cycle of {c['size']:g} "
+                      f"logits among the best three; false alarm {c['false_alarm']:.2f} with none")
     error = 0.5 / sim["replicates"] ** 0.5  # the widest binomial standard error, at a share of ½
     console.print(f"Coverage should be near {sim['nominal_coverage']}; false alarms near 0.05 or below. "
                   f"A share from {sim['replicates']} simulated tournaments is uncertain by up to ±{2 * error:.2f} "
