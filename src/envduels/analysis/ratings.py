@@ -634,6 +634,12 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
     for a, i in enumerate(keep):
         won, total = s[a].sum(), games[a].sum()
         side = "won" if won >= total else "lost" if won <= 0 else None
+        # the data put no limit on how much stronger (weaker) such a model is: only the Jeffreys
+        # penalty makes that bound finite, so it is reported open
+        if side == "won":
+            hi[i] = np.nan
+        elif side == "lost":
+            lo[i] = np.nan
         if np.isnan(lo[i]) or np.isnan(hi[i]):
             which = "upper" if np.isnan(hi[i]) else "lower"
             notes[i] = (f"{side} every match: no finite {which} bound" if side

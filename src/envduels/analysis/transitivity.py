@@ -103,6 +103,7 @@ def transitivity(
         "triads": triads,
         "cycles": cycles,
         "significant_cycles": significant,
+        "significant_edges": int(np.triu(sig | sig.T, 1).sum()),
         "significance": "environments" if edge_p is not None else "bootstrap" if use_draws else "wilson",
         "wst_violations": None if chains == 0 else wst / chains,
         "sst_violations": None if chains == 0 else sst / chains,
