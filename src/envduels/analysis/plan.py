@@ -209,6 +209,9 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
         "divergence": {
             "power": _mean([diverges(r) for r in raw["reversed"]]) if ordered_truth else None,
             "false_alarm": _mean([diverges(r) for r in raw["same"]]) if ordered_truth else None,
+            # the run's divergence gives no interval when a rating is too noisy to correct for
+            "no_interval": _mean([r["divergence"]["ci_high"] is None for r in raw["reversed"] + raw["same"]])
+            if ordered_truth else None,
             "truth": "hint-writing skill in the reverse order of solving skill (Spearman -1)",
         },
         "cycle": {

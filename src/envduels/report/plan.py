@@ -156,7 +156,8 @@ def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> No
         else:
             console.print(f"  divergence (author vs solver ranks, interval excludes ρ = 1): power "
                           f"{d['power']:.2f} when hint-writing skill runs in reverse; false alarm "
-                          f"{d['false_alarm']:.2f} when it runs in the same order")
+                          f"{d['false_alarm']:.2f} when it runs in the same order; no interval in "
+                          f"{d['no_interval']:.2f} of runs")
         console.print(f"  significant 3-cycle: power {c['power']:.2f} for a planted cycle of {c['size']:g} "
                       f"logits among the best three; false alarm {c['false_alarm']:.2f} with none")
     error = 0.5 / sim["replicates"] ** 0.5  # the widest binomial standard error, at a share of ½
