@@ -180,3 +180,8 @@ def test_a_line_that_is_not_a_json_object_and_an_empty_file_are_one_line_errors(
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == (f"error: episodes file {str(tmp_path / 'missing.jsonl')!r} not found; pass a JSON Lines "
                           "file with one episode per line\n")
+
+
+def test_episodes_and_run_folders_together_are_one_line_error(episodes_file, tmp_path, cli):
+    assert cli(str(tmp_path), "--episodes", str(episodes_file)) == (
+        2, "", "error: give either run folders or --episodes FILE, not both\n")
