@@ -7,7 +7,7 @@ conditions, its own environments only with self-play on. Model calls are an uppe
 authoring attempt (first try and repairs) and every solver turn up to the turn cap.
 
 **Power** is measured by simulating the design (`simulate_tournament`) under stated truths and
-running the same analysis a real run gets (`compute_ratings`, `divergence`, `transitivity`).
+rating each through `rating_entries`, the function `analyze` itself uses for a real run.
 For each ability spread s (logits), the players' solving abilities are evenly spaced over
 [−s, s] and their hint-writing skills over [1 − s, 1 + s] in the same order; environments vary
 by `env_spread` around their author. Three truths per spread:
@@ -23,8 +23,8 @@ by `env_spread` around their author. Three truths per spread:
 The truth a rating estimates is the Bradley–Terry fit of the *expected* comparison matrix of the
 design (what the rating would be with the design's comparisons averaged over endless
 independent tournaments): estimated by summing the observed score matrices of `truth_replicates`
-further independent tournaments of the same design and truth, then fitting BT. Coverage is the share of
-(replicate, model) intervals that contain that truth (an open bound reaches to infinity);
+further independent tournaments of the same design and truth, then fitting BT. Coverage is the
+share of (replicate, model) intervals that contain that truth (an open bound reaches infinity);
 models without an interval are counted apart (`no_interval`), and the width is the mean over
 closed intervals (`open_interval`: the share with an open bound).
 
