@@ -124,12 +124,16 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None, help="also save the raw cells here")
+    ap.add_argument("--designs", default=None, help="only these, e.g. 9x1x2,6x4x2")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    run_order = RUN_ORDER
+    if args.designs:
+        run_order = [tuple(int(x) for x in d.split("x")) for d in args.designs.split(",")]
     cells: list[dict[str, Any]] = []
     names = [f"m{i:02d}" for i in range(9)]
     with ProcessPoolExecutor(args.jobs) as pool:
-        for design in RUN_ORDER:
+        for design in run_order:
             for spread in SPREADS:
                 cell: dict[str, Any] = {"design": "×".join(map(str, design)), "spread": spread}
                 hits = {k: [0, 0] for k in KINDS}
@@ -158,7 +162,7 @@ def main() -> None:
                 cells.append(cell)
                 print(json.dumps(cell), flush=True)
         nulls = []
-        for design in DESIGNS:
+        for design in [d for d in DESIGNS if d in run_order]:
             reps = list(pool.map(one_rep, [(design, 0.0, "null", s, args.draws) for s in range(args.reps)]))
             row = {"design": "×".join(map(str, design))}
             for k in KINDS:

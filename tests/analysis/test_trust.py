@@ -14,7 +14,7 @@ from scipy.special import expit
 
 from envduels.analysis import compute_ratings, matched_pairs, simulate_tournament, transitivity
 from envduels.analysis.divergence import divergence
-from envduels.analysis.ratings import _rate_duel
+from envduels.analysis.ratings import MIN_AUTHOR_ENVS, _rate_duel
 from envduels.analysis.transfer import PREDICTORS, correlate_gains
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "analysis.md"
@@ -98,7 +98,7 @@ def test_authors_with_one_environment_each_get_no_interval_no_rank_and_a_reason(
     for seed in range(3):
         _, r = _run(6, 1, 1, 0.0, "null", seed)
         author = r["author"]
-        assert author.interval == "none" and "fewer than 2 environments" in author.note
+        assert author.interval == "none" and f"fewer than {MIN_AUTHOR_ENVS} environments" in author.note
         for row in author.rows:
             assert (row["ci_low"], row["ci_high"], row["rank"]) == (None, None, None)
         div = divergence(r["author"], r["solver"])
@@ -133,29 +133,41 @@ def test_a_strong_edge_backed_by_many_environments_is_still_significant():
 def test_divergence_interval_reaches_the_true_rank_agreement_when_skills_align():
     """Authoring and solving skill in the same order (true Spearman 1): noise attenuates the
     estimate; main's percentile interval sat below 1 (coverage 0.37 at a true 0.93)."""
-    covered = 0
+    covered, corrected = 0, []
     for seed in range(4):
         _, r = _run(9, 10, 1, 1.5, "correlated", seed)
         d = divergence(r["author"], r["solver"])
-        assert d["ci_method"].startswith("basic bootstrap")
+        assert "basic" in d["ci_method"] and d["reliability_author"] >= 0.85
         covered += d["ci_high"] >= 1.0 - 1e-12
-        assert d["spearman_bias_corrected"] >= d["spearman"]
+        corrected.append(d["spearman_bias_corrected"] - d["spearman"])
     assert covered >= 3
+    assert np.mean(corrected) > 0  # the correction moves away from the attenuation
+
+
+def test_divergence_has_no_interval_where_noise_swamps_the_ratings_and_says_why():
+    """±0.4 logits at 6 × 4 × 2: the ratings' reliability is ~0.6 and no interval held its
+    level (0.73–0.80 at best in the coverage runs)."""
+    for seed in range(2):
+        _, r = _run(6, 4, 2, 0.4, "correlated", seed)
+        d = divergence(r["author"], r["solver"])
+        assert d["spearman"] is not None and (d["ci_low"], d["ci_high"]) == (None, None)
+        assert "reliability" in d["ci_note"] and min(d["reliability_author"], d["reliability_solver"]) < 0.85
 
 
 # 5. correlate multiplicity --------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_pure_noise_gains_give_a_false_verdict_in_at_most_about_5_percent_of_runs():
     rng = np.random.default_rng(0)
     units = pd.Index([f"a{i}" for i in range(12)], name="author")
     false = 0
-    reps = 300
+    reps = 400
     for rep in range(reps):
         pred = pd.DataFrame(rng.normal(size=(12, len(PREDICTORS))), index=units, columns=list(PREDICTORS))
         gains = pd.Series(rng.normal(size=12), index=units)
-        res = correlate_gains(pred, gains, unit="author", bootstrap=0, permutations=199, seed=rep)
+        res = correlate_gains(pred, gains, unit="author", bootstrap=0, permutations=99, seed=rep)
         false += any("gained" in r.conclusion for r in res.results)
-    # nominal 5%: 300 runs put 0.07 about 1.6 standard errors above it (main: ~19%)
+    # nominal 5%: 0.07 is 1.8 standard errors above it at 400 runs (main: ~19%)
     assert false / reps <= 0.07, false / reps
 
 
