@@ -105,9 +105,16 @@ def test_a_huge_spread_orders_the_top_two_almost_always():
     result = plan(SMALL, [4.0], replicates=8, bootstrap=20, truth_replicates=8, seed=1)
     r = result.spreads[0]["ratings"]
     assert r["solver"]["top_two_ordered"] == 1.0 and r["author"]["top_two_ordered"] >= 0.85
-    assert result.spreads[0]["divergence"]["power"] >= 0.75  # authoring skill reversed: ρ = −1
     truth = result.spreads[0]["truth_elo"]["solver"]
     assert truth["m03"] > truth["m02"] > truth["m01"] > truth["m00"]
+
+
+def test_reversed_authoring_skill_is_detected_far_more_often_than_a_false_alarm():
+    # 4 environments per author: fewer give no author interval, hence no divergence interval
+    result = plan(SimDesign(players=5, envs_per_author=4, rounds=1, seeds=2), [2.0], replicates=8, bootstrap=50,
+                  truth_replicates=4, seed=1)
+    d = result.spreads[0]["divergence"]
+    assert d["power"] >= 0.6 and d["false_alarm"] <= 0.25
 
 
 def test_identical_players_have_no_true_order_and_a_centred_truth():
