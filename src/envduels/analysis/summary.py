@@ -137,6 +137,9 @@ def analyze(
         "solvers": solver_metrics(tables, pairs),
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
+        # per rating: how its intervals were made, and why intervals or ranks are missing
+        "rating_methods": {k: {"interval": ratings[k].interval, "note": ratings[k].note,
+                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")},
         "transitivity": transitive,
         "divergence": diverge,
         "environments": _environment_rows(tables, pairs, flags),

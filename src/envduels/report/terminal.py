@@ -23,7 +23,8 @@ def rating_table(kind: str, rows: list[dict[str, Any]]) -> Table:
     table.add_column("95% interval", justify="right")
     table.add_column("points / games", justify="right")
     for r in rows:
-        ci = "–" if r["ci_low"] is None else f"{r['ci_low']:.0f} – {r['ci_high']:.0f}"
+        lo, hi = r["ci_low"], r["ci_high"]  # one side is open (null) after a clean sweep
+        ci = "–" if lo is None and hi is None else f"{'−∞' if lo is None else f'{lo:.0f}'} – {'∞' if hi is None else f'{hi:.0f}'}"
         table.add_row(str(r["rank"] or "–"), r["model"], f"{r['rating']:.0f}", ci, f"{r['points']:g} / {r['games']:g}")
     if not rows:
         table.add_row("–", "(not enough comparisons yet)", "", "", "")
