@@ -14,7 +14,6 @@ from scipy.special import expit
 
 from envduels.analysis import compute_ratings, matched_pairs, simulate_tournament, transitivity
 from envduels.analysis.divergence import divergence
-from envduels.analysis.ratings import MIN_AUTHOR_ENVS, _rate_duel
 from envduels.analysis.transfer import PREDICTORS, correlate_gains
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "analysis.md"
@@ -37,8 +36,8 @@ def _run(players: int, envs: int, rounds: int, spread: float, skill: str, seed: 
 
 def _duel_transitivity(ratings):
     d = ratings["duel"]
-    return transitivity(d.scores, d.players, d.theta, draws=d.score_draws, edge_p=d.edge_p, tie_rate=d.tie_rate,
-                        reference_draws=200)
+    return transitivity(d.scores, d.players, d.theta, draws=d.score_draws, edge_p=getattr(d, "edge_p", None),
+                        tie_rate=getattr(d, "tie_rate", 0.0), reference_draws=200)
 
 
 # 1. duel intervals ----------------------------------------------------------------------------
@@ -57,6 +56,8 @@ def _bt_matches(theta: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def test_duel_intervals_cover_true_strengths_with_one_match_per_pair_at_a_wide_spread():
     """9 models spread ±1.5 logits, one match per pair (the reference design's duel): 90%+ of
     the 95% intervals hold the truth, also for the top and bottom models (main: 0.67, top 0.00)."""
+    from envduels.analysis.ratings import _rate_duel
+
     rng = np.random.default_rng(7)
     theta = np.linspace(-1.5, 1.5, 9)
     names = [f"m{i}" for i in range(9)]
@@ -76,6 +77,8 @@ def test_duel_intervals_cover_true_strengths_with_one_match_per_pair_at_a_wide_s
 
 
 def test_a_model_that_won_every_match_gets_an_open_upper_bound_and_says_why():
+    from envduels.analysis.ratings import _rate_duel
+
     s = np.array([[0, 1, 1, 1], [0, 0, 1, 0], [0, 0, 0, 1], [0, 1, 0, 0]], float)
     rows = _rate_duel(list("abcd"), np.stack([s, s]), 0.1).by_model()
     assert rows["a"]["ci_high"] is None and rows["a"]["ci_low"] < rows["a"]["rating"]
@@ -98,7 +101,7 @@ def test_authors_with_one_environment_each_get_no_interval_no_rank_and_a_reason(
     for seed in range(3):
         _, r = _run(6, 1, 1, 0.0, "null", seed)
         author = r["author"]
-        assert author.interval == "none" and f"fewer than {MIN_AUTHOR_ENVS} environments" in author.note
+        assert author.interval == "none" and "fewer than 4 environments" in author.note
         for row in author.rows:
             assert (row["ci_low"], row["ci_high"], row["rank"]) == (None, None, None)
         div = divergence(r["author"], r["solver"])
