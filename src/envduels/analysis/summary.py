@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from envduels.analysis.convergence import convergence
+from envduels.analysis.convergence import convergence as _convergence
 from envduels.analysis.divergence import divergence
 from envduels.analysis.irt import fit_irt
 from envduels.analysis.learning import learning_curves
@@ -146,6 +146,18 @@ def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, 
     return rows
 
 
+def rating_entries(tables: TablesLike, pairs: pd.DataFrame, *, bootstrap: int = 1000,
+                   seed: int = 0) -> tuple[dict[str, Rating], dict[str, Any], dict[str, Any]]:
+    """The ratings, the duel transitivity and the author–solver divergence, exactly as `analyze`
+    reports them (`envduels plan` rates its simulated tournaments through this too)."""
+    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
+    duel = ratings["duel"]
+    return (ratings,
+            transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws,
+                         edge_p=duel.edge_p, tie_rate=duel.tie_rate, seed=seed),
+            divergence(ratings["author"], ratings["solver"]))
+
+
 def analyze(
     tables: TablesLike,
     *,
@@ -154,14 +166,18 @@ def analyze(
     name: str = "run",
     history: str | None = None,
     permutations: int = 1000,
+    convergence: bool = True,
 ) -> Analysis:
-    """Every SPEC §5 number for one run. Deterministic for a given `seed`."""
+    """Every SPEC §5 number for one run. Deterministic for a given `seed`.
+
+    `convergence=False`: the design-convergence entry is None (tables without environment
+    source, such as episodes recorded by another harness, say nothing about design)."""
+    with_convergence = convergence
     pairs = matched_pairs(tables.episodes)
-    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
+    ratings, transitive, diverge = rating_entries(tables, pairs, bootstrap=bootstrap, seed=seed)
     for r in ratings.values():
         r.rows = ordered(r.rows)
     flags = environment_flags(tables)
-    duel = ratings["duel"]
     envs = tables.environments
     players = tables.players
     cost = pd.to_numeric(players.get("cost_usd", pd.Series(dtype=float)), errors="coerce")
@@ -184,14 +200,13 @@ def analyze(
         # per rating: how its intervals were made, and why intervals or ranks are missing
         "rating_methods": {k: {"interval": ratings[k].interval, "note": ratings[k].note,
                                "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")},
-        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws,
-                                     edge_p=duel.edge_p, tie_rate=duel.tie_rate, seed=seed),
-        "divergence": divergence(ratings["author"], ratings["solver"]),
+        "transitivity": transitive,
+        "divergence": diverge,
         "environments": _environment_rows(tables, pairs, flags),
         "irt": fit_irt(pairs),
         "learning": learning_curves(envs, pairs),
-        "convergence": convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
-                                   permutations=permutations, seed=seed),
+        "convergence": _convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
+                                    permutations=permutations, seed=seed) if with_convergence else None,
         "scale": scale(players, ratings),
         "costs": _costs(players),
         "learnability": learnability(pairs).to_dict("records"),

@@ -140,8 +140,11 @@ def _no_plot_reasons(j: dict[str, Any]) -> dict[str, str]:
         "learning": ("Left out: this run has one round of valid authored environments, so there is nothing to "
                      "compare across rounds." if len(rounds) <= 1 else
                      "Left out: no author has a measured lift in any round."),
-        "design": f"Left out: the design map needs two or more valid environments; this run has {valid}.",
-        "cost": "Left out: no cost or token counts were recorded for any player.",
+        "design": ("Left out: episodes recorded by another harness carry no environment source to "
+                   "compare designs." if j["convergence"] is None else
+                   f"Left out: the design map needs two or more valid environments; this run has {valid}."),
+        "cost": ("Left out: episodes recorded by another harness carry no costs." if j["costs"] is None
+                 else "Left out: no cost or token counts were recorded for any player."),
         "scale": ("Left out: no player sizes were given (add params_b to the players in the config) or fewer than "
                   "two sized models were rated."),
     }
@@ -177,7 +180,7 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
         share = np.where(games > 0, duel.scores / np.where(games > 0, games, 1), np.nan)
         order = [r["model"] for r in j["ratings"]["duel"]]
         win = pd.DataFrame(share, index=duel.players, columns=duel.players).loc[order, order]
-    conv = j["convergence"]
+    conv = j["convergence"] or {}  # null for episodes from another harness
     why = _no_plot_reasons(j)
     lift = a.lift
     if lift is not None and not lift.empty:
@@ -226,7 +229,7 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              f"clusters cut at cosine {conv.get('cluster_similarity')}.", why["design"]),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
-            (plots.cost_plot(j["costs"]), "Spend per player over the whole run (authoring and solving).", why["cost"]),
+            (plots.cost_plot(j["costs"] or []), "Spend per player over the whole run (authoring and solving).", why["cost"]),
             (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given.", why["scale"]),
         ]},
     ]
