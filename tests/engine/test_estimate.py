@@ -178,3 +178,17 @@ def test_the_history_range_covers_the_rest_of_a_run_about_95_percent_of_the_time
         widths.append((high.calls - low.calls) / future)
     assert 0.90 <= covered / 400 <= 0.99
     assert sum(widths) / len(widths) < 0.5
+
+
+def test_the_most_calls_agree_with_the_design_count_of_envduels_plan(tmp_path):
+    from envduels.report.plan import design_cost
+
+    for rounds, seeds in ((1, 2), (3, 4)):
+        cfg = parse_config(config("http://127.0.0.1:9/v1", str(tmp_path / "run"), rounds=rounds,
+                                  seeds=seeds))
+        est = estimate_for(cfg, [])
+        cost = design_cost(cfg, [])
+        assert est.total("calls").high == cost["calls_max"]
+        for name, p in cost["players"].items():
+            assert est.player(name, "calls").high == (p["authoring_calls_max"]
+                                                      + p["solving_calls_max"])
