@@ -1,0 +1,224 @@
+"""What the viewer reads from one run folder, and the caches that keep pages fast.
+
+The database is opened read-only (`Store.open_readonly`) and every read is one short autocommit
+query, so a tournament writing to it is never blocked. Two caches, both keyed by the database's
+change counter (`Store.data_version`):
+
+- the episode index (every episode without its transcript) and the usage per player and role,
+  refreshed incrementally: only rows written since the last look are read;
+- the analysis (ratings with intervals, flags, lift, headline),
+  recomputed when the run has changed, in a background thread while pages keep answering from
+  the previous one (a page never waits for the bootstrap of a run in progress once it has one).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envduels.store import EnvironmentRow, EpisodeRow, Store
+
+BOOTSTRAP = 500
+"""Bootstrap draws for the viewer's rating intervals (the report's default is 1000): enough for
+a stable 95% interval, and half the wait on a large run in progress."""
+LATEST = 12
+"""Episodes listed as "latest" on a run's overview."""
+
+
+@dataclass
+class Analysis:
+    """The numbers a run's pages show, as of one database version."""
+
+    version: int
+    computed_at: float
+    episodes: int
+    ratings: dict[str, list[dict[str, Any]]]
+    headline: list[str]
+    envs: dict[str, dict[str, Any]]   # env_id -> flags, lift, pass rates, pairs
+    attempts: dict[str, int] = field(default_factory=dict)
+
+
+def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analysis:
+    """Ratings, flags, lift and the report's headline for the run in `store`, as of now."""
+    from envduels.analysis import (
+        compute_ratings,
+        divergence,
+        env_lift,
+        environment_flags,
+        matched_pairs,
+        transitivity,
+    )
+    from envduels.report.html import headline
+
+    tables = store.summary_tables()
+    if tables.environments.empty or tables.episodes.empty:
+        return Analysis(version=version, computed_at=time.time(), episodes=len(tables.episodes),
+                        ratings={"duel": [], "author": [], "solver": []}, headline=[],
+                        envs={},
+                        attempts=dict(Counter(v["env_id"] for v in store.validations())))
+    pairs = matched_pairs(tables.episodes)
+    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap)
+    flags = environment_flags(tables)
+    lift = env_lift(pairs) if len(pairs) else None
+    rates = (pairs.groupby("env_id").agg(no_hint=("y0", "mean"), with_hint=("yh", "mean"),
+                                         pairs=("y0", "size")) if len(pairs) else None)
+    envs: dict[str, dict[str, Any]] = {}
+    for e in tables.environments.to_dict("records"):
+        eid = e["env_id"]
+        has = rates is not None and eid in rates.index
+        envs[eid] = {
+            "flags": flags.get(eid, []),
+            "lift": float(lift.loc[eid, "lift"]) if has and lift is not None else None,
+            "no_hint": float(rates.loc[eid, "no_hint"]) if has else None,
+            "with_hint": float(rates.loc[eid, "with_hint"]) if has else None,
+            "pairs": int(rates.loc[eid, "pairs"]) if has else 0,
+        }
+    duel = ratings["duel"]
+    summary = {
+        "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
+        "divergence": divergence(ratings["author"], ratings["solver"]),
+        "transitivity": transitivity(duel.scores, duel.players, duel.theta,
+                                     draws=duel.score_draws),
+        "environments": [{"valid": bool(v)} for v in tables.environments["valid"]],
+        "run": {"episodes": len(tables.episodes), "matched_pairs": len(pairs),
+                "cost_usd": float(tables.players["cost_usd"].sum()) if len(tables.players) else None},
+    }
+    attempts = Counter(v["env_id"] for v in store.validations())
+    return Analysis(version=version, computed_at=time.time(), episodes=len(tables.episodes),
+                    ratings=summary["ratings"], headline=headline(summary), envs=envs,
+                    attempts=dict(attempts))
+
+
+class RunReader:
+    """One run folder, read-only, shared by every request (thread-safe)."""
+
+    def __init__(self, run_dir: str | Path, *, bootstrap: int = BOOTSTRAP) -> None:
+        self.run_dir = Path(run_dir)
+        self.store = Store.open_readonly(self.run_dir)
+        self.bootstrap = bootstrap
+        self._lock = threading.Lock()
+        self._index: dict[str, dict[str, Any]] = {}
+        self._index_rowid = 0
+        self._index_version: int | None = None
+        self._usage: dict[tuple[str, str], dict[str, Any]] = {}
+        self._usage_rowid = 0
+        self._usage_version: int | None = None
+        self._analysis: Analysis | None = None
+        self._analysing = False
+        self._analysis_lock = threading.Lock()
+        self._first = threading.Lock()
+
+    # -- cheap reads, always fresh ----------------------------------------------------------
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.store.get_meta("config") or {}
+
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name") or self.run_dir.name)
+
+    def version(self) -> int:
+        return self.store.data_version()
+
+    def environments(self) -> list[EnvironmentRow]:
+        return self.store.environments()
+
+    def environment(self, env_id: str) -> EnvironmentRow | None:
+        return self.store.environment(env_id)
+
+    def validations(self, env_id: str) -> list[dict[str, Any]]:
+        return self.store.validations(env_id)
+
+    def episode(self, key: str) -> EpisodeRow | None:
+        return self.store.episode(key)
+
+    def progress(self) -> dict[str, Any]:
+        """Counts a live page shows: episodes done, left, by outcome; calls, tokens, cost."""
+        from envduels.engine.commands import expected_episodes
+
+        envs = self.store.environments()
+        counts = Counter(e["outcome"] for e in self.episodes())
+        done = sum(v for k, v in counts.items() if k != "error")
+        expected = max(expected_episodes(self.config, envs), done)
+        usage = self.usage()
+        return {
+            "episodes_done": done, "episodes_expected": expected,
+            "episodes_left": expected - done,
+            "percent": round(100 * done / expected) if expected else 0,
+            "outcomes": {k: counts.get(k, 0) for k in ("success", "failure", "incomplete", "error")},
+            "environments": len(envs), "valid": sum(1 for e in envs if e.valid),
+            "calls": sum(u["calls"] for u in usage),
+            "tokens": sum(u["input_tokens"] + u["output_tokens"] for u in usage),
+            "cost_usd": round(sum(u["cost_usd"] for u in usage), 4),
+        }
+
+    # -- cached ------------------------------------------------------------------------------
+
+    def episodes(self) -> list[dict[str, Any]]:
+        """Every episode without its transcript, oldest first (incremental refresh)."""
+        version = self.version()
+        with self._lock:
+            if version != self._index_version:
+                for row in self.store.episode_index(self._index_rowid):
+                    self._index.pop(row["episode_key"], None)   # a replaced one moves to the end
+                    self._index[row["episode_key"]] = row
+                    self._index_rowid = max(self._index_rowid, row["rowid"])
+                self._index_version = version
+            return list(self._index.values())
+
+    def usage(self) -> list[dict[str, Any]]:
+        """Calls, tokens, cost and retries per player and role (incremental refresh)."""
+        version = self.version()
+        with self._lock:
+            if version != self._usage_version:
+                for row in self.store.usage_by_player_role(self._usage_rowid):
+                    key = (row["player"], row["role"])
+                    old = self._usage.get(key)
+                    if old is not None:
+                        for k in ("calls", "input_tokens", "output_tokens", "cost_usd", "retries"):
+                            row[k] += old[k]
+                    self._usage[key] = row
+                    self._usage_rowid = max(self._usage_rowid, row["last_rowid"])
+                self._usage_version = version
+            return [self._usage[k] for k in sorted(self._usage, key=lambda k: (str(k[0]), str(k[1])))]
+
+    def analysis(self) -> Analysis:
+        """The latest analysis; when the run has changed since, a fresh one is started in the
+        background and this one is returned (computed here only the first time)."""
+        version = self.version()
+        with self._analysis_lock:
+            current = self._analysis
+            if current is not None and (current.version == version or self._analysing):
+                return current
+            if current is not None:
+                self._analysing = True
+                threading.Thread(target=self._refresh, args=(version,), daemon=True).start()
+                return current
+        with self._first:   # one first computation, however many pages ask at once
+            if self._analysis is None:
+                fresh = analyse(self.store, version, bootstrap=self.bootstrap)
+                with self._analysis_lock:
+                    self._analysis = fresh
+            return self._analysis
+
+    def warm(self) -> None:
+        """Start the first analysis in the background (imports and bootstrap take seconds), so
+        that the first overview opened usually finds it done."""
+        threading.Thread(target=self.analysis, daemon=True).start()
+
+    def _refresh(self, version: int) -> None:
+        try:
+            fresh = analyse(self.store, version, bootstrap=self.bootstrap)
+            with self._analysis_lock:
+                self._analysis = fresh
+        finally:
+            with self._analysis_lock:
+                self._analysing = False
+
+    def close(self) -> None:
+        self.store.close()
