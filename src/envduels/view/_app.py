@@ -120,7 +120,8 @@ def turns(transcript: list[dict[str, Any]], hint: str, hinted: bool) -> list[dic
             flags.append("fault")
         row: dict[str, Any] = {"i": i, "role": role, "turn": m.get("turn"), "flags": flags,
                                "action": m.get("action"), "reward": m.get("reward"),
-                               "terminated": m.get("terminated"), "fault": m.get("fault"),
+                               "terminated": m.get("terminated"),
+                               "truncated": m.get("truncated"), "fault": m.get("fault"),
                                "tokens": (m.get("input_tokens"), m.get("output_tokens"))
                                if "input_tokens" in m else None}
         has_hint = hinted and bool(hint) and hint in text and role == "user"
