@@ -99,12 +99,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--players", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--keep", type=Path, help="build the run here once and reuse it next time")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / "run"
-        n, t_build = build(run, args.players)
+        run = args.keep or Path(tmp) / "run"
+        if not (run / "run.db").exists():
+            n, t_build = build(run, args.players)
+            print(f"built {n:,} episodes through the Store API in {t_build:.1f} s")
         size = (run / "run.db").stat().st_size + sum(p.stat().st_size for p in run.glob("run.db-*"))
-        print(f"built {n:,} episodes through the Store API in {t_build:.1f} s ({size / 2**20:.0f} MiB)")
+        print(f"run database: {size / 2**20:.0f} MiB")
 
         store = Store.open_readonly(run)
         t0 = time.perf_counter()

@@ -12,6 +12,7 @@ Security model (everything shown is model-written or environment-written, so unt
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from envduels.view._reader import LATEST, RunReader
+from envduels.view._reader import LATEST, RunReader, analysis_pool
 
 HERE = Path(__file__).parent
 PAGE_ROWS = 500
@@ -90,6 +91,7 @@ def mark_hint(text: str, hint: str) -> Markup:
     return Markup('<mark class="hint" title="the privileged hint">{}</mark>').format(hint).join(parts)
 
 
+@functools.lru_cache(maxsize=256)
 def highlight(source: str) -> Markup:
     """Python source as HTML with line numbers and token classes (Pygments escapes the text)."""
     from pygments import highlight as pyg
@@ -136,10 +138,14 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
     """The viewer for these run folders (each must hold a run database; UserError otherwise).
 
     `allowed_hosts`: Host header values accepted (default: loopback names only). `warm`: start
-    each run's analysis in the background now rather than on the first overview.
+    each run's analysis in the background now rather than on the first overview. Analyses run
+    in one worker process; `close_app(app)` ends it and the database connections.
     """
-    kwargs = {} if bootstrap is None else {"bootstrap": bootstrap}
+    kwargs: dict[str, Any] = {} if bootstrap is None else {"bootstrap": bootstrap}
     readers = [RunReader(d, **kwargs) for d in run_dirs]
+    pool = analysis_pool()
+    for r in readers:
+        r.pool = pool
     if warm:
         for r in readers:
             r.warm()
@@ -177,17 +183,15 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
     def environments(request: Request) -> HTMLResponse:
         i, r = reader(request)
         a = r.analysis()
-        counts: dict[str, int] = {}
-        for e in r.episodes():
-            counts[e["env_id"]] = counts.get(e["env_id"], 0) + 1
+        snap = r.snapshot()
         rows = []
-        for e in r.environments():
+        for e in snap.environments:
             info = a.envs.get(e.env_id, {})
             rows.append({"env_id": e.env_id, "title": e.title, "author": e.author,
                          "round": e.round, "domain": e.domain, "valid": e.valid,
                          "flags": info.get("flags", []), "lift": info.get("lift"),
                          "no_hint": info.get("no_hint"), "with_hint": info.get("with_hint"),
-                         "episodes": counts.get(e.env_id, 0),
+                         "episodes": len(snap.by_env.get(e.env_id, ())),
                          "attempts": a.attempts.get(e.env_id, 0)})
         options = {"author": sorted({x["author"] for x in rows}),
                    "round": sorted({x["round"] for x in rows}),
@@ -212,7 +216,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         missing = [x for x in rows if x[key] is None]   # unplayed: always last
         present.sort(key=lambda x: (x[key], x["env_id"]), reverse=f["order"] == "desc")
         return page("environments.html.j2", request, i=i, r=r, rows=present + missing,
-                    options=options, f=f, progress=r.progress(),
+                    options=options, f=f, progress=snap.progress,
                     sort_url=lambda k: "?" + urlencode({**{a: b for a, b in f.items() if b},
                                                         "sort": k, "order": "desc"
                                                         if f["sort"] == k and f["order"] != "desc"
@@ -225,7 +229,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         if e is None:
             raise HTTPException(404, "no such environment in this run")
         a = r.analysis()
-        eps = [x for x in r.episodes() if x["env_id"] == env_id]
+        eps = r.snapshot().by_env.get(env_id, [])
         solvers = sorted({x["solver"] for x in eps})
         seeds = sorted({x["seed"] for x in eps})
         grid: dict[tuple[str, int, bool], list[dict[str, Any]]] = {}
@@ -255,7 +259,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         usage = [u for u in r.usage() if u["player"] == name]
         if name not in players and not usage:
             raise HTTPException(404, "no such player in this run")
-        eps = [x for x in r.episodes() if x["solver"] == name]
+        eps = r.snapshot().by_solver.get(name, [])
         envs = [e for e in r.environments() if e.author == name]
         outcomes = {k: sum(1 for x in eps if x["outcome"] == k) for k in OUTCOMES}
         errors = [x for x in eps if x["outcome"] == "error"]
@@ -307,4 +311,17 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
                     middleware=[Middleware(SecurityHeaders),
                                 Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
     app.state.readers = readers
+    app.state.pool = pool
     return app
+
+
+def close_app(app: Starlette) -> None:
+    """End the app's analysis worker and close its read-only connections."""
+    for reader in app.state.readers:
+        reader.close()
+    pool = app.state.pool
+    # an analysis in flight would hold the exit for seconds; its result is no longer wanted
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()

@@ -6,9 +6,10 @@ change counter (`Store.data_version`):
 
 - the episode index (every episode without its transcript) and the usage per player and role,
   refreshed incrementally: only rows written since the last look are read;
-- the analysis (ratings with intervals, flags, lift, headline),
-  recomputed when the run has changed, in a background thread while pages keep answering from
-  the previous one (a page never waits for the bootstrap of a run in progress once it has one).
+- the analysis (ratings with intervals, flags, lift, headline), recomputed when the run has
+  changed, in a worker process (the bootstrap would hold the GIL and slow every page if it ran
+  in a thread of this one) while pages keep answering from the previous one: a page never waits
+  for the bootstrap of a run in progress once it has one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ BOOTSTRAP = 500
 a stable 95% interval, and half the wait on a large run in progress."""
 LATEST = 12
 """Episodes listed as "latest" on a run's overview."""
+REFRESH_S = 10.0
+"""Shortest time between two analyses of a run in progress."""
 
 
 @dataclass
@@ -35,11 +39,27 @@ class Analysis:
 
     version: int
     computed_at: float
+    seconds: float                    # how long computing it took
     episodes: int
     ratings: dict[str, list[dict[str, Any]]]
     headline: list[str]
     envs: dict[str, dict[str, Any]]   # env_id -> flags, lift, pass rates, pairs
     attempts: dict[str, int] = field(default_factory=dict)
+
+
+def analyse_run(run_dir: str | Path, version: int, bootstrap: int = BOOTSTRAP) -> Analysis:
+    """`analyse` on its own read-only connection: what the worker process runs."""
+    with Store.open_readonly(run_dir) as store:
+        return analyse(store, version, bootstrap=bootstrap)
+
+
+def analysis_pool() -> Executor:
+    """One worker process for the analyses of every run a viewer shows (spawned, not forked:
+    the server has threads)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analysis:
@@ -54,9 +74,11 @@ def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analys
     )
     from envduels.report.html import headline
 
+    started = time.perf_counter()
     tables = store.summary_tables()
     if tables.environments.empty or tables.episodes.empty:
-        return Analysis(version=version, computed_at=time.time(), episodes=len(tables.episodes),
+        return Analysis(version=version, computed_at=time.time(),
+                        seconds=time.perf_counter() - started, episodes=len(tables.episodes),
                         ratings={"duel": [], "author": [], "solver": []}, headline=[],
                         envs={},
                         attempts=dict(Counter(v["env_id"] for v in store.validations())))
@@ -88,35 +110,51 @@ def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analys
                 "cost_usd": float(tables.players["cost_usd"].sum()) if len(tables.players) else None},
     }
     attempts = Counter(v["env_id"] for v in store.validations())
-    return Analysis(version=version, computed_at=time.time(), episodes=len(tables.episodes),
+    return Analysis(version=version, computed_at=time.time(),
+                    seconds=time.perf_counter() - started, episodes=len(tables.episodes),
                     ratings=summary["ratings"], headline=headline(summary), envs=envs,
                     attempts=dict(attempts))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything cheap about a run as of one database version, grouped the way pages ask."""
+
+    version: int
+    config: dict[str, Any]
+    environments: list[EnvironmentRow]
+    episodes: list[dict[str, Any]]                 # without transcripts, oldest first
+    by_env: dict[str, list[dict[str, Any]]]
+    by_solver: dict[str, list[dict[str, Any]]]
+    usage: list[dict[str, Any]]                    # per player and role
+    progress: dict[str, Any]
 
 
 class RunReader:
     """One run folder, read-only, shared by every request (thread-safe)."""
 
-    def __init__(self, run_dir: str | Path, *, bootstrap: int = BOOTSTRAP) -> None:
+    def __init__(self, run_dir: str | Path, *, bootstrap: int = BOOTSTRAP,
+                 pool: Executor | None = None) -> None:
+        """`pool`: where analyses run (`analysis_pool()`); None runs them in this process."""
         self.run_dir = Path(run_dir)
         self.store = Store.open_readonly(self.run_dir)
         self.bootstrap = bootstrap
+        self.pool = pool
         self._lock = threading.Lock()
         self._index: dict[str, dict[str, Any]] = {}
         self._index_rowid = 0
-        self._index_version: int | None = None
         self._usage: dict[tuple[str, str], dict[str, Any]] = {}
         self._usage_rowid = 0
-        self._usage_version: int | None = None
+        self._snapshot: Snapshot | None = None
         self._analysis: Analysis | None = None
         self._analysing = False
         self._analysis_lock = threading.Lock()
         self._first = threading.Lock()
-
-    # -- cheap reads, always fresh ----------------------------------------------------------
+        self._closed = False
 
     @property
     def config(self) -> dict[str, Any]:
-        return self.store.get_meta("config") or {}
+        return self.snapshot().config
 
     @property
     def name(self) -> str:
@@ -125,8 +163,7 @@ class RunReader:
     def version(self) -> int:
         return self.store.data_version()
 
-    def environments(self) -> list[EnvironmentRow]:
-        return self.store.environments()
+    # -- one row by key, always read fresh ---------------------------------------------------
 
     def environment(self, env_id: str) -> EnvironmentRow | None:
         return self.store.environment(env_id)
@@ -137,83 +174,97 @@ class RunReader:
     def episode(self, key: str) -> EpisodeRow | None:
         return self.store.episode(key)
 
+    # -- cached by version -------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The run as of now: rebuilt only when the database changed, and then reading only
+        the episodes and calls written since the last look."""
+        version = self.version()
+        with self._lock:
+            if self._snapshot is not None and self._snapshot.version == version:
+                return self._snapshot
+            for row in self.store.episode_index(self._index_rowid):
+                self._index.pop(row["episode_key"], None)   # a replaced one moves to the end
+                self._index[row["episode_key"]] = row
+                self._index_rowid = max(self._index_rowid, row["rowid"])
+            for row in self.store.usage_by_player_role(self._usage_rowid):
+                old = self._usage.get((row["player"], row["role"]))
+                if old is not None:
+                    for k in ("calls", "input_tokens", "output_tokens", "cost_usd", "retries"):
+                        row[k] += old[k]
+                self._usage[(row["player"], row["role"])] = row
+                self._usage_rowid = max(self._usage_rowid, row["last_rowid"])
+            config = self.store.get_meta("config") or {}
+            envs = self.store.environments()
+            episodes = list(self._index.values())
+            by_env: dict[str, list[dict[str, Any]]] = {}
+            by_solver: dict[str, list[dict[str, Any]]] = {}
+            for e in episodes:
+                by_env.setdefault(e["env_id"], []).append(e)
+                by_solver.setdefault(e["solver"], []).append(e)
+            usage = [self._usage[k] for k in sorted(self._usage, key=lambda k: (str(k[0]), str(k[1])))]
+            self._snapshot = Snapshot(version, config, envs, episodes, by_env, by_solver, usage,
+                                      _progress(config, envs, episodes, usage))
+            return self._snapshot
+
     def progress(self) -> dict[str, Any]:
         """Counts a live page shows: episodes done, left, by outcome; calls, tokens, cost."""
-        from envduels.engine.commands import expected_episodes
-
-        envs = self.store.environments()
-        counts = Counter(e["outcome"] for e in self.episodes())
-        done = sum(v for k, v in counts.items() if k != "error")
-        expected = max(expected_episodes(self.config, envs), done)
-        usage = self.usage()
-        return {
-            "episodes_done": done, "episodes_expected": expected,
-            "episodes_left": expected - done,
-            "percent": round(100 * done / expected) if expected else 0,
-            "outcomes": {k: counts.get(k, 0) for k in ("success", "failure", "incomplete", "error")},
-            "environments": len(envs), "valid": sum(1 for e in envs if e.valid),
-            "calls": sum(u["calls"] for u in usage),
-            "tokens": sum(u["input_tokens"] + u["output_tokens"] for u in usage),
-            "cost_usd": round(sum(u["cost_usd"] for u in usage), 4),
-        }
-
-    # -- cached ------------------------------------------------------------------------------
+        return self.snapshot().progress
 
     def episodes(self) -> list[dict[str, Any]]:
-        """Every episode without its transcript, oldest first (incremental refresh)."""
-        version = self.version()
-        with self._lock:
-            if version != self._index_version:
-                for row in self.store.episode_index(self._index_rowid):
-                    self._index.pop(row["episode_key"], None)   # a replaced one moves to the end
-                    self._index[row["episode_key"]] = row
-                    self._index_rowid = max(self._index_rowid, row["rowid"])
-                self._index_version = version
-            return list(self._index.values())
+        """Every episode without its transcript, oldest first."""
+        return self.snapshot().episodes
+
+    def environments(self) -> list[EnvironmentRow]:
+        return self.snapshot().environments
 
     def usage(self) -> list[dict[str, Any]]:
-        """Calls, tokens, cost and retries per player and role (incremental refresh)."""
-        version = self.version()
-        with self._lock:
-            if version != self._usage_version:
-                for row in self.store.usage_by_player_role(self._usage_rowid):
-                    key = (row["player"], row["role"])
-                    old = self._usage.get(key)
-                    if old is not None:
-                        for k in ("calls", "input_tokens", "output_tokens", "cost_usd", "retries"):
-                            row[k] += old[k]
-                    self._usage[key] = row
-                    self._usage_rowid = max(self._usage_rowid, row["last_rowid"])
-                self._usage_version = version
-            return [self._usage[k] for k in sorted(self._usage, key=lambda k: (str(k[0]), str(k[1])))]
+        """Calls, tokens, cost and retries per player and role."""
+        return self.snapshot().usage
 
     def analysis(self) -> Analysis:
-        """The latest analysis; when the run has changed since, a fresh one is started in the
-        background and this one is returned (computed here only the first time)."""
+        """The latest analysis. When the run has changed since it was computed, a fresh one
+        is started in the background (at most every `REFRESH_S`, or four times as long as the
+        last one took, so that a run in progress is not analysed back to back) and this one is
+        returned; it is computed in the caller only the very first time."""
         version = self.version()
         with self._analysis_lock:
             current = self._analysis
-            if current is not None and (current.version == version or self._analysing):
-                return current
             if current is not None:
-                self._analysing = True
-                threading.Thread(target=self._refresh, args=(version,), daemon=True).start()
+                due = time.time() - current.computed_at >= max(REFRESH_S, 4 * current.seconds)
+                if current.version != version and due and not self._analysing:
+                    self._analysing = True
+                    threading.Thread(target=self._quietly, args=(self._refresh, version),
+                                     daemon=True).start()
                 return current
         with self._first:   # one first computation, however many pages ask at once
             if self._analysis is None:
-                fresh = analyse(self.store, version, bootstrap=self.bootstrap)
+                fresh = self._compute(version)
                 with self._analysis_lock:
                     self._analysis = fresh
             return self._analysis
 
+    def _compute(self, version: int) -> Analysis:
+        if self.pool is None:
+            return analyse(self.store, version, bootstrap=self.bootstrap)
+        return self.pool.submit(analyse_run, self.run_dir, version, self.bootstrap).result()
+
     def warm(self) -> None:
         """Start the first analysis in the background (imports and bootstrap take seconds), so
         that the first overview opened usually finds it done."""
-        threading.Thread(target=self.analysis, daemon=True).start()
+        threading.Thread(target=self._quietly, args=(self.analysis,), daemon=True).start()
+
+    def _quietly(self, work: Any, *args: Any) -> None:
+        """Run background `work`; once the reader is closed, its failure is expected."""
+        try:
+            work(*args)
+        except Exception:
+            if not self._closed:
+                raise
 
     def _refresh(self, version: int) -> None:
         try:
-            fresh = analyse(self.store, version, bootstrap=self.bootstrap)
+            fresh = self._compute(version)
             with self._analysis_lock:
                 self._analysis = fresh
         finally:
@@ -221,4 +272,23 @@ class RunReader:
                 self._analysing = False
 
     def close(self) -> None:
+        self._closed = True
         self.store.close()
+
+
+def _progress(config: dict[str, Any], envs: list[EnvironmentRow], episodes: list[dict[str, Any]],
+              usage: list[dict[str, Any]]) -> dict[str, Any]:
+    from envduels.engine.commands import expected_episodes
+
+    counts = Counter(e["outcome"] for e in episodes)
+    done = sum(v for k, v in counts.items() if k != "error")
+    expected = max(expected_episodes(config, envs), done)
+    return {
+        "episodes_done": done, "episodes_expected": expected, "episodes_left": expected - done,
+        "percent": round(100 * done / expected) if expected else 0,
+        "outcomes": {k: counts.get(k, 0) for k in ("success", "failure", "incomplete", "error")},
+        "environments": len(envs), "valid": sum(1 for e in envs if e.valid),
+        "calls": sum(u["calls"] for u in usage),
+        "tokens": sum(u["input_tokens"] + u["output_tokens"] for u in usage),
+        "cost_usd": round(sum(u["cost_usd"] for u in usage), 4),
+    }

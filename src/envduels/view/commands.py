@@ -62,25 +62,25 @@ def view_command(run_dirs: list[Path], *, host: str = "127.0.0.1", port: int = 0
     """
     import uvicorn
 
-    from envduels.view._app import create_app
+    from envduels.view._app import close_app, create_app
 
     if not run_dirs:
         raise UserError("give at least one run folder: envduels view RUN_DIR [RUN_DIR ...]")
     hosts = None if is_loopback(host) else ["*"]
     app = create_app(run_dirs, allowed_hosts=hosts)
-    sock = bind(host, port)
-    if hosts is not None:
-        print(f"WARNING: serving on {host}, not loopback: anyone who can reach it can read every "
-              "prompt, reply, hint and environment of these runs (there is no login)")
-    print(f"envduels view: {url_of(sock)}  (Ctrl-C to stop)", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
     try:
-        server.run(sockets=[sock])
+        sock = bind(host, port)
+        if hosts is not None:
+            print(f"WARNING: serving on {host}, not loopback: anyone who can reach it can read "
+                  "every prompt, reply, hint and environment of these runs (there is no login)")
+        print(f"envduels view: {url_of(sock)}  (Ctrl-C to stop)", flush=True)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            sock.close()
     finally:
-        sock.close()
-        for reader in app.state.readers:
-            reader.close()
+        close_app(app)
     return 0
 
 
@@ -106,3 +106,7 @@ def running(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+        if hasattr(app.state, "pool"):
+            from envduels.view._app import close_app
+
+            close_app(app)
