@@ -514,6 +514,12 @@ class Store:
             out.append(d)
         return out
 
+    def environments_stamp(self) -> tuple[int, int]:
+        """(count, largest rowid) of the environments table: it changes whenever an
+        environment is written (a replaced row takes a new rowid)."""
+        (n, m), = self._query("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM environments")
+        return int(n), int(m)
+
     def episode(self, episode_key: str) -> EpisodeRow | None:
         """One episode with its transcript, or None."""
         rows = self._query("SELECT * FROM episodes WHERE episode_key = ?", (episode_key,))

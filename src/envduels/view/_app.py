@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from envduels.view._reader import LATEST, RunReader, analysis_pool
+from envduels.view._reader import RunReader, analysis_pool
 
 HERE = Path(__file__).parent
 PAGE_ROWS = 500
@@ -174,10 +174,9 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
     def overview(request: Request) -> HTMLResponse:
         i, r = reader(request)
         a = r.analysis()
-        eps = r.episodes()
-        return page("overview.html.j2", request, i=i, r=r, a=a, progress=r.progress(),
-                    usage=r.usage(),
-                    latest=list(reversed(eps[-LATEST:])),
+        snap = r.snapshot()
+        return page("overview.html.j2", request, i=i, r=r, a=a, progress=snap.progress,
+                    usage=snap.usage, latest=snap.latest,
                     stale=a.version != r.version())
 
     def environments(request: Request) -> HTMLResponse:
@@ -191,7 +190,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
                          "round": e.round, "domain": e.domain, "valid": e.valid,
                          "flags": info.get("flags", []), "lift": info.get("lift"),
                          "no_hint": info.get("no_hint"), "with_hint": info.get("with_hint"),
-                         "episodes": len(snap.by_env.get(e.env_id, ())),
+                         "episodes": snap.episode_counts.get(e.env_id, 0),
                          "attempts": a.attempts.get(e.env_id, 0)})
         options = {"author": sorted({x["author"] for x in rows}),
                    "round": sorted({x["round"] for x in rows}),
@@ -229,7 +228,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         if e is None:
             raise HTTPException(404, "no such environment in this run")
         a = r.analysis()
-        eps = r.snapshot().by_env.get(env_id, [])
+        eps = r.episodes_of(env_id=env_id)
         solvers = sorted({x["solver"] for x in eps})
         seeds = sorted({x["seed"] for x in eps})
         grid: dict[tuple[str, int, bool], list[dict[str, Any]]] = {}
@@ -259,7 +258,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         usage = [u for u in r.usage() if u["player"] == name]
         if name not in players and not usage:
             raise HTTPException(404, "no such player in this run")
-        eps = r.snapshot().by_solver.get(name, [])
+        eps = r.episodes_of(solver=name)
         envs = [e for e in r.environments() if e.author == name]
         outcomes = {k: sum(1 for x in eps if x["outcome"] == k) for k in OUTCOMES}
         errors = [x for x in eps if x["outcome"] == "error"]
@@ -278,13 +277,13 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
 
     def live(request: Request) -> JSONResponse:
         i, r = reader(request)
-        latest = r.episodes()[-LATEST:]
+        snap = r.snapshot()
         return JSONResponse({
-            "version": r.version(), **r.progress(),
+            "version": snap.version, **snap.progress,
             "latest": [{"url": f"/run/{i}/episode/{q(x['episode_key'])}", "env_id": x["env_id"],
                         "solver": x["solver"], "seed": x["seed"],
                         "condition": "hint" if x["hinted"] else "no hint",
-                        "outcome": x["outcome"], "turns": x["turns"]} for x in reversed(latest)],
+                        "outcome": x["outcome"], "turns": x["turns"]} for x in snap.latest],
         })
 
     def pyg_css(request: Request) -> Response:

@@ -14,6 +14,7 @@ change counter (`Store.data_version`):
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -118,14 +119,14 @@ def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analys
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything cheap about a run as of one database version, grouped the way pages ask."""
+    """The small facts about a run as of one database version (lists of episodes are asked of
+    the reader, which copies only the group wanted)."""
 
     version: int
     config: dict[str, Any]
     environments: list[EnvironmentRow]
-    episodes: list[dict[str, Any]]                 # without transcripts, oldest first
-    by_env: dict[str, list[dict[str, Any]]]
-    by_solver: dict[str, list[dict[str, Any]]]
+    episode_counts: dict[str, int]                 # env_id -> episodes recorded
+    latest: list[dict[str, Any]]                   # the last LATEST episodes, newest first
     usage: list[dict[str, Any]]                    # per player and role
     progress: dict[str, Any]
 
@@ -141,10 +142,15 @@ class RunReader:
         self.bootstrap = bootstrap
         self.pool = pool
         self._lock = threading.Lock()
+        # the episode index, kept grouped as it grows (dicts keep insertion order)
         self._index: dict[str, dict[str, Any]] = {}
+        self._by_env: dict[str, dict[str, dict[str, Any]]] = {}
+        self._by_solver: dict[str, dict[str, dict[str, Any]]] = {}
+        self._outcomes: Counter[str] = Counter()
         self._index_rowid = 0
         self._usage: dict[tuple[str, str], dict[str, Any]] = {}
         self._usage_rowid = 0
+        self._envs: tuple[tuple[int, int], list[EnvironmentRow]] | None = None
         self._snapshot: Snapshot | None = None
         self._analysis: Analysis | None = None
         self._analysing = False
@@ -177,43 +183,64 @@ class RunReader:
     # -- cached by version -------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """The run as of now: rebuilt only when the database changed, and then reading only
-        the episodes and calls written since the last look."""
+        """The run as of now: rebuilt only when the database changed, reading only the
+        episodes and calls written since the last look (and the environments when they did)."""
         version = self.version()
         with self._lock:
             if self._snapshot is not None and self._snapshot.version == version:
                 return self._snapshot
-            for row in self.store.episode_index(self._index_rowid):
-                self._index.pop(row["episode_key"], None)   # a replaced one moves to the end
-                self._index[row["episode_key"]] = row
-                self._index_rowid = max(self._index_rowid, row["rowid"])
-            for row in self.store.usage_by_player_role(self._usage_rowid):
-                old = self._usage.get((row["player"], row["role"]))
-                if old is not None:
-                    for k in ("calls", "input_tokens", "output_tokens", "cost_usd", "retries"):
-                        row[k] += old[k]
-                self._usage[(row["player"], row["role"])] = row
-                self._usage_rowid = max(self._usage_rowid, row["last_rowid"])
+            self._take_new_episodes()
+            self._take_new_calls()
+            stamp = self.store.environments_stamp()
+            if self._envs is None or self._envs[0] != stamp:
+                self._envs = (stamp, self.store.environments())
+            envs = self._envs[1]
             config = self.store.get_meta("config") or {}
-            envs = self.store.environments()
-            episodes = list(self._index.values())
-            by_env: dict[str, list[dict[str, Any]]] = {}
-            by_solver: dict[str, list[dict[str, Any]]] = {}
-            for e in episodes:
-                by_env.setdefault(e["env_id"], []).append(e)
-                by_solver.setdefault(e["solver"], []).append(e)
             usage = [self._usage[k] for k in sorted(self._usage, key=lambda k: (str(k[0]), str(k[1])))]
-            self._snapshot = Snapshot(version, config, envs, episodes, by_env, by_solver, usage,
-                                      _progress(config, envs, episodes, usage))
+            latest = list(itertools.islice(reversed(self._index.values()), LATEST))
+            self._snapshot = Snapshot(
+                version, config, envs, {k: len(v) for k, v in self._by_env.items()}, latest,
+                usage, _progress(config, envs, self._outcomes, usage))
             return self._snapshot
+
+    def _take_new_episodes(self) -> None:
+        for row in self.store.episode_index(self._index_rowid):
+            key = row["episode_key"]
+            old = self._index.pop(key, None)   # replaced (an error retried): it moves to the end
+            if old is not None:
+                self._outcomes[old["outcome"]] -= 1
+                self._by_env[old["env_id"]].pop(key, None)
+                self._by_solver[old["solver"]].pop(key, None)
+            self._index[key] = row
+            self._by_env.setdefault(row["env_id"], {})[key] = row
+            self._by_solver.setdefault(row["solver"], {})[key] = row
+            self._outcomes[row["outcome"]] += 1
+            self._index_rowid = max(self._index_rowid, row["rowid"])
+
+    def _take_new_calls(self) -> None:
+        for row in self.store.usage_by_player_role(self._usage_rowid):
+            old = self._usage.get((row["player"], row["role"]))
+            if old is not None:
+                for k in ("calls", "input_tokens", "output_tokens", "cost_usd", "retries"):
+                    row[k] += old[k]
+            self._usage[(row["player"], row["role"])] = row
+            self._usage_rowid = max(self._usage_rowid, row["last_rowid"])
+
+    def episodes_of(self, *, env_id: str | None = None, solver: str | None = None
+                    ) -> list[dict[str, Any]]:
+        """The episodes (without transcripts) of one environment, or of one solver, or all,
+        oldest first, as of now."""
+        self.snapshot()
+        with self._lock:
+            if env_id is not None:
+                return list(self._by_env.get(env_id, {}).values())
+            if solver is not None:
+                return list(self._by_solver.get(solver, {}).values())
+            return list(self._index.values())
 
     def progress(self) -> dict[str, Any]:
         """Counts a live page shows: episodes done, left, by outcome; calls, tokens, cost."""
         return self.snapshot().progress
-
-    def episodes(self) -> list[dict[str, Any]]:
-        """Every episode without its transcript, oldest first."""
-        return self.snapshot().episodes
 
     def environments(self) -> list[EnvironmentRow]:
         return self.snapshot().environments
@@ -276,11 +303,10 @@ class RunReader:
         self.store.close()
 
 
-def _progress(config: dict[str, Any], envs: list[EnvironmentRow], episodes: list[dict[str, Any]],
+def _progress(config: dict[str, Any], envs: list[EnvironmentRow], counts: Counter[str],
               usage: list[dict[str, Any]]) -> dict[str, Any]:
     from envduels.engine.commands import expected_episodes
 
-    counts = Counter(e["outcome"] for e in episodes)
     done = sum(v for k, v in counts.items() if k != "error")
     expected = max(expected_episodes(config, envs), done)
     return {
