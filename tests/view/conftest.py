@@ -107,6 +107,20 @@ def scripted_run(tmp_path_factory, canary) -> Path:
     return run_dir
 
 
+def analysed(url: str, run: int = 0) -> str:
+    """`url` once the viewer's first analysis of run `run` is done (pages before that show a
+    placeholder for ratings and findings and reload themselves when it is)."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + 120
+    while not httpx.get(f"{url.rstrip('/')}/run/{run}/live.json", timeout=120).json()["analysis_ready"]:
+        assert time.monotonic() < deadline, "the first analysis took over 2 minutes"
+        time.sleep(0.2)
+    return url
+
+
 @pytest.fixture(scope="session")
 def viewer(scripted_run):
     from envduels.view import create_app
@@ -114,7 +128,7 @@ def viewer(scripted_run):
 
     app = create_app([scripted_run], bootstrap=100)
     with running(app) as url:
-        yield url.rstrip("/")
+        yield analysed(url).rstrip("/")
 
 
 @pytest.fixture(scope="session")

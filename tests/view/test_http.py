@@ -17,13 +17,15 @@ from envduels.store import DB_NAME
 from envduels.view import create_app
 from envduels.view.commands import running
 
+from .conftest import analysed
+
 SRC = str(Path(__file__).parents[2] / "src")
 
 
 @pytest.fixture(scope="module")
 def served(scripted_run):
     with running(create_app([scripted_run], bootstrap=50)) as url:
-        yield url.rstrip("/")
+        yield analysed(url).rstrip("/")
 
 
 def test_every_response_carries_a_strict_content_security_policy(served):

@@ -10,7 +10,9 @@ import pytest
 
 from envduels.store import DB_NAME, Store
 
-pytestmark = pytest.mark.browser
+from .conftest import analysed
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def copy_run(src, dst):
@@ -30,7 +32,7 @@ def test_a_run_in_progress_updates_its_overview_while_the_run_writes(browser, sc
     run = copy_run(scripted_run, tmp_path / "live")
     writer = Store(run)
     with running(create_app([run], bootstrap=50)) as url:
-        browser.get(url + "run/0/")
+        browser.get(analysed(url) + "run/0/")
         done = lambda b: b.find_element(By.CSS_SELECTOR, "[data-live-key=episodes_done]").text  # noqa: E731
         assert done(browser) == "24"
         browser.execute_script("window.sameDocument = 'yes'")
@@ -45,4 +47,6 @@ def test_a_run_in_progress_updates_its_overview_while_the_run_writes(browser, sc
         assert first.get_attribute("href").endswith(f"/run/0/episode/{quote('live-5', safe='')}")
         assert browser.find_element(By.CSS_SELECTOR, "[data-live-key='outcomes.success']").text == str(
             sum(1 for e in writer.episodes() if e.outcome == "success"))
+        browser.get("about:blank")   # stop polling a server about to go away
+        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
     writer.close()

@@ -165,6 +165,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
 
     def page(template: str, request: Request, **ctx: Any) -> HTMLResponse:
         html = env.get_template(template).render(runs=readers, request=request, **ctx)
+        # the page shows a placeholder for the first analysis: live.js reloads it once done
         return HTMLResponse(html)
 
     def runs_page(request: Request) -> HTMLResponse:
@@ -173,7 +174,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
 
     def overview(request: Request) -> HTMLResponse:
         i, r = reader(request)
-        a = r.analysis()
+        a = r.analysis(wait=False)
         snap = r.snapshot()
         return page("overview.html.j2", request, i=i, r=r, a=a, progress=snap.progress,
                     usage=snap.usage, latest=snap.latest,
@@ -181,7 +182,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
 
     def environments(request: Request) -> HTMLResponse:
         i, r = reader(request)
-        a = r.analysis()
+        a = r.analysis(wait=False)
         snap = r.snapshot()
         rows = []
         for e in snap.environments:
@@ -191,7 +192,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
                          "flags": info.get("flags", []), "lift": info.get("lift"),
                          "no_hint": info.get("no_hint"), "with_hint": info.get("with_hint"),
                          "episodes": snap.episode_counts.get(e.env_id, 0),
-                         "attempts": a.attempts.get(e.env_id, 0)})
+                         "attempts": a.attempts.get(e.env_id)})
         options = {"author": sorted({x["author"] for x in rows}),
                    "round": sorted({x["round"] for x in rows}),
                    "flag": sorted({f for x in rows for f in x["flags"]})}
@@ -214,7 +215,8 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         present = [x for x in rows if x[key] is not None]
         missing = [x for x in rows if x[key] is None]   # unplayed: always last
         present.sort(key=lambda x: (x[key], x["env_id"]), reverse=f["order"] == "desc")
-        return page("environments.html.j2", request, i=i, r=r, rows=present + missing,
+        return page("environments.html.j2", request, i=i, r=r, rows=present + missing, a=a,
+                    pending=a.pending,
                     options=options, f=f, progress=snap.progress,
                     sort_url=lambda k: "?" + urlencode({**{a: b for a, b in f.items() if b},
                                                         "sort": k, "order": "desc"
@@ -227,7 +229,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         e = r.environment(env_id)
         if e is None:
             raise HTTPException(404, "no such environment in this run")
-        a = r.analysis()
+        a = r.analysis(wait=False)
         eps = r.episodes_of(env_id=env_id)
         solvers = sorted({x["solver"] for x in eps})
         seeds = sorted({x["seed"] for x in eps})
@@ -236,7 +238,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
             grid.setdefault((x["solver"], x["seed"], x["hinted"]), []).append(x)
         for cell in grid.values():
             cell.sort(key=lambda x: x["trial"])
-        return page("environment.html.j2", request, i=i, r=r, e=e, info=a.envs.get(env_id, {}),
+        return page("environment.html.j2", request, i=i, r=r, e=e, a=a, info=a.envs.get(env_id, {}),
                     validations=r.validations(env_id), source=highlight(e.source or ""),
                     solvers=solvers, seeds=seeds, grid=grid, eps=eps, progress=r.progress())
 
@@ -254,7 +256,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         i, r = reader(request)
         name = request.path_params["name"]
         players = {p.get("name") for p in r.config.get("players", [])}
-        a = r.analysis()
+        a = r.analysis(wait=False)
         usage = [u for u in r.usage() if u["player"] == name]
         if name not in players and not usage:
             raise HTTPException(404, "no such player in this run")
@@ -270,7 +272,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         shown = eps[pg * PAGE_ROWS:(pg + 1) * PAGE_ROWS]
         ratings = {k: next((x for x in rows if x["model"] == name), None)
                    for k, rows in a.ratings.items()}
-        return page("player.html.j2", request, i=i, r=r, name=name, usage=usage, eps=shown,
+        return page("player.html.j2", request, i=i, r=r, a=a, name=name, usage=usage, eps=shown,
                     n_eps=len(eps), outcomes=outcomes, errors=errors[:PAGE_ROWS],
                     n_errors=len(errors), envs=envs, env_info=a.envs, pg=pg, pages=pages,
                     ratings=ratings, progress=r.progress())
@@ -280,6 +282,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         snap = r.snapshot()
         return JSONResponse({
             "version": snap.version, **snap.progress,
+            "analysis_ready": not r.analysis(wait=False).pending,
             "latest": [{"url": f"/run/{i}/episode/{q(x['episode_key'])}", "env_id": x["env_id"],
                         "solver": x["solver"], "seed": x["seed"],
                         "condition": "hint" if x["hinted"] else "no hint",

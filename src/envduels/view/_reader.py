@@ -46,6 +46,12 @@ class Analysis:
     headline: list[str]
     envs: dict[str, dict[str, Any]]   # env_id -> flags, lift, pass rates, pairs
     attempts: dict[str, int] = field(default_factory=dict)
+    pending: bool = False             # a placeholder: the first analysis is not done yet
+
+
+PENDING = Analysis(version=-1, computed_at=0.0, seconds=0.0, episodes=0,
+                   ratings={"duel": [], "author": [], "solver": []}, headline=[], envs={},
+                   pending=True)
 
 
 def analyse_run(run_dir: str | Path, version: int, bootstrap: int = BOOTSTRAP) -> Analysis:
@@ -249,11 +255,12 @@ class RunReader:
         """Calls, tokens, cost and retries per player and role."""
         return self.snapshot().usage
 
-    def analysis(self) -> Analysis:
+    def analysis(self, *, wait: bool = True) -> Analysis:
         """The latest analysis. When the run has changed since it was computed, a fresh one
         is started in the background (at most every `REFRESH_S`, or four times as long as the
         last one took, so that a run in progress is not analysed back to back) and this one is
-        returned; it is computed in the caller only the very first time."""
+        returned. The very first one is computed in the caller, or, with `wait=False`, started
+        in the background while `PENDING` (empty, `pending=True`) is returned."""
         version = self.version()
         with self._analysis_lock:
             current = self._analysis
@@ -264,6 +271,10 @@ class RunReader:
                     threading.Thread(target=self._quietly, args=(self._refresh, version),
                                      daemon=True).start()
                 return current
+        if not wait:
+            if not self._first.locked():
+                self.warm()
+            return PENDING
         with self._first:   # one first computation, however many pages ask at once
             if self._analysis is None:
                 fresh = self._compute(version)

@@ -47,6 +47,10 @@
   }
 
   function apply(data) {
+    if (document.body.hasAttribute("data-await-analysis") && data.analysis_ready) {
+      window.location.reload();   // the page was drawn before the first analysis was done
+      return;
+    }
     document.querySelectorAll("[data-live-key]").forEach(function (el) {
       var v = pick(data, el.getAttribute("data-live-key"));
       if (v === undefined) { return; }
