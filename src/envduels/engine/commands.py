@@ -235,6 +235,13 @@ def status_command(run_dir: Path) -> int:
     table.add_row("episodes", f"{done} done, {max(0, expected - done)} left, "
                   f"{counts.get('error', 0)} to retry (error)")
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-")
+    audits = store.audit_counts()
+    pending = store.unaudited_count()
+    table.add_row("replay audits", f"{audits.get('passed', 0)} passed, "
+                  f"{audits.get('mismatch', 0)} mismatch, {pending} pending")
+    for env_id, detail in store.nondeterministic_environments().items():
+        table.add_row(f"  {escape(printable(env_id))}",
+                      f"nondeterministic: {escape(printable(detail))}")
     table.add_row("calls", f"{totals.calls} ({totals.input_tokens:,} in + "
                   f"{totals.output_tokens:,} out tokens)")
     table.add_row("cost", f"${totals.cost_usd:.4f}")
