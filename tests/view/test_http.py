@@ -164,3 +164,20 @@ def test_view_with_port_0_prints_a_loopback_url_and_serves_it(scripted_run):
 def test_status_points_to_the_viewer(scripted_run):
     r = cli("status", str(scripted_run))
     assert r.returncode == 0 and f"watch it live: envduels view {scripted_run}" in r.stdout
+
+
+def test_view_of_a_file_that_is_not_a_run_database_is_one_line_error(tmp_path):
+    (tmp_path / DB_NAME).write_bytes(b"not a database, just text " * 100)
+    r = cli("view", str(tmp_path))
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"error: cannot read the run database {tmp_path / DB_NAME}")
+    assert r.stderr.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.20", False), ("viewer.example", False)])
+def test_only_loopback_hosts_count_as_loopback(host, loopback):
+    from envduels.view.commands import is_loopback
+
+    assert is_loopback(host) is loopback
