@@ -178,7 +178,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         snap = r.snapshot()
         return page("overview.html.j2", request, i=i, r=r, a=a, progress=snap.progress,
                     usage=snap.usage, latest=snap.latest,
-                    stale=a.version != r.version())
+                    stale=not a.pending and a.version != snap.version)
 
     def environments(request: Request) -> HTMLResponse:
         i, r = reader(request)
@@ -218,7 +218,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         return page("environments.html.j2", request, i=i, r=r, rows=present + missing, a=a,
                     pending=a.pending,
                     options=options, f=f, progress=snap.progress,
-                    sort_url=lambda k: "?" + urlencode({**{a: b for a, b in f.items() if b},
+                    sort_url=lambda k: "?" + urlencode({**{n: v for n, v in f.items() if v},
                                                         "sort": k, "order": "desc"
                                                         if f["sort"] == k and f["order"] != "desc"
                                                         else "asc"}))
