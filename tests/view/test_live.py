@@ -50,3 +50,24 @@ def test_a_run_in_progress_updates_its_overview_while_the_run_writes(browser, sc
         browser.get("about:blank")   # stop polling a server about to go away
         assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
     writer.close()
+
+
+def test_an_overview_opened_before_the_first_analysis_shows_it_when_ready(browser, scripted_run):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from envduels.view import create_app
+    from envduels.view.commands import running
+
+    # warm=False: the analysis starts with this first page (a worker process that imports the
+    # analysis stack: seconds), so the page is drawn before it is done
+    with running(create_app([scripted_run], bootstrap=20, warm=False)) as url:
+        browser.get(url + "run/0/")
+        assert browser.find_elements(By.ID, "pending")
+        assert browser.find_element(By.CSS_SELECTOR, "#ratings-duel tbody").text == "computing…"
+        WebDriverWait(browser, 120).until(lambda b: not b.find_elements(By.ID, "pending"))
+        rows = browser.find_elements(By.CSS_SELECTOR, "#ratings-duel tbody tr")
+        assert {r.find_elements(By.TAG_NAME, "td")[1].text for r in rows} == {"alice", "bob", "carol", "dave"}
+        assert "24 episodes" in browser.find_element(By.ID, "headline").text
+        browser.get("about:blank")
+        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
