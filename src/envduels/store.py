@@ -566,6 +566,10 @@ class Store:
         for df, cols in ((env_df, ("valid", "fixed_pool")), (ep_df, ("hinted", "self_play"))):
             for c in cols:
                 df[c] = df[c].astype(bool)
+        # tables()'s canonical order: seeded bootstraps draw by position
+        env_df = env_df.sort_values("env_id", kind="stable").reset_index(drop=True)
+        ep_df = ep_df.sort_values(["env_id", "solver", "seed", "trial", "hinted"],
+                                  kind="stable").reset_index(drop=True)
         return Tables(players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
                       environments=env_df, episodes=ep_df)
 
