@@ -36,6 +36,9 @@ def bind(host: str, port: int) -> socket.socket:
     family, _, _, _, addr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # inherited by accepted connections: a response written in two sends (head, body) is not
+    # held back by Nagle's algorithm waiting for the client's delayed ACK (40 ms on Linux)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind(addr)
     except OSError as err:
