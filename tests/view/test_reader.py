@@ -107,3 +107,20 @@ def test_usage_added_up_in_windows_equals_the_whole(run):
          "cost_usd": 0.125, "retries": 0}]
     assert reader.progress()["calls"] == 3 and reader.progress()["tokens"] == 28
     reader.close()
+
+
+def test_the_analysis_goes_on_in_process_when_its_worker_dies(run):
+    import os
+    import signal
+
+    from envduels.view._reader import analysis_pool
+
+    store, leaky = run
+    pool = analysis_pool()
+    worker = pool.submit(os.getpid).result()
+    os.kill(worker, signal.SIGKILL)   # as the OOM killer would
+    reader = RunReader(store.run_dir, bootstrap=20, pool=pool)
+    a = reader.analysis()
+    assert not a.pending and "hint_leak" in a.envs[leaky]["flags"] and reader.pool is None
+    reader.close()
+    pool.shutdown(wait=False)

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import Executor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,9 +286,17 @@ class RunReader:
             return self._analysis
 
     def _compute(self, version: int) -> Analysis:
-        if self.pool is None:
-            return analyse(self.store, version, bootstrap=self.bootstrap)
-        return self.pool.submit(analyse_run, self.run_dir, version, self.bootstrap).result()
+        pool = self.pool
+        if pool is not None:
+            try:
+                return pool.submit(analyse_run, self.run_dir, version, self.bootstrap).result()
+            except BrokenProcessPool:
+                if self._closed:
+                    raise
+                # the worker died (killed, out of memory, or this process's main module cannot
+                # be re-imported by a spawned child): analyse here from now on
+                self.pool = None
+        return analyse(self.store, version, bootstrap=self.bootstrap)
 
     def warm(self) -> None:
         """Start the first analysis in the background (imports and bootstrap take seconds), so
