@@ -56,15 +56,22 @@ def status(run_dir: Annotated[Path, typer.Argument(help="A run folder (holds run
 
 @app.command()
 def report(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One run folder, or several to compare.")],
+    run_dirs: Annotated[list[Path] | None, typer.Argument(help="One run folder, or several to compare.")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the SPEC §8 JSON here.")] = None,
     html_path: Annotated[Path | None, typer.Option("--html", help="Write the HTML report here.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap draws for intervals.")] = 1000,
+    episodes: Annotated[Path | None, typer.Option(
+        "--episodes", help="Rate a JSON Lines file of episodes recorded by another harness instead of a run.")] = None,
 ) -> None:
     """Compute every metric of SPEC §5; write JSON and a self-contained HTML report."""
-    from envduels.report.commands import report_command
+    from envduels.report.commands import report_command, report_episodes_command
 
-    raise typer.Exit(report_command(run_dirs, json_path=json_path, html_path=html_path, bootstrap=bootstrap))
+    if episodes is not None:
+        if run_dirs:
+            raise UserError("give either run folders or --episodes FILE, not both")
+        raise typer.Exit(report_episodes_command(episodes, json_path=json_path, html_path=html_path,
+                                                 bootstrap=bootstrap))
+    raise typer.Exit(report_command(run_dirs or [], json_path=json_path, html_path=html_path, bootstrap=bootstrap))
 
 
 @app.command()
@@ -196,6 +203,32 @@ def models_check(config: Annotated[Path, typer.Argument(help="YAML run configura
     from envduels.players.commands import check_command
 
     raise typer.Exit(check_command(config))
+
+
+@app.command()
+def plan(
+    config: Annotated[Path | None, typer.Argument(help="YAML run configuration (or use --players).")] = None,
+    players: Annotated[int | None, typer.Option(help="Players who all author and solve (without CONFIG).")] = None,
+    envs_per_author: Annotated[int | None, typer.Option(help="Environments per author per round.")] = None,
+    seeds: Annotated[int | None, typer.Option(help="Seeds per environment.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Rounds.")] = None,
+    trials: Annotated[int | None, typer.Option(help="Trials per seed.")] = None,
+    spread: Annotated[list[float] | None, typer.Option(
+        help="Ability spread in logits (half-width; repeatable). Default: 0.4 and 1.5.")] = None,
+    cycle: Annotated[float, typer.Option(help="Size in logits of the planted 3-cycle for cycle power.")] = 2.0,
+    replicates: Annotated[int, typer.Option(help="Simulated tournaments per spread and truth.")] = 20,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap draws per simulated tournament.")] = 200,
+    seed: Annotated[int, typer.Option(help="Simulation seed.")] = 0,
+    jobs: Annotated[int, typer.Option(help="Worker processes (figures do not depend on it).")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Before spending money: the exact cost of a design and, by simulation, whether it can
+    order the models, detect divergence and cycles, and how wide its intervals will be."""
+    from envduels.report.plan import DesignFlags, plan_command
+
+    flags = DesignFlags(players=players, envs_per_author=envs_per_author, seeds=seeds, rounds=rounds, trials=trials)
+    raise typer.Exit(plan_command(config, flags, spreads=spread or [], replicates=replicates, bootstrap=bootstrap,
+                                  cycle=cycle, seed=seed, jobs=jobs, as_json=as_json))
 
 
 @app.command()

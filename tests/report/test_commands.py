@@ -30,7 +30,8 @@ def test_report_writes_spec_json_and_one_html_file_next_to_the_run(run_dir, caps
     html = (run_dir / "report.html").read_text()
     assert html.startswith("<!DOCTYPE html>")
     out = capsys.readouterr().out
-    assert "report.json" in out and "report.html" in out and "best solver" in out
+    assert "report.json" in out and "report.html" in out
+    assert "Best solver by rating" in out or "Solvers are" in out or "No single best solver" in out
 
 
 def test_report_escapes_model_written_text_and_loads_nothing_external(run_dir, tmp_path):
