@@ -73,57 +73,28 @@ def analysis_pool() -> Executor:
 
 
 def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analysis:
-    """Ratings, flags, lift and the report's headline for the run in `store`, as of now."""
-    from envduels.analysis import (
-        compute_ratings,
-        divergence,
-        env_lift,
-        environment_flags,
-        matched_pairs,
-        transitivity,
-    )
+    """The report's analysis of the run in `store` as of now (`envduels.analysis.analyze`,
+    without design convergence: it needs the embedding model and says nothing a page here
+    shows), with the report's headline findings."""
+    from envduels.analysis import analyze
     from envduels.report.html import headline
 
     started = time.perf_counter()
     tables = store.summary_tables()
+    attempts = dict(Counter(v["env_id"] for v in store.validations()))
     if tables.environments.empty or tables.episodes.empty:
         return Analysis(version=version, computed_at=time.time(),
                         seconds=time.perf_counter() - started, episodes=len(tables.episodes),
                         ratings={"duel": [], "author": [], "solver": []}, headline=[],
-                        envs={},
-                        attempts=dict(Counter(v["env_id"] for v in store.validations())))
-    pairs = matched_pairs(tables.episodes)
-    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap)
-    flags = environment_flags(tables)
-    lift = env_lift(pairs) if len(pairs) else None
-    rates = (pairs.groupby("env_id").agg(no_hint=("y0", "mean"), with_hint=("yh", "mean"),
-                                         pairs=("y0", "size")) if len(pairs) else None)
-    envs: dict[str, dict[str, Any]] = {}
-    for e in tables.environments.to_dict("records"):
-        eid = e["env_id"]
-        has = rates is not None and eid in rates.index
-        envs[eid] = {
-            "flags": flags.get(eid, []),
-            "lift": float(lift.loc[eid, "lift"]) if has and lift is not None else None,
-            "no_hint": float(rates.loc[eid, "no_hint"]) if has else None,
-            "with_hint": float(rates.loc[eid, "with_hint"]) if has else None,
-            "pairs": int(rates.loc[eid, "pairs"]) if has else 0,
-        }
-    duel = ratings["duel"]
-    summary = {
-        "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
-        "divergence": divergence(ratings["author"], ratings["solver"]),
-        "transitivity": transitivity(duel.scores, duel.players, duel.theta,
-                                     draws=duel.score_draws),
-        "environments": [{"valid": bool(v)} for v in tables.environments["valid"]],
-        "run": {"episodes": len(tables.episodes), "matched_pairs": len(pairs),
-                "cost_usd": float(tables.players["cost_usd"].sum()) if len(tables.players) else None},
-    }
-    attempts = Counter(v["env_id"] for v in store.validations())
+                        envs={}, attempts=attempts)
+    j = analyze(tables, bootstrap=bootstrap, convergence=False).json
+    envs = {e["id"]: {"flags": e["flags"], "lift": e["lift"], "no_hint": e["panel_no_hint"],
+                      "with_hint": e["panel_with_hint"], "pairs": e["pairs"]}
+            for e in j["environments"]}
     return Analysis(version=version, computed_at=time.time(),
                     seconds=time.perf_counter() - started, episodes=len(tables.episodes),
-                    ratings=summary["ratings"], headline=headline(summary), envs=envs,
-                    attempts=dict(attempts))
+                    ratings={k: j["ratings"][k] for k in ("duel", "author", "solver")},
+                    headline=headline(j), envs=envs, attempts=attempts)
 
 
 @dataclass(frozen=True)
