@@ -392,11 +392,6 @@ class Store:
         rows = self._query(f"SELECT player, {self._sums} FROM calls GROUP BY player")
         return {r[0]: _totals(r[1:]) for r in rows}
 
-    def usage_by_player_role(self) -> dict[tuple[str, str], Totals]:
-        """`Totals` per (player, role) over every call recorded in this run."""
-        rows = self._query(f"SELECT player, role, {self._sums} FROM calls GROUP BY player, role")
-        return {(r[0], r[1]): _totals(r[2:]) for r in rows}
-
     # -- environments and validations -------------------------------------------------------
 
     def put_environment(self, env: EnvironmentRow) -> None:
