@@ -261,12 +261,12 @@ class Store:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _migrate(self) -> None:
-        """Add the columns a database written by an older envduels lacks. Where it cannot be
-        written (opened read-only), its missing columns read as zeros."""
+    def _migrate(self, *, write: bool = True) -> None:
+        """Add the columns a database written by an older envduels lacks. Where it cannot (or,
+        without `write`, may not) be written, its missing columns read as zeros."""
         have = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
         for column, kind in _CALL_SPLIT.items():
-            if column not in have:
+            if column not in have and write:
                 try:
                     self._db.execute(f"ALTER TABLE calls ADD COLUMN {column} {kind}")
                     have.add(column)
@@ -585,6 +585,7 @@ class Store:
                                        check_same_thread=False, isolation_level=None,
                                        timeout=30.0)
             self._db.execute("SELECT COUNT(*) FROM meta").fetchall()
+            self._migrate(write=False)
         except sqlite3.Error as err:
             raise UserError(f"cannot read the run database {self.path} ({err}); check that the "
                             "file is a run database you may read") from None

@@ -198,3 +198,20 @@ def test_each_episode_of_a_run_keeps_one_prompt_cache_key_for_all_its_turns(tmp_
     assert all(len(conversations) == 1 for conversations in by_key.values())
     multi_turn = sum(1 for e in played if e.turns > 1)
     assert sum(1 for r in requests) == sum(e.turns for e in played) and multi_turn >= 4
+
+
+def test_a_read_only_open_of_a_database_from_before_the_split_reads_its_bill_and_writes_nothing(
+        tmp_path):
+    old = sqlite3.connect(tmp_path / "run.db")
+    old.executescript(OLD_SCHEMA)
+    old.execute("INSERT INTO calls VALUES ('k','p','solver','c','{}',5,4,0.25,0.1,0.0)")
+    old.commit()
+    old.close()
+    before = (tmp_path / "run.db").read_bytes()
+    store = Store.open_readonly(tmp_path)
+    t = store.totals()
+    assert (t.calls, t.input_tokens, t.cost_usd, t.cache_read_tokens, t.saved_usd) == (
+        1, 5, 0.25, 0, 0.0)
+    assert store.usage_by_player()["p"].cost_usd == 0.25
+    store.close()
+    assert (tmp_path / "run.db").read_bytes() == before
