@@ -622,7 +622,9 @@ class Store:
                 "name": p["name"], "provider": p.get("provider"), "model": p.get("model"),
                 "params_b": p.get("params_b"), "roles": list(p.get("roles", ["author", "solver"])),
                 "cost_usd": u.cost_usd, "input_tokens": u.input_tokens,
-                "output_tokens": u.output_tokens,
+                "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
         env_df = pd.DataFrame([
             {"env_id": e.env_id, "author": e.author, "round": e.round, "domain": e.domain,
