@@ -11,6 +11,8 @@ record, so a kill loses at most the work in flight:
 - `episodes`: one row per episode key with its transcript, outcome and reason.
 
 Readers (analysis, report, export) use `Store.tables()`; nothing outside this module runs SQL.
+Commands that only read open the database with `Store.open_readonly`, which writes nothing in
+the run folder.
 """
 
 from __future__ import annotations
@@ -213,11 +215,62 @@ class Store:
             ) from None
         self._lock = threading.Lock()
         self._totals: Totals | None = None
+        self.readonly = False
+
+    @classmethod
+    def open_readonly(cls, run_dir: str | Path) -> Store:
+        """The run database of `run_dir`, opened so that nothing in the folder is written.
+
+        For the commands that only read (`status`, `report`, `leaderboard`, `export`, `view`):
+        works on a folder the user cannot write (a colleague's results, a read-only mount) and
+        leaves a writable one as it was (no `-wal`/`-shm` files created, no mtime changed).
+        Any write method raises a UserError.
+
+        Two ways of opening, chosen by what is on disk:
+        - `RUN_DIR/run.db-wal` exists (a run is writing now, or one was killed): SQLite's
+          read-only mode (`mode=ro`), which reads the log and so sees every committed record.
+          It needs the `-shm` file to exist or be creatable; a killed run's folder on a
+          read-only mount may lack it, and then the error says to copy the folder.
+        - no `-wal` (every run that ended closed its log into `run.db`): `immutable=1`, which
+          reads `run.db` without locks or side files. It assumes nothing writes the file while
+          it is open; a run that starts in that moment is not seen, and a reader that overlaps
+          its first writes could read a half-updated page, so read-only commands are meant for
+          runs that are not running (`status` during a run takes the first way).
+        """
+        store = cls.__new__(cls)
+        store.run_dir = Path(run_dir)
+        store.path = store.run_dir / DB_NAME
+        if not store.path.is_file():
+            raise UserError(
+                f"{store.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
+                "started with `envduels run CONFIG`")
+        wal = store.path.with_name(DB_NAME + "-wal")
+        mode = "mode=ro" if wal.exists() else "immutable=1"
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(store.path.resolve()))}?{mode}"
+        try:
+            store._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                        isolation_level=None, timeout=30.0)
+            store._db.execute("SELECT COUNT(*) FROM meta").fetchall()  # opens it: fails here
+        except sqlite3.Error as err:
+            with contextlib.suppress(Exception):
+                store._db.close()
+            fix = ("a killed run left its write-ahead log and SQLite cannot read it without "
+                   "creating run.db-shm; copy the folder somewhere writable and read the copy"
+                   if mode == "mode=ro" else "check that it is a run folder written by envduels")
+            raise UserError(f"cannot read the run database {store.path} ({err}); {fix}") from None
+        store._lock = threading.Lock()
+        store._totals = None
+        store.readonly = True
+        return store
 
     # -- plumbing ---------------------------------------------------------------------------
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        if self.readonly:
+            raise UserError(f"{self.path} was opened read-only; this command only reads it")
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
