@@ -420,6 +420,24 @@ class Store:
             for e, a, au, r, v, rs, vd, rp in rows
         ]
 
+    def put_authoring_error(self, env_id: str, *, author: str, round: int) -> None:
+        """Note that authoring `env_id` ended in `error` (a provider kept failing, a sandbox
+        could not start): nothing else is recorded for it, and `status` must still say so.
+        A later success records the environment, which `authoring_errors` then leaves out."""
+        with self._tx() as db:
+            rows = db.execute("SELECT value FROM meta WHERE key = 'authoring_errors'").fetchall()
+            errors = json.loads(rows[0][0]) if rows else {}
+            errors[valid_text(env_id)] = {"author": _text(author), "round": round}
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('authoring_errors', ?)",
+                       (_json(errors, sort_keys=True),))
+
+    def authoring_errors(self) -> dict[str, dict[str, Any]]:
+        """Authoring jobs whose last try ended in `error` and that have no environment yet:
+        env_id -> {"author", "round"}. A resumed run retries them."""
+        errors = self.get_meta("authoring_errors") or {}
+        recorded = {r[0] for r in self._query("SELECT env_id FROM environments")}
+        return {k: v for k, v in errors.items() if k not in recorded}
+
     # -- episodes ---------------------------------------------------------------------------
 
     def put_episode(self, ep: EpisodeRow) -> None:

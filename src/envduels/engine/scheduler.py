@@ -227,6 +227,7 @@ class Tournament:
                         seeds=benchmark_seeds(self.cfg.seed, job.env_id, t.seeds_per_env))
                 if row is None and not self.budget_reached():
                     self._errors += 1
+                    self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
                 return row
 
             async for row in self.executor.map(one, todo):
