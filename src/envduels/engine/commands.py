@@ -77,20 +77,33 @@ def load_pools(cfg: RunConfig) -> list[Any]:
     return specs
 
 
-def unreachable(p: Any, timeout_s: float = 3.0) -> str | None:
-    """Why player `p`'s server does not accept connections, as one line, or None (also for a
-    local player or one without base_url)."""
-    if p.provider == "local" or not p.base_url:
-        return None
-    url = urlparse(p.base_url)
+def _unreachable_url(base_url: str, timeout_s: float) -> str | None:
+    """Why `base_url`'s server does not accept connections, or None."""
+    url = urlparse(base_url)
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         with socket.create_connection((url.hostname or "localhost", port), timeout=timeout_s):
             pass
     except OSError as err:
-        return (f"player {p.name!r}: cannot reach {p.base_url} ({err.strerror or err}); start the "
-                "server or fix players[].base_url")
+        return str(err.strerror or err)
     return None
+
+
+def _server_problems(cfg: RunConfig, timeout_s: float) -> dict[str, str]:
+    """First player's name on each unreachable server -> one line naming every player on it
+    (one server shared by four players is one problem, said once)."""
+    users: dict[str, list[str]] = {}
+    for p in cfg.players:
+        if p.provider != "local" and p.base_url:
+            users.setdefault(p.base_url, []).append(p.name)
+    problems = {}
+    for url, names in users.items():
+        if (why := _unreachable_url(url, timeout_s)) is not None:
+            who = (f"player {names[0]!r}" if len(names) == 1
+                   else "players " + ", ".join(repr(n) for n in names))
+            problems[names[0]] = (f"{who}: cannot reach {url} ({why}); start the server or fix "
+                                  "players[].base_url")
+    return problems
 
 
 def _raise_all(problems: list[str]) -> None:
@@ -104,24 +117,39 @@ def _raise_all(problems: list[str]) -> None:
 def check_reachable(cfg: RunConfig, timeout_s: float = 3.0) -> None:
     """Fail fast, before any work, when a player's server does not accept connections; every
     unreachable server is named, in config order."""
-    _raise_all([m for p in cfg.players if (m := unreachable(p, timeout_s)) is not None])
+    _raise_all(list(_server_problems(cfg, timeout_s).values()))
 
 
 def check_players(cfg: RunConfig, timeout_s: float = 3.0) -> None:
     """Every player's preconditions at once (its server accepts connections, its key is set,
-    its model file or runtime exists), reported together in config order, player by player:
-    a user fixes them all in one go instead of one per run."""
+    its model file or runtime exists), reported together in config order; players with the
+    same problem (one server, one unset variable) share one line. Raises one UserError."""
     from envduels.players import build_player
 
-    problems: list[str] = []
+    servers = _server_problems(cfg, timeout_s)
+    grouped: dict[str, list[str]] = {}   # problem without its "player 'x': " -> players
     for p in cfg.players:
-        if (m := unreachable(p, timeout_s)) is not None:
-            problems.append(m)
+        found = [servers[p.name]] if p.name in servers else []
         try:
             build_player(p, cache=None, run_seed=cfg.seed).discard()
         except UserError as err:
-            problems.append(err.message)
-    _raise_all(problems)
+            found.append(err.message)
+        for message in found:
+            if message.startswith("players "):
+                grouped[message] = []
+                continue
+            prefix = f"player {p.name!r}: "
+            rest = message[len(prefix):] if message.startswith(prefix) else message
+            grouped.setdefault(rest, []).append(p.name)
+    lines = []
+    for rest, names in grouped.items():
+        if not names:
+            lines.append(rest)
+        elif len(names) == 1:
+            lines.append(f"player {names[0]!r}: {rest}")
+        else:
+            lines.append(f"players {', '.join(repr(n) for n in names)}: {rest}")
+    _raise_all(lines)
 
 
 def open_run(cfg: RunConfig) -> tuple[Store, str]:
