@@ -160,7 +160,6 @@ class Tournament:
             envs = [e for e in authored if e.valid]
             if rnd == 1:
                 envs = [e for e in self.store.environments() if e.fixed_pool] + envs
-            self.progress.phase = "solving"
             await self._play(self._tasks(envs))
         return RunResult(complete=not self._budget_reached, budget_reached=self._budget_reached,
                          errors=self._errors)
@@ -264,9 +263,7 @@ class Tournament:
     async def _play(self, tasks: list[EpisodeTask]) -> None:
         finished = self.store.finished_episode_keys()
         todo = [task for task in tasks if task.key not in finished]
-        self.progress.episodes_planned = len(tasks)
-        self.progress.episodes_done = len(tasks) - len(todo)
-        self.progress.episodes_resumed += len(tasks) - len(todo)
+        self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         self.pool.expect(len(todo))   # exactly this batch: no worker started for nothing
         async for _ in self.executor.map(self._episode, todo):
             pass
