@@ -300,11 +300,12 @@ class Player:
 
     def scrub(self, text: str) -> str:
         """`text` with every secret this player holds replaced by ***, where it stands as a
-        whole token (not inside a longer run of letters, digits, `-` or `_`): a key can only
-        appear in a message that way, and a short key (`VLLM_API_KEY=x`, common for local
+        whole token: not inside a longer run of letters, digits, `-` or `_`, nor part of a
+        dotted name, number or path (`127.0.0.1`, `llama3.1-8b`, `/v1`). A key can only appear
+        in a message as a whole token, and a short key (`VLLM_API_KEY=x`, common for local
         servers) must not cut up the words around it ("player" stays "player")."""
         for secret in sorted(filter(None, self._secrets), key=len, reverse=True):
-            text = re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", "***", text)
+            text = re.sub(rf"(?<![\w./-]){re.escape(secret)}(?![\w-]|\.\w)", "***", text)
         return text
 
     def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
