@@ -85,12 +85,15 @@ def status(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
 
 @app.command()
 def report(
-    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="One run folder, or several to compare.")],
+    # Hidden from the Arguments list (it stays in the usage line): Typer would list it with its
+    # type, `<list[Path]>`; the docstring says what RUN_DIR is.
+    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", hidden=True)],
     json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE", help="Write the SPEC §8 JSON here.")] = None,
     html_path: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write the HTML report here.")] = None,
     bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
 ) -> None:
-    """Compute every metric of SPEC §5; write JSON and a self-contained HTML report."""
+    """Compute every metric of SPEC §5 for RUN_DIR (several run folders: compared side by
+    side); write JSON and a self-contained HTML report (default: ./NAME-report.json/.html)."""
     from envduels.report.commands import report_command
 
     raise typer.Exit(report_command(run_dirs, json_path=json_path, html_path=html_path, bootstrap=bootstrap))
