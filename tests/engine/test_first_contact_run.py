@@ -137,3 +137,19 @@ def test_run_names_every_failed_precondition_at_once_in_config_order(tmp_path):
     assert lines[3].startswith("  player 'carol': set FIRST_CONTACT_UNSET_C")
     assert len(lines) == 4
     assert not (tmp_path / "run").exists()
+
+
+def test_models_check_names_failed_players_in_the_same_config_order(tmp_path):
+    with ScriptedServer() as server:   # answers "OK"
+        cfg = config(server.base_url, str(tmp_path / "run"))
+        dead = f"http://127.0.0.1:{_free_port()}/v1"
+        alice, bob, carol, dave = cfg["players"]
+        alice["base_url"] = dead
+        alice["max_retries"] = 0
+        bob["api_key_env"] = "FIRST_CONTACT_UNSET_B"
+        carol["api_key_env"] = "FIRST_CONTACT_UNSET_C"
+        r = _cli("models", "check", str(_write(tmp_path, cfg)), env={"ENVDUELS_TEST_KEY": KEY})
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    failed = [line.split(":")[0] for line in r.stdout.splitlines() if line.startswith("player '")]
+    assert failed == ["player 'alice'", "player 'bob'", "player 'carol'"]
+    assert "3 of 4 players failed" in r.stdout
