@@ -301,7 +301,8 @@ def status_command(run_dir: Path) -> int:
                   f"{totals.output_tokens:,} out tokens)")
     table.add_row("cost", f"${totals.cost_usd:.4f}")
     for name, u in sorted(store.usage_by_player().items(), key=lambda kv: str(kv[0])):
-        table.add_row(f"  {name}", f"{u.calls} calls, {u.tokens:,} tokens, ${u.cost_usd:.4f}")
+        table.add_row(f"  {name}", f"{plural(u.calls, 'call')}, {plural(u.tokens, 'token')}, "
+                      f"${u.cost_usd:.4f}")
     console.print(table)
     store.close()
     return 0
