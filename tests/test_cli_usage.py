@@ -38,11 +38,10 @@ def test_a_usage_mistake_prints_the_usage_line_and_one_error_line_and_exits_2(ar
     r = envduels_cli(*args, cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert lines[0].startswith("Usage: envduels")
-    errors = [line for line in lines if line.startswith("Error:")]
-    assert len(errors) == 1 and said in errors[0], r.stderr
-    assert lines[-1] == errors[0]
+    usage, error = r.stderr.splitlines()
+    assert usage.startswith("Usage: envduels ")
+    assert error.startswith("Error: ") and said in error, r.stderr
+    assert r.stdout == ""
 
 
 @pytest.mark.parametrize("args", [[], ["library"], ["models"]], ids=["bare", "library", "models"])

@@ -1,8 +1,9 @@
 """Untrusted text made safe to keep and to show.
 
 Environment code and model servers are untrusted: their text may hold lone surrogates (which no
-UTF-8 encoder, JSON file or SQLite column accepts) and terminal control sequences (an ESC
-sequence can clear the screen, retitle the window or write the clipboard). Two helpers, used at
+UTF-8 encoder, JSON file or SQLite column accepts), terminal control sequences (an ESC
+sequence can clear the screen, retitle the window or write the clipboard) and Unicode format
+characters (a bidi override shows "exe.txt" for "txt.exe"). Two helpers, used at
 the boundaries where such text enters (`valid_text`) or reaches a terminal (`printable`); and
 `last_boxed`, the one rule (SPEC §2) for which part of a reply is the action, shared by the
 engine and the analysis.

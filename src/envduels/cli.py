@@ -273,7 +273,14 @@ def main() -> None:
         names = _mro_names(err)
         if "ClickException" in names:
             _did_you_mean(err)
-            err.show()  # type: ignore[attr-defined]
+            ctx = getattr(err, "ctx", None)
+            if ctx is not None and "NoArgsIsHelpError" not in names:
+                # The usage line and one error line (SPEC §11): click's own `show()` adds a
+                # "Try ... --help" line and a blank one, and its layout changes between releases.
+                print(ctx.get_usage(), file=sys.stderr)
+                print(f"Error: {err.format_message()}", file=sys.stderr)  # type: ignore[attr-defined]
+            else:   # a group called without a command: its help
+                err.show()  # type: ignore[attr-defined]
             sys.exit(int(getattr(err, "exit_code", 2)))
         if "Abort" in names:
             print(INTERRUPTED, file=sys.stderr)
