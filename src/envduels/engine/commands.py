@@ -134,13 +134,12 @@ def check_players(cfg: RunConfig, timeout_s: float = 3.0) -> None:
             build_player(p, cache=None, run_seed=cfg.seed).discard()
         except UserError as err:
             found.append(err.message)
+        prefix = f"player {p.name!r}: "
         for message in found:
-            if message.startswith("players "):
+            if not message.startswith(prefix):   # already names its players: kept as it is
                 grouped[message] = []
                 continue
-            prefix = f"player {p.name!r}: "
-            rest = message[len(prefix):] if message.startswith(prefix) else message
-            grouped.setdefault(rest, []).append(p.name)
+            grouped.setdefault(message[len(prefix):], []).append(p.name)
     lines = []
     for rest, names in grouped.items():
         if not names:
