@@ -15,7 +15,7 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from rich.console import Console
@@ -426,7 +426,7 @@ def _printer(console: Console) -> Any:
     return show
 
 
-def _exit_at_once(code: int) -> None:
+def _exit_at_once(code: int) -> NoReturn:
     """End the process now: atexit handlers run (they remove the sandbox's cgroups) and output
     is flushed, but the interpreter's teardown of every loaded module is skipped. That teardown
     is pure CPU, over a second on a loaded machine, and Ctrl-C must end `play` within one."""
@@ -440,7 +440,8 @@ def _exit_at_once(code: int) -> None:
 
 def play_command(path: str, *, config: Path | None, player: str | None, human: bool, hint: bool,
                  seed: int, unsafe_no_sandbox: bool) -> int:
-    """Play one episode in the terminal; exit 0 on success, 1 otherwise."""
+    """Play one episode in the terminal; exit 0 on success, 1 otherwise (also when the person
+    at `--human` closes standard input); Ctrl-C ends the process at once with exit 130."""
     from envduels.sandbox import EnvPool, SandboxLimits
 
     if human == (player is not None) or (player is not None and config is None):
