@@ -6,21 +6,41 @@ usage mistake becomes the usage line and one error line, exit 2 (see `main`).
 
 Every argument and every option that takes a value names its `metavar` (CONFIG, RUN_DIR, N, ...):
 without one, Typer's help shows its internal placeholders (`{config}`, `<list[Path]>`).
-Help is plain text (`rich_markup_mode=None`), which also keeps `<bool>` off flags.
+Help is plain text (`rich_markup_mode=None`), which also keeps `<bool>` off flags, and every
+command is a `_Command`, whose usage line writes `CONFIG` where Typer 0.29 writes `{CONFIG}`.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from envduels.errors import UserError
 
-app = typer.Typer(
+
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line names arguments the usual way (`CONFIG`, `[NAME]`,
+    `RUN_DIR...`): Typer 0.29 writes a required one as `{CONFIG}`."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [re.sub(r"^\{([^{}]*)\}", r"\1", piece)
+                for piece in super().collect_usage_pieces(ctx)]
+
+
+class _Typer(typer.Typer):
+    """`typer.Typer` whose commands are `_Command`s unless a command names its own class."""
+
+    def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or _Command, **kwargs)
+
+
+app = _Typer(
     name="envduels",
     help="Language models author environments with privileged hints and solve each other's.",
     no_args_is_help=True,
@@ -28,9 +48,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-library_app = typer.Typer(help="The reference environments shipped with envduels.",
+library_app = _Typer(help="The reference environments shipped with envduels.",
                           no_args_is_help=True, rich_markup_mode=None)
-models_app = typer.Typer(help="Check the players of a config before a long run.",
+models_app = _Typer(help="Check the players of a config before a long run.",
                          no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(library_app, name="library")
 app.add_typer(models_app, name="models")
