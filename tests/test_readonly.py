@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from report.rundb import small_run
@@ -75,8 +76,12 @@ def test_reading_commands_succeed_on_a_read_only_mount(run_dir, tmp_path):
         probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
         if shutil.which("unshare") is None or probe.returncode != 0:
             pytest.skip("platform: root without unshare(1) or mount namespaces")
+        check = tmp_path / "live_reader.py"   # a long-lived reader (the viewer's way)
+        check.write_text("import sys\nfrom envduels.store import Store\n"
+                         "assert Store.open_readonly(sys.argv[1]).get_meta('config')\n")
+        live = f"'{sys.executable}' '{check}' '{mounted}'"
         script = [f"mount --bind -o ro {mounted} {mounted}",
-                  f"! touch {mounted}/probe 2>/dev/null", *commands]
+                  f"! touch {mounted}/probe 2>/dev/null", *commands, live]
         argv = ["unshare", "-m", "sh", "-ec", " && ".join(script)]
     else:
         for path in (mounted / "run.db", mounted):
@@ -102,16 +107,32 @@ def test_open_readonly_refuses_writes_with_one_line(run_dir):
         store.close()
 
 
-def test_open_readonly_sees_records_still_in_a_running_writers_log(tmp_path):
-    writer = Store(tmp_path / "live")
+@pytest.mark.parametrize("live", [False, True])
+def test_open_readonly_sees_records_still_in_a_running_writers_log(tmp_path, live):
+    writer = Store(tmp_path / "run")
     writer.set_meta("config", {"name": "live"})
     try:
-        assert (tmp_path / "live" / "run.db-wal").exists()
-        reader = Store.open_readonly(tmp_path / "live")
+        assert (tmp_path / "run" / "run.db-wal").exists()
+        reader = Store.open_readonly(tmp_path / "run", live=live)
         assert reader.get_meta("config") == {"name": "live"}
         reader.close()
     finally:
         writer.close()
+
+
+def test_a_live_reader_follows_a_run_that_resumes_after_it_opened(tmp_path):
+    Store(tmp_path / "run").close()      # a finished run: no -wal left
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["run.db"]
+    reader = Store.open_readonly(tmp_path / "run")
+    try:
+        assert reader.get_meta("round") is None
+        writer = Store(tmp_path / "run")  # the run resumes while the viewer is open
+        for n in range(1, 4):
+            writer.set_meta("round", n)
+            assert reader.get_meta("round") == n
+        writer.close()
+    finally:
+        reader.close()
 
 
 def test_open_readonly_names_a_folder_without_a_run(tmp_path):

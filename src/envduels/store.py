@@ -217,54 +217,6 @@ class Store:
         self._totals: Totals | None = None
         self.readonly = False
 
-    @classmethod
-    def open_readonly(cls, run_dir: str | Path) -> Store:
-        """The run database of `run_dir`, opened so that nothing in the folder is written.
-
-        For the commands that only read (`status`, `report`, `leaderboard`, `export`, `view`):
-        works on a folder the user cannot write (a colleague's results, a read-only mount) and
-        leaves a writable one as it was (no `-wal`/`-shm` files created, no mtime changed).
-        Any write method raises a UserError.
-
-        Two ways of opening, chosen by what is on disk:
-        - `RUN_DIR/run.db-wal` exists (a run is writing now, or one was killed): SQLite's
-          read-only mode (`mode=ro`), which reads the log and so sees every committed record.
-          It needs the `-shm` file to exist or be creatable; a killed run's folder on a
-          read-only mount may lack it, and then the error says to copy the folder.
-        - no `-wal` (every run that ended closed its log into `run.db`): `immutable=1`, which
-          reads `run.db` without locks or side files. It assumes nothing writes the file while
-          it is open; a run that starts in that moment is not seen, and a reader that overlaps
-          its first writes could read a half-updated page, so read-only commands are meant for
-          runs that are not running (`status` during a run takes the first way).
-        """
-        store = cls.__new__(cls)
-        store.run_dir = Path(run_dir)
-        store.path = store.run_dir / DB_NAME
-        if not store.path.is_file():
-            raise UserError(
-                f"{store.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
-                "started with `envduels run CONFIG`")
-        wal = store.path.with_name(DB_NAME + "-wal")
-        mode = "mode=ro" if wal.exists() else "immutable=1"
-        from urllib.parse import quote
-
-        uri = f"file:{quote(str(store.path.resolve()))}?{mode}"
-        try:
-            store._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
-                                        isolation_level=None, timeout=30.0)
-            store._db.execute("SELECT COUNT(*) FROM meta").fetchall()  # opens it: fails here
-        except sqlite3.Error as err:
-            with contextlib.suppress(Exception):
-                store._db.close()
-            fix = ("a killed run left its write-ahead log and SQLite cannot read it without "
-                   "creating run.db-shm; copy the folder somewhere writable and read the copy"
-                   if mode == "mode=ro" else "check that it is a run folder written by envduels")
-            raise UserError(f"cannot read the run database {store.path} ({err}); {fix}") from None
-        store._lock = threading.Lock()
-        store._totals = None
-        store.readonly = True
-        return store
-
     # -- plumbing ---------------------------------------------------------------------------
 
     @contextmanager
@@ -497,6 +449,58 @@ class Store:
             environments=env_df,
             episodes=ep_df,
         )
+
+    # -- read-only opening ------------------------------------------------------------------
+
+    @classmethod
+    def open_readonly(cls, run_dir: str | Path, *, live: bool = True) -> Store:
+        """The run database of `run_dir`, opened read-only: no write, no lock a writer waits
+        on; any write method raises a UserError. Works on a folder the user cannot write (a
+        colleague's results, a read-only mount). UserError when there is no run database.
+
+        `live=True` (a long-lived reader such as `envduels view`): SQLite's read-only mode
+        (`mode=ro`), which follows what a running `envduels run` commits while it is open. On a
+        writable folder SQLite may create `run.db-wal`/`run.db-shm` for that (its shared index,
+        never data of this reader). On a folder it cannot write, with no `-wal` there (so no
+        writer: a run writing there would have one), `immutable=1` instead.
+
+        `live=False` (a short command: `status`, `report`, `leaderboard`, `export`): nothing is
+        created or changed in the folder (no side file, no mtime). With a `-wal` present (a run
+        is writing now, or one was killed) `mode=ro`, which reads the log and so every committed
+        record; the `-shm` must then exist or be creatable, and the error says to copy the
+        folder when a killed run left only a `-wal` on a read-only mount. Without one (every
+        run that ended folded its log into `run.db`) `immutable=1`: `run.db` is read as a file
+        nothing writes. A run started in that moment is not seen; its first records go to a new
+        log, which such a short read does not look at.
+        """
+        store = cls.__new__(cls)
+        store.run_dir = Path(run_dir)
+        store.path = store.run_dir / DB_NAME
+        if not store.path.is_file():
+            raise UserError(
+                f"{store.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
+                "started with `envduels run CONFIG`")
+        has_log = store.path.with_name(DB_NAME + "-wal").exists()
+        follow = has_log or (live and os.access(store.run_dir, os.W_OK))
+        mode = "mode=ro" if follow else "immutable=1"
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(store.path.resolve()))}?{mode}"
+        try:
+            store._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                        isolation_level=None, timeout=30.0)
+            store._db.execute("SELECT COUNT(*) FROM meta").fetchall()  # opens it: fails here
+        except sqlite3.Error as err:
+            with contextlib.suppress(Exception):
+                store._db.close()
+            fix = ("a killed run left its write-ahead log and SQLite cannot read it without "
+                   "creating run.db-shm; copy the folder somewhere writable and read the copy"
+                   if has_log else "check that it is a run database you may read")
+            raise UserError(f"cannot read the run database {store.path} ({err}); {fix}") from None
+        store._lock = threading.Lock()
+        store._totals = None
+        store.readonly = True
+        return store
 
 
 class CallRecorder:

@@ -272,7 +272,7 @@ def expected_episodes(cfg: dict, envs: list[Any]) -> int:
 
 def status_command(run_dir: Path) -> int:
     """Print what a run has done, left and failed, and its tokens and cost, from its database."""
-    store = Store.open_readonly(run_dir)
+    store = Store.open_readonly(run_dir, live=False)
     cfg = store.get_meta("config") or {}
     envs = store.environments()
     counts = store.episode_counts()

@@ -17,7 +17,7 @@ def _load(run_dir: Path) -> tuple[Any, str, str | None]:
     if not (run_dir / DB_NAME).is_file():
         raise UserError(f"{run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
                         "started with `envduels run CONFIG`")
-    store = Store.open_readonly(run_dir)
+    store = Store.open_readonly(run_dir, live=False)
     try:
         tables = store.tables()
         config = store.get_meta("config") or {}
