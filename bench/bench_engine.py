@@ -18,6 +18,13 @@ engine can be held to. Prints:
   max_concurrency), which also counts what the machine cannot do with or without the engine;
 - peak resident memory of the engine process and of its largest child (a sandbox worker),
   and the load average (the machine is shared).
+
+    .venv/bin/python bench/bench_engine.py --audit [--seeds 1]
+
+The replay audit's cost instead: at 50 ms and 500 ms server latency, the same tournament with
+the audit on and off (the internal switch `scheduler.AUDIT_EPISODES`), side by side: mean
+episode time (play only), mean replay time, their ratio (the audit's cost as a share of episode
+time, paid in sandbox time, not in slots or model calls), and the whole-run wall time on / off.
 """
 
 from __future__ import annotations
@@ -45,7 +52,13 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=2, help="benchmark seeds per environment")
     ap.add_argument("--concurrency", type=int, default=8, help="max_concurrency per player")
     ap.add_argument("--unsafe-no-sandbox", action="store_true")
+    ap.add_argument("--audit", action="store_true",
+                    help="measure the replay audit's cost at 50 and 500 ms instead")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="with --audit: runs per latency and setting, alternated")
     args = ap.parse_args()
+    if args.audit:
+        return _audit_bench(args)
 
     server = subprocess.Popen(
         [sys.executable, "-m", "envduels.testing.server", "--port", "0", "--latency-ms",
@@ -58,6 +71,95 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "envduels.testing.server", "--port", "0", "--latency-ms",
+         str(latency_ms), "--script", str(HERE / "engine_script.py"), "--api-key", "bench"],
+        stdout=subprocess.PIPE, text=True)
+    return server, server.stdout.readline().strip()
+
+
+def _audit_bench(args: argparse.Namespace) -> int:
+    """The audit's cost: per latency, one run with it and one without, side by side."""
+    from envduels.engine import scheduler
+    from envduels.engine.commands import run_command
+
+    timings: dict[str, list[float]] = {"play": [], "replay": []}
+    real_play, real_replay = scheduler.play_episode, scheduler.replay_episode
+
+    async def timed_play(*a, **kw):
+        t0 = time.monotonic()
+        try:
+            return await real_play(*a, **kw)
+        finally:
+            timings["play"].append(time.monotonic() - t0)
+
+    async def timed_replay(*a, **kw):
+        t0 = time.monotonic()
+        try:
+            return await real_replay(*a, **kw)
+        finally:
+            timings["replay"].append(time.monotonic() - t0)
+
+    scheduler.play_episode, scheduler.replay_episode = timed_play, timed_replay
+    rows = []
+    for latency in (50.0, 500.0):
+        server, base_url = _start_server(latency)
+        try:
+            walls: dict[bool, list[float]] = {False: [], True: []}
+            play, replay = [], []
+            # alternated, so that a warming cache or a change of load hits both alike
+            for on in (False, True) * args.repeats:
+                timings["play"].clear()
+                timings["replay"].clear()
+                scheduler.AUDIT_EPISODES = on
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = _write_config(base_url, Path(tmp), args)
+                    started = time.monotonic()
+                    code = run_command(path, unsafe_no_sandbox=args.unsafe_no_sandbox, quiet=True)
+                    walls[on].append(time.monotonic() - started)
+                if code != 0:
+                    print(f"run failed with exit code {code}", file=sys.stderr)
+                    return code
+                if on:
+                    play += timings["play"]
+                    replay += timings["replay"]
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        mean_play = sum(play) / len(play)
+        mean_replay = sum(replay) / max(1, len(replay))
+        rows.append((latency, len(play), len(replay), mean_play, mean_replay,
+                     sum(walls[False]) / len(walls[False]), sum(walls[True]) / len(walls[True])))
+    scheduler.AUDIT_EPISODES = True
+    print(f"players {PLAYERS} x concurrency {args.concurrency}, {args.seeds} seed(s) per "
+          f"environment, {args.repeats} run(s) per setting (means), load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'latency':>8} {'episodes':>8} {'replays':>8} {'episode s':>10} {'replay s':>9} "
+          f"{'replay/episode':>15} {'run s off':>10} {'run s on':>9} {'on/off':>7}")
+    for latency, n, r, ep, rep, off, on in rows:
+        print(f"{latency:6.0f}ms {n:8d} {r:8d} {ep:10.3f} {rep:9.3f} {rep / ep:15.3f} "
+              f"{off:10.1f} {on:9.1f} {on / off:7.2f}")
+    return 0
+
+
+def _write_config(base_url: str, tmp: Path, args: argparse.Namespace) -> Path:
+    os.environ["BENCH_KEY"] = "bench"
+    cfg = {
+        "name": "bench", "seed": 1, "output_dir": str(tmp / "run"),
+        "players": [{"name": f"p{i}", "provider": "openai", "model": f"m-p{i}",
+                     "base_url": base_url, "api_key_env": "BENCH_KEY",
+                     "max_concurrency": args.concurrency, "max_tokens": 64}
+                    for i in range(PLAYERS)],
+        "tournament": {"rounds": 1, "envs_per_author": 1, "seeds_per_env": args.seeds,
+                       "max_turns": 4, "history": "none"},
+        "sandbox": {"warm_workers": 4},
+    }
+    path = tmp / "bench.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
 
 
 def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""Sandbox figures in one run: cold start, warm step round trip, ready-from-pool, steps/s.
+"""Sandbox figures in one run: cold start, warm step round trip, ready-from-pool, steps/s,
+the cost of freezing the sandbox between calls, and the harness's memory under a frame flood.
 
 Run: .venv/bin/python bench/bench_sandbox.py [--quick]
 Prints medians and p90s next to their targets (2-core machine): warm step median <= 0.2 ms,
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import os
 import statistics
 import subprocess
@@ -108,6 +111,147 @@ async def parallel_rate(instances: int, steps: int, limits: SandboxLimits) -> fl
     return rate
 
 
+async def frozen_vs_running_steps(n: int, limits: SandboxLimits) -> dict:
+    """Warm step round trips with and without the freezer (back to back, so within its grace),
+    interleaved in blocks of 100 so that load changes hit both alike; and ("pair") one freeze
+    plus thaw of a live sandbox, timed alone."""
+    times: dict = {True: [], False: []}
+    pools = {f: EnvPool(dataclasses.replace(limits, freeze_idle=f), warm=0) for f in times}
+    insts = {f: await pools[f].open(TRIVIAL) for f in times}
+    for inst in insts.values():
+        await inst.reset(0)
+        for _ in range(200):
+            await inst.step("warm-up")
+    for _ in range(max(1, n // 100)):
+        for freeze, inst in insts.items():
+            for _ in range(100):
+                start = time.perf_counter()
+                await inst.step("\\boxed{a}")
+                times[freeze].append(time.perf_counter() - start)
+    for _ in range(max(1, n // 500)):   # after a pause: the sandbox is frozen in between
+        for freeze, inst in insts.items():
+            for _ in range(50):
+                await asyncio.sleep(0.005)
+                start = time.perf_counter()
+                await inst.step("\\boxed{a}")
+                times.setdefault(("paused", freeze), []).append(time.perf_counter() - start)
+    group = insts[True]._channel.launched.cgroup
+    if group is not None and group.freezable:   # the kernel's part alone, no event loop
+        for _ in range(n):
+            start = time.perf_counter()
+            group.freeze()
+            group.thaw()
+            times.setdefault("pair", []).append(time.perf_counter() - start)   # type: ignore[call-overload]
+    for pool in pools.values():
+        await pool.aclose()
+    return times
+
+
+FLOOD = '''
+import json, os, sys, threading, time
+def _flood(fd=int(sys.argv[2])):
+    data = json.dumps({"id": 0, "ok": True, "pad": "x" * 1000}).encode()
+    frame = len(data).to_bytes(4, "big") + data
+    time.sleep(0.05)   # let the reset's reply go first
+    while True:   # as fast as the harness reads
+        try:
+            os.write(fd, frame)
+        except OSError:
+            return
+class Flood:
+    def reset(self, seed=None):
+        threading.Thread(target=_flood, daemon=True).start()
+        return "flooding", {}
+    def step(self, action):
+        return action, 0.0, False, False, {}
+'''
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+
+
+async def frame_flood(seconds: float, limits: SandboxLimits) -> dict:
+    """One episode of an environment whose thread writes small frames between calls while
+    the "solver" thinks for `seconds` (the issue's scenario): the harness's RSS before, at
+    its peak and after; the most frames and bytes held for the worker; how the next call
+    ended."""
+    before = peak = _rss_mib()
+    most_frames = most_bytes = 0
+    async with EnvPool(limits, warm=0) as pool:
+        inst = await pool.open(FLOOD)
+        outcome = "reset ok"
+        try:
+            await inst.reset(0)
+        except Exception as exc:   # noqa: BLE001 (the flood may race the reset's reply)
+            outcome = f"reset: {exc}"
+        channel = inst._channel
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:   # the solver thinking
+            await asyncio.sleep(0.25)
+            peak = max(peak, _rss_mib())
+            most_frames = max(most_frames, len(channel._frames))
+            most_bytes = max(most_bytes, len(channel._buf) + sum(map(len, channel._frames)))
+        if outcome == "reset ok":
+            try:
+                await inst.step("a")
+                outcome = "step ok"
+            except Exception as exc:   # noqa: BLE001
+                outcome = f"step: {exc}"
+        await inst.close()
+    return {"rss_before": before, "rss_peak": peak, "rss_after": _rss_mib(),
+            "frames": most_frames, "bytes": most_bytes, "outcome": outcome}
+
+
+async def print_flood(seconds: float, limits: SandboxLimits) -> None:
+    print(f"frame flood while the solver thinks for {seconds:g} s (harness memory):")
+    # Runs against older sources too (no freeze_idle there), to measure the "before".
+    settings = [True, False] if hasattr(limits, "freeze_idle") else [None]
+    for freeze in settings:
+        chosen = limits if freeze is None else dataclasses.replace(limits, freeze_idle=freeze)
+        got = await frame_flood(seconds, chosen)
+        name = "no freezer" if freeze is None else "freezer " + ("on" if freeze else "off")
+        print(f"  {name:<12} RSS {got['rss_before']:7.1f} MiB, peak {got['rss_peak']:7.1f}, "
+              f"after {got['rss_after']:7.1f}; at most {got['frames']} frames / {got['bytes']} "
+              f"bytes held; {got['outcome']}")
+
+
+_COLD_CHILD = """
+import asyncio, json, sys, time
+from envduels.sandbox import EnvPool, SandboxLimits
+async def main(n, source):
+    times = []
+    for _ in range(n):
+        pool = EnvPool(SandboxLimits(), warm=0)
+        start = time.perf_counter()
+        inst = await pool.open(source)
+        await inst.reset(0)
+        times.append(time.perf_counter() - start)
+        await pool.aclose()
+    print(json.dumps(times[1:]))   # the first start of a process also probes the host
+asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
+"""
+
+
+def compare_cold_starts(other_src: str, rounds: int) -> None:
+    """Cold starts of these sources and of `other_src` (e.g. main's `src`), alternated in fresh
+    processes so that the machine's load hits both alike."""
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    found: dict[str, list[float]] = {other_src: [], here: []}
+    for _ in range(rounds):
+        for src in found:
+            done = subprocess.run([sys.executable, "-c", _COLD_CHILD, "6", TRIVIAL],
+                                  env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
+                                  capture_output=True, text=True, check=True)
+            found[src] += json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"cold start, alternated (load average {os.getloadavg()[0]:.2f}):")
+    for src, times in found.items():
+        row(f"sources {src}"[-46:], times)
+    ratio = statistics.median(found[here]) / statistics.median(found[other_src])
+    print(f"  {'ratio of medians (these / other)':<46} {ratio:10.2f}")
+
+
 def in_process(n: int) -> list[float]:
     namespace: dict = {}
     exec(TRIVIAL, namespace)
@@ -121,7 +265,10 @@ def in_process(n: int) -> list[float]:
     return times
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, flood_only: bool = False) -> None:
+    if flood_only:
+        await print_flood(10.0, SandboxLimits())
+        return
     n_cold, n_pool, n_steps = (10, 10, 1000) if quick else (40, 60, 5000)
     limits = SandboxLimits()
     h = host()
@@ -139,6 +286,19 @@ async def main(quick: bool) -> None:
     times, rate = await warm_steps(n_steps, limits)
     row("sandboxed EnvInstance.step()", times, "target <= 0.2 ms")
     row("in-process env.step() call", in_process(n_steps))
+    print("freeze between calls (interleaved blocks, same run):")
+    frozen = await frozen_vs_running_steps(n_steps, limits)
+    row("step round trip, freezer on (2 ms grace)", frozen[True])
+    row("step round trip, no freezer", frozen[False])
+    print(f"  {'ratio of medians back to back':<46} "
+          f"{statistics.median(frozen[True]) / statistics.median(frozen[False]):10.2f}")
+    row("step after a 5 ms pause, frozen during it", frozen[("paused", True)])
+    row("step after a 5 ms pause, no freezer", frozen[("paused", False)])
+    print(f"  {'ratio of medians after a pause':<46} "
+          f"{statistics.median(frozen[('paused', True)]) / statistics.median(frozen[('paused', False)]):10.2f}")
+    if "pair" in frozen:
+        row("one freeze + thaw of a live sandbox (kernel)", frozen["pair"])
+    await print_flood(3.0 if quick else 10.0, limits)
     print("throughput:")
     print(f"  {'steps/s, one instance, sequential':<46} {rate:10.0f}")
     print(f"  {'steps/s, 8 instances concurrently':<46} "
@@ -149,5 +309,12 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
+    parser.add_argument("--flood-only", action="store_true",
+                        help="only the frame-flood figures (also runs against older sources)")
+    parser.add_argument("--compare-src", metavar="SRC",
+                        help="only cold starts, alternated with those of SRC (e.g. main's src)")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.quick)))
+    if args.compare_src:
+        compare_cold_starts(args.compare_src, 4 if args.quick else 10)
+        sys.exit(0)
+    sys.exit(asyncio.run(main(args.quick, args.flood_only)))

@@ -139,3 +139,22 @@ def test_open_readonly_names_a_folder_without_a_run(tmp_path):
     with pytest.raises(UserError, match="holds no run database"):
         Store.open_readonly(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_database_from_before_a_table_was_added_reads_as_having_none_recorded(tmp_path):
+    import sqlite3
+
+    (tmp_path / "old").mkdir()
+    db = sqlite3.connect(tmp_path / "old" / "run.db")
+    db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                     "INSERT INTO meta VALUES ('config', '{\"name\": \"old\"}');")
+    db.close()
+    before = snapshot(tmp_path / "old")
+    store = Store.open_readonly(tmp_path / "old", live=False)
+    try:
+        assert store.get_meta("config") == {"name": "old"}
+        assert store.episodes() == [] and store.environments() == []
+        assert store.authoring_errors() == {}
+    finally:
+        store.close()
+    assert snapshot(tmp_path / "old") == before

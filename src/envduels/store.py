@@ -9,6 +9,9 @@ record, so a kill loses at most the work in flight:
 - `environments`: one row per environment (authored, or from a fixed pool), final once written.
 - `validations`: every authoring attempt with the validator's verdict.
 - `episodes`: one row per episode key with its transcript, outcome and reason.
+- `audits`: one row per audited episode (its replay `passed` or was a `mismatch`); a played
+  episode (success or failure) without one is still to be audited, also after a resume. The
+  table is created on open, so a run database from before audits exists gains it empty.
 
 Readers (analysis, report, export) use `Store.tables()`; nothing outside this module runs SQL.
 Commands that only read open the database with `Store.open_readonly`, which writes nothing in
@@ -57,7 +60,14 @@ CREATE TABLE IF NOT EXISTS episodes (
     episode_key TEXT PRIMARY KEY, env_id TEXT, author TEXT, solver TEXT, round INTEGER,
     domain TEXT, seed INTEGER, trial INTEGER, hinted INTEGER, outcome TEXT, reason TEXT,
     turns INTEGER, self_play INTEGER, transcript TEXT, created REAL);
+CREATE TABLE IF NOT EXISTS audits (
+    episode_key TEXT PRIMARY KEY, env_id TEXT, state TEXT NOT NULL, detail TEXT,
+    played_outcome TEXT, created REAL);
 """
+
+AUDIT_REASON = "replay audit"
+"""Every episode the replay audit holds against its environment has a reason starting with this:
+the episode that did not replay, and (in `Store.tables`) every other episode of that environment."""
 
 PLAYER_COLUMNS = ["name", "provider", "model", "params_b", "roles", "cost_usd", "input_tokens",
                   "output_tokens"]
@@ -90,7 +100,9 @@ class Tables:
                   source_sha256, class_name, max_turns, fixed_pool (bool), benchmark_seeds (list)
     episodes:     episode_key, env_id, author, solver, round, domain, seed, trial, hinted (bool),
                   outcome ("success"|"failure"|"incomplete"|"error"), reason, turns,
-                  self_play (bool), transcript (list of {role, content, ...})
+                  self_play (bool), transcript (list of {role, content, ...}); every
+                  success or failure of an environment the replay audit caught reads here as
+                  `incomplete` with a reason starting with `AUDIT_REASON`
     """
 
     players: pd.DataFrame
@@ -413,6 +425,51 @@ class Store:
     def episodes(self) -> list[EpisodeRow]:
         return [_episode_row(r) for r in self._query("SELECT * FROM episodes ORDER BY rowid")]
 
+    # -- replay audits ----------------------------------------------------------------------
+
+    def put_audit(self, episode_key: str, env_id: str, *, passed: bool, detail: str = "") -> None:
+        """Record the replay audit of a played episode. A mismatch also turns the episode into
+        `incomplete` with the reason `"replay audit: DETAIL"` (the outcome as played is kept in
+        the audit row), in the same transaction."""
+        with self._tx() as db:
+            row = db.execute("SELECT outcome FROM episodes WHERE episode_key = ?",
+                             (episode_key,)).fetchone()
+            played = row[0] if row else None
+            if not passed and played != "incomplete":
+                db.execute("UPDATE episodes SET outcome = 'incomplete', reason = ? "
+                           "WHERE episode_key = ?", (_text(f"{AUDIT_REASON}: {detail}"),
+                                                     episode_key))
+            db.execute(
+                "INSERT OR REPLACE INTO audits (episode_key, env_id, state, detail, played_outcome,"
+                " created) VALUES (?,?,?,?,?,?)",
+                (episode_key, _text(env_id), "passed" if passed else "mismatch", _text(detail),
+                 played, time.time()))
+
+    def unaudited_episodes(self) -> list[EpisodeRow]:
+        """Played episodes (success or failure) whose replay audit is not recorded yet."""
+        return [_episode_row(r) for r in self._query(
+            "SELECT * FROM episodes WHERE outcome IN ('success', 'failure') AND episode_key NOT IN"
+            " (SELECT episode_key FROM audits) ORDER BY rowid")]
+
+    def unaudited_count(self) -> int:
+        """How many played episodes still wait for their replay audit."""
+        (n,), = self._query(
+            "SELECT COUNT(*) FROM episodes WHERE outcome IN ('success', 'failure') AND episode_key"
+            " NOT IN (SELECT episode_key FROM audits)")
+        return int(n)
+
+    def nondeterministic_environments(self) -> dict[str, str]:
+        """Environments whose replay audit found a mismatch: env id -> the first difference."""
+        out: dict[str, str] = {}
+        for env_id, detail in self._query(
+                "SELECT env_id, detail FROM audits WHERE state = 'mismatch' ORDER BY rowid"):
+            out.setdefault(env_id, detail)
+        return out
+
+    def audit_counts(self) -> dict[str, int]:
+        """Recorded audits by state (`passed`, `mismatch`)."""
+        return dict(self._query("SELECT state, COUNT(*) FROM audits GROUP BY state"))
+
     # -- the analysis view ------------------------------------------------------------------
 
     def tables(self) -> Tables:
@@ -439,6 +496,14 @@ class Store:
         eps = [
             {c: getattr(e, c) for c in EPISODE_COLUMNS} for e in self.episodes()
         ]
+        # an environment the replay audit caught is its author's fault in every episode: none
+        # of them is a success or failure for anyone (SPEC §4: incomplete)
+        caught = self.nondeterministic_environments()
+        for ep in eps:
+            if ep["env_id"] in caught and ep["outcome"] in ("success", "failure"):
+                ep["outcome"] = "incomplete"
+                ep["reason"] = (f"{AUDIT_REASON}: the environment is nondeterministic "
+                                f"({caught[ep['env_id']]})")
         env_df = pd.DataFrame(envs, columns=ENVIRONMENT_COLUMNS)
         ep_df = pd.DataFrame(eps, columns=EPISODE_COLUMNS)
         for df, cols in ((env_df, ("valid", "fixed_pool")), (ep_df, ("hinted", "self_play"))):
@@ -490,6 +555,7 @@ class Store:
             store._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
                                         isolation_level=None, timeout=30.0)
             store._db.execute("SELECT COUNT(*) FROM meta").fetchall()  # opens it: fails here
+            _temp_missing_tables(store._db)
         except sqlite3.Error as err:
             with contextlib.suppress(Exception):
                 store._db.close()
@@ -501,6 +567,17 @@ class Store:
         store._totals = None
         store.readonly = True
         return store
+
+
+def _temp_missing_tables(db: sqlite3.Connection) -> None:
+    """On a read-only connection to a database written by an older envduels (a table added
+    since, such as `audits`, is missing and cannot be created in the file), the missing tables
+    as empty TEMP tables: readers see "nothing recorded" instead of "no such table"."""
+    existing = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for statement in _SCHEMA.split(";"):
+        name = statement.split("EXISTS", 1)[-1].split("(", 1)[0].strip()
+        if "CREATE TABLE" in statement and name not in existing:
+            db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
 
 
 class CallRecorder:

@@ -72,16 +72,17 @@ def test_a_sidecar_hint_is_checked_with_hint_max_chars(tmp_path):
 
 
 def test_a_folder_reports_each_environment_and_is_valid_only_if_all_are(tmp_path):
-    good, bad = load_env_file(GOOD), load_env_file(FIXTURES / "bad" / "ignores_seed.py")
+    # (not ignores_seed.py: an export may ignore its seed, see test_validate_probes.py)
+    good, bad = load_env_file(GOOD), load_env_file(FIXTURES / "bad" / "nondeterministic.py")
     write_export(tmp_path / "out", [good, EnvSpec(**{**bad.__dict__, "hints": {"hint": "guess"}})])
     run = envduels("validate", str(tmp_path / "out"), "--seeds", "2", "--json")
     assert run.returncode == 1
     verdict = json.loads(run.stdout)
     assert set(verdict) == {"valid", "reasons", "oracle", "path", "environments"}
     assert [(e["id"], e["valid"], e["oracle"]) for e in verdict["environments"]] == [
-        ("good_env", True, "passed"), ("ignores_seed", False, "passed")]
+        ("good_env", True, "passed"), ("nondeterministic", False, "skipped")]
     assert verdict["valid"] is False
-    assert verdict["reasons"] == ["ignores_seed: " + verdict["environments"][1]["reasons"][0]]
+    assert verdict["reasons"] == ["nondeterministic: " + verdict["environments"][1]["reasons"][0]]
     assert set(verdict["environments"][0]) == {"id", "valid", "reasons", "oracle", "class_name", "seeds"}
 
 

@@ -7,6 +7,7 @@ host file changed, no sandbox process is left, and a fresh instance still works 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -424,34 +425,47 @@ async def test_forged_frame_with_a_wrong_id_is_rejected(pool: EnvPool) -> None:
     await assert_pool_still_works(pool)
 
 
-async def test_forged_frame_with_the_right_id_is_caught_by_the_extra_reply(pool: EnvPool) -> None:
+@pytest.mark.parametrize("freeze", [False, True])
+async def test_forged_frame_with_the_right_id_is_caught_by_the_extra_reply(
+        canary: Path, freeze: bool) -> None:
     step = ("forge({'id': 3, 'ok': True, 'observation': 'win', 'reward': 1e6, "
             "'terminated': True, 'truncated': False, 'info': {}})\n"
             "time.sleep(0.2)\nreturn 'honest', 0, False, False, {}")
-    inst = await pool.open(env_source(step, prelude="import json, os, sys, time\n" + FORGE))
-    await inst.reset(0)
-    # The forged reply arrives first. It is a claim by the environment about itself, which any
-    # env could make honestly too; the honest reply behind it betrays it on the next call.
-    assert await inst.step("a") == StepResult("win", 1e6, True, False, {})
-    await asyncio.sleep(0.4)
-    with pytest.raises(EnvFault, match="^protocol violation: unsolicited data from the "
-                                       "environment before step$"):
-        await inst.step("a")
-    await inst.close()
+    async with EnvPool(dataclasses.replace(FAST, freeze_idle=freeze), warm=0) as pool:
+        inst = await pool.open(env_source(step, prelude="import json, os, sys, time\n" + FORGE))
+        await inst.reset(0)
+        # The forged reply arrives first. It is a claim by the environment about itself, which
+        # any env could make honestly too; the honest reply behind it betrays it: at once when
+        # the sandbox runs between calls, in the next call when it is frozen until then.
+        assert await inst.step("a") == StepResult("win", 1e6, True, False, {})
+        await asyncio.sleep(0.4)
+        with pytest.raises(EnvFault) as info:
+            await inst.step("a")
+        if freeze:
+            assert info.value.reason in (
+                "protocol violation: reply id 3 does not match request 4 (step)",
+                "protocol violation: unsolicited data from the environment after its reply")
+        else:
+            assert info.value.reason == ("protocol violation: unsolicited data from the "
+                                         "environment between calls")
+        await inst.close()
 
 
-async def test_frame_written_by_a_background_thread_is_unsolicited(pool: EnvPool) -> None:
+async def test_frame_written_by_a_background_thread_is_unsolicited(canary: Path) -> None:
+    # The protocol layer on its own (the freezer would keep the thread from running at all)
     reset = ("threading.Timer(0.05, forge, args=({'id': 3, 'ok': True},)).start()\n"
              "return 'start', {}")
-    inst = await pool.open(env_source(reset=reset,
-                                      prelude="import json, os, sys, threading\n" + FORGE))
-    await inst.reset(0)
-    await asyncio.sleep(0.3)
-    with pytest.raises(EnvFault) as info:
-        await inst.step("a")
-    assert info.value.reason == ("protocol violation: unsolicited data from the environment "
-                                 "before step")
-    await inst.close()
+    async with EnvPool(dataclasses.replace(FAST, freeze_idle=False), warm=0) as pool:
+        inst = await pool.open(env_source(reset=reset,
+                                          prelude="import json, os, sys, threading\n" + FORGE))
+        await inst.reset(0)
+        await asyncio.sleep(0.3)
+        assert inst._channel.launched.popen.poll() is not None   # killed without waiting
+        with pytest.raises(EnvFault) as info:
+            await inst.step("a")
+        assert info.value.reason == ("protocol violation: unsolicited data from the environment "
+                                     "between calls")
+        await inst.close()
 
 
 async def test_oversized_and_garbage_frames_are_rejected(pool: EnvPool) -> None:

@@ -38,7 +38,11 @@ async def main():
     await asyncio.sleep(0.3)
     inits = [i._channel.init_pid for i in (a, b)]
     spaces = [os.readlink(f"/proc/{p}/ns/pid") for p in inits]
-    print(json.dumps({"spaces": spaces, "outer": [a.pid, b.pid]}), flush=True)
+    group = a._channel.launched.cgroup   # idle since its reset: frozen, where the host can
+    frozen = group is not None and group.freezer is not None and group.frozen
+    can_freeze = group is not None and group.freezer is not None
+    print(json.dumps({"spaces": spaces, "outer": [a.pid, b.pid], "frozen": frozen,
+                      "can_freeze": can_freeze}), flush=True)
     await asyncio.sleep(600)
 
 asyncio.run(main())
@@ -52,6 +56,8 @@ def test_sigkill_of_the_harness_leaves_no_sandbox_process(tmp_path: Path) -> Non
         info = json.loads(harness.stdout.readline())
         spaces = info["spaces"]
         assert [len(namespace_pids(namespace=s)) for s in spaces] == [3, 2]
+        # A frozen sandbox must die too (a v1-frozen one would ignore the SIGKILL)
+        assert info["frozen"] == info["can_freeze"]
     finally:
         os.kill(harness.pid, signal.SIGKILL)
         harness.wait()

@@ -230,11 +230,30 @@ def winning_action(transcript: Any) -> str | None:
     return None
 
 
-def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
-    """Per valid environment, its flags among `unsolved_with_hint`, `hint_gated`, `hint_leak`.
+NONDETERMINISTIC = "nondeterministic"
+"""The flag of an environment whose replay audit did not reproduce a played episode."""
 
-    Only the panel (solvers other than the author) counts. An environment nobody played with
-    the hint is not flagged `unsolved_with_hint` (no data is not evidence).
+
+def _audit_caught(episodes: pd.DataFrame) -> set[str]:
+    """Environments with an episode that the replay audit holds against them."""
+    from envduels.store import AUDIT_REASON
+
+    if "reason" not in episodes or episodes.empty:
+        return set()
+    reasons = episodes["reason"].fillna("").astype(str)
+    caught = (episodes["outcome"] == "incomplete") & reasons.str.startswith(AUDIT_REASON)
+    return set(episodes.loc[caught, "env_id"])
+
+
+def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
+    """Per valid environment, its flags among `nondeterministic`, `unsolved_with_hint`,
+    `hint_gated`, `hint_leak`.
+
+    `nondeterministic`: the replay audit found an episode that a fresh instance given the same
+    seed and actions does not reproduce (every episode of it is then `incomplete`, so it has no
+    other flag). Only the panel (solvers other than the author) counts for the others. An
+    environment nobody played with the hint is not flagged `unsolved_with_hint` (no data is not
+    evidence).
     """
     envs = tables.environments
     eps = scored_episodes(tables.episodes)
@@ -242,6 +261,9 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
     pairs = matched_pairs(tables.episodes)
     hints = dict(zip(envs["env_id"], envs["hint"].fillna(""), strict=False))
     flags: dict[str, list[str]] = {e: [] for e in envs["env_id"]}
+    for env_id in _audit_caught(tables.episodes):
+        if env_id in flags:
+            flags[env_id].append(NONDETERMINISTIC)
     hinted = eps[eps["hinted"].astype(bool)]
     for env_id, group in hinted.groupby("env_id"):
         if env_id not in flags:

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -296,6 +297,13 @@ def status_command(run_dir: Path) -> int:
     table.add_row("episodes", f"{done} done, {max(0, expected - done)} left, "
                   f"{counts.get('error', 0)} to retry (error)")
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-")
+    audits = store.audit_counts()
+    pending = store.unaudited_count()
+    table.add_row("replay audits", f"{audits.get('passed', 0)} passed, "
+                  f"{audits.get('mismatch', 0)} mismatch, {pending} pending")
+    for env_id, detail in store.nondeterministic_environments().items():
+        table.add_row(f"  {escape(printable(env_id))}",
+                      f"nondeterministic: {escape(printable(detail))}")
     table.add_row("calls", f"{totals.calls} ({totals.input_tokens:,} in + "
                   f"{totals.output_tokens:,} out tokens)")
     table.add_row("cost", f"${totals.cost_usd:.4f}")
@@ -319,8 +327,11 @@ class _Typed:
     cached: bool = False
 
 
-class StdinClosed(Exception):
-    """The person at `play --human` closed standard input (Ctrl-D): the episode stops."""
+class StdinClosed(BaseException):
+    """The person at `play --human` closed standard input (Ctrl-D): the episode stops.
+
+    A BaseException, like KeyboardInterrupt: the person ended it, so it is no solver failure
+    for the episode's last-resort guard (`except Exception`) to record as an `error`."""
 
 
 class HumanSolver:

@@ -11,6 +11,19 @@ holds at most one model call at a time), and at most `MAX_OPEN_ENVS` sandboxes a
 The sandbox pool is told how many episodes are coming (`EnvPool.expect`: an upper bound
 before a round's authoring, the exact batch before its episodes), so workers start before the
 episodes ask, and no more than they need.
+Audit: every episode that ends in success or failure is replayed in a fresh sandbox (see
+`engine.audit`) after its solver and sandbox slots are freed; the run does not finish before its
+audits do, and a resumed run first audits what an earlier session played but did not audit. A
+mismatch flags the environment `nondeterministic` (`Store.put_audit`); its episodes not played
+yet are recorded `incomplete` without a model call.
+
+Last resort: no exception from one episode or authoring job cancels the others or the run. An
+episode that raises anyway is recorded `error` (the host's fault: retried on resume); an
+authoring job that raises is left unrecorded and counted as an error (retried on resume).
+
+The order of the two conditions of a matched pair is drawn per pair from the run's fingerprint,
+so an environment cannot count on "unhinted first".
+
 The executor is a small seam: `AsyncioExecutor` runs tasks in this event loop; a distributed
 executor only needs the same `map`.
 """
@@ -18,12 +31,16 @@ executor only needs the same `map`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from envduels.config import RunConfig
 from envduels.engine._keys import authored_env_id, episode_key
+from envduels.engine.audit import AuditResult, ReplayHostError, replay_episode
 from envduels.engine.authoring import (
     AuthoringJob,
     SandboxDown,
@@ -33,13 +50,20 @@ from envduels.engine.authoring import (
 )
 from envduels.engine.history import history_digest
 from envduels.engine.progress import Progress
-from envduels.engine.solving import EpisodeResult, EpisodeTask, play_episode, turn_cap
-from envduels.store import EnvironmentRow, EpisodeRow, Store
+from envduels.engine.solving import EpisodeResult, EpisodeTask, _exc, play_episode, turn_cap
+from envduels.errors import UserError
+from envduels.store import AUDIT_REASON, EnvironmentRow, EpisodeRow, Store
+
+log = logging.getLogger("envduels.engine")
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 MAX_OPEN_ENVS = 64
+
+AUDIT_EPISODES = True
+"""Internal switch for `bench/bench_engine.py` (the audit's cost, measured against a run
+without it): never a user setting, since a run without the audit can be gamed."""
 
 
 class Executor(Protocol):
@@ -114,12 +138,23 @@ def pool_row(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvironmentRow:
         metadata=dict(spec.metadata))
 
 
+def condition_order(fingerprint: str, env_id: str, solver: str, seed: int,
+                    trial: int) -> tuple[bool, bool]:
+    """The order (hinted flags) in which a matched pair's two episodes are queued: drawn per
+    pair from the run's fingerprint, so the same run queues the same order on resume, and an
+    environment cannot count on either condition coming first."""
+    rng = random.Random(f"envduels-condition-order/v1|{fingerprint}|{env_id}|{solver}|{seed}|"
+                        f"{trial}")
+    return (False, True) if rng.random() < 0.5 else (True, False)
+
+
 class Tournament:
     """One session of a run: plays what the store does not hold yet, round by round."""
 
     def __init__(self, cfg: RunConfig, *, store: Store, players: dict[str, Any], pool: Any,
                  fingerprint: str, pool_specs: list[Any], progress: Progress,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None, audit: bool | None = None) -> None:
+        """`audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
         self.cfg = cfg
         self.store = store
         self.players = {n: _TrackedPlayer(p, progress) for n, p in players.items()}
@@ -132,6 +167,8 @@ class Tournament:
         self._env_slots = asyncio.Semaphore(MAX_OPEN_ENVS)
         self._budget_reached = False
         self._errors = 0
+        self.audit = AUDIT_EPISODES if audit is None else audit
+        self._caught: set[str] = set(store.nondeterministic_environments())
 
     # -- budget -----------------------------------------------------------------------------
 
@@ -149,6 +186,7 @@ class Tournament:
     async def run(self) -> RunResult:
         t = self.cfg.tournament
         self._record_pools()
+        await self._audit_unaudited()
         for rnd in range(1, t.rounds + 1):
             self.progress.round = rnd
             if self.budget_reached():
@@ -212,7 +250,8 @@ class Tournament:
                     return await validate_env(spec, self.pool, seeds=seeds,
                                               require_oracle=t.require_oracle,
                                               hint_max_chars=t.hint_max_chars,
-                                              max_turns=t.max_turns)
+                                              max_turns=t.max_turns,
+                                              probe_seed=self.fingerprint)
                 except SandboxStartError as err:  # the host's failure: the attempt stays unjudged
                     raise SandboxDown(err.reason) from None
 
@@ -229,7 +268,19 @@ class Tournament:
                     self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
                 return row
 
-            async for row in self.executor.map(one, todo):
+            async def guarded(job: AuthoringJob) -> EnvironmentRow | None:
+                try:
+                    return await one(job)
+                except UserError:
+                    raise   # the player's configuration: the run stops with its one line
+                except Exception as err:  # last resort: never cancels the other jobs
+                    log.error("authoring %s failed unexpectedly: %s", job.env_id, _exc(err))
+                    self._errors += 1
+                    with contextlib.suppress(Exception):   # `status` says it; never raises here
+                        self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
+                    return None
+
+            async for row in self.executor.map(guarded, todo):
                 if row is not None:
                     done[row.env_id] = row
         rows = [done[j.env_id] for j in jobs if done[j.env_id] is not None]
@@ -251,7 +302,7 @@ class Tournament:
                     continue
                 for seed in env.benchmark_seeds:
                     for trial in range(t.trials_per_seed):
-                        for hinted in (False, True):
+                        for hinted in self._condition_order(env.env_id, p.name, seed, trial):
                             key = episode_key(self.fingerprint, env.env_id, env.source_sha256,
                                               p.name, seed, trial, hinted)
                             tasks.append(EpisodeTask(
@@ -260,31 +311,113 @@ class Tournament:
                                 round=env.round, self_play=self_play))
         return tasks
 
+    def _condition_order(self, env_id: str, solver: str, seed: int,
+                         trial: int) -> tuple[bool, bool]:
+        return condition_order(self.fingerprint, env_id, solver, seed, trial)
+
     async def _play(self, tasks: list[EpisodeTask]) -> None:
         finished = self.store.finished_episode_keys()
         todo = [task for task in tasks if task.key not in finished]
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
-        self.pool.expect(len(todo))   # exactly this batch: no worker started for nothing
+        # this batch and at most one replay per episode: no worker started for nothing
+        self.pool.expect(len(todo) * (2 if self.audit else 1))
         async for _ in self.executor.map(self._episode, todo):
             pass
 
     async def _episode(self, task: EpisodeTask) -> EpisodeResult | None:
+        """Play, record and audit one episode. Raises only `UserError` (the run must stop) and
+        cancellation."""
+        try:
+            result = await self._play_one(task)
+        except UserError:
+            raise   # the player's configuration: the run stops with its one line
+        except Exception as err:  # last resort: the host's fault, retried on resume
+            log.error("episode %s failed unexpectedly: %s", task.key, _exc(err))
+            result = EpisodeResult("error", f"harness error: {_exc(err)}", 0)
+            self._errors += 1
+            try:
+                self._record(task, result)
+            except Exception as store_err:
+                log.error("episode %s not recorded: %s", task.key, _exc(store_err))
+            self.progress.episode_finished(result.outcome)
+            return result
+        if result is not None and self.audit and result.outcome in ("success", "failure"):
+            # the solver and sandbox slots are free again: the replay is off the critical path
+            await self._audit(task.key, task.env, seed=task.seed, hinted=task.hinted,
+                              transcript=result.transcript)
+        return result
+
+    async def _play_one(self, task: EpisodeTask) -> EpisodeResult | None:
         async with self._solver_slots[task.solver], self._env_slots:
             if self.budget_reached():
                 return None
             env = task.env
+            if env.id in self._caught:
+                result = EpisodeResult(
+                    "incomplete", f"{AUDIT_REASON}: the environment is nondeterministic; "
+                    "not played", 0)
+            else:
+                result = await play_episode(task, self.players[task.solver], self._opener(env))
+        self._record(task, result)
+        if result.outcome == "error":
+            self._errors += 1
+        self.progress.episode_finished(result.outcome)
+        return result
 
-            async def open_env() -> Any:
-                return await self.pool.open(env.source, class_name=env.class_name,
-                                            max_turns=env.max_turns)
+    def _opener(self, env: Any) -> Callable[[], Awaitable[Any]]:
+        async def open_env() -> Any:
+            return await self.pool.open(env.source, class_name=env.class_name,
+                                        max_turns=env.max_turns)
+        return open_env
 
-            result = await play_episode(task, self.players[task.solver], open_env)
+    def _record(self, task: EpisodeTask, result: EpisodeResult) -> None:
+        env = task.env
         self.store.put_episode(EpisodeRow(
             episode_key=task.key, env_id=env.id, author=env.author, solver=task.solver,
             round=task.round, domain=env.domain, seed=task.seed, trial=task.trial,
             hinted=task.hinted, outcome=result.outcome, reason=result.reason, turns=result.turns,
             self_play=task.self_play, transcript=result.transcript))
-        if result.outcome == "error":
+
+    async def _audit(self, key: str, env: Any, *, seed: int, hinted: bool,
+                     transcript: list[dict[str, Any]]) -> None:
+        """Replay one played episode and record the verdict; a sandbox that cannot start
+        leaves it unaudited (an error, retried on resume)."""
+        try:
+            async with self._env_slots:
+                verdict = await replay_episode(transcript, seed=seed,
+                                               hint=env.hint if hinted else None,
+                                               open_env=self._opener(env))
+        except ReplayHostError as err:
+            log.error("episode %s not audited: the sandbox could not start (%s)", key, err)
             self._errors += 1
-        self.progress.episode_finished(result.outcome)
-        return result
+            return
+        except Exception as err:  # a value the parent could not take: the environment's
+            verdict = AuditResult(False, f"the replay failed: {_exc(err)}")
+        try:
+            self.store.put_audit(key, env.id, passed=verdict.passed, detail=verdict.detail)
+        except Exception as err:
+            log.error("episode %s: audit not recorded: %s", key, _exc(err))
+            self._errors += 1
+            return
+        if not verdict.passed and env.id not in self._caught:
+            self._caught.add(env.id)
+            log.warning("environment %s is nondeterministic: %s", env.id, verdict.detail)
+
+    async def _audit_unaudited(self) -> None:
+        """Audit what an earlier session played but did not audit (killed in between, or a
+        run database from before audits existed)."""
+        if not self.audit:
+            return
+        pending = self.store.unaudited_episodes()
+        if not pending:
+            return
+        specs = {e.env_id: to_spec(e) for e in self.store.environments()}
+        pending = [ep for ep in pending if ep.env_id in specs]
+        self.pool.expect(len(pending))
+
+        async def one(ep: EpisodeRow) -> None:
+            await self._audit(ep.episode_key, specs[ep.env_id], seed=ep.seed, hinted=ep.hinted,
+                              transcript=ep.transcript)
+
+        async for _ in self.executor.map(one, pending):
+            pass

@@ -10,6 +10,10 @@ environment is the last balanced `\\boxed{...}` of the reply, wrapper included. 
 - `error`: the provider still failed after retries, or the sandbox could not start before any
   environment code ran (`SandboxStartError`: the host's fault); replayed on resume, never a
   failure and never blamed on the author.
+
+Last resort: an unexpected exception while talking to the environment (a value the parent could
+not take) is `incomplete`; one while asking the solver is `error`, except a `UserError` (a
+rejected key, an unknown model, a bad request before any answer), which stops the run.
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ def first_turn(observation: str, *, hint: str | None) -> str:
 def next_turn(observation: str) -> str:
     """A later user turn carrying the environment's next observation."""
     return render("solver_next_turn.j2", observation=observation)
+
+
+def _exc(err: BaseException) -> str:
+    """One line naming an unexpected exception, cut to a readable length."""
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def turn_cap(env_max_turns: int, tournament_max_turns: int) -> int:
@@ -92,6 +102,7 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
     Never raises for environment or provider trouble: that is the outcome. `on_event` sees every
     transcript entry as it is appended (the `play` command prints them).
     """
+    from envduels.errors import UserError
     from envduels.players import ContextOverflow, ProviderError
     from envduels.sandbox import EnvFault, SandboxStartError
 
@@ -116,6 +127,8 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
             return done("error", f"sandbox error: {fault.reason}", 0)
         except EnvFault as fault:
             return done("incomplete", f"environment failed to start: {fault.reason}", 0)
+        except Exception as err:  # last resort: a value the parent could not take
+            return done("incomplete", f"environment failed to start: {_exc(err)}", 0)
         messages = [{"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": first_turn(
                         observation, hint=task.env.hint if task.hinted else None)}]
@@ -129,6 +142,10 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                 return done("failure", f"context overflow: {err}", turns - 1)
             except ProviderError as err:
                 return done("error", f"provider error: {err}", turns - 1)
+            except UserError:
+                raise   # a rejected key, unknown model, bad parameters: the run stops at once
+            except Exception as err:  # last resort: the host's side failed, retried on resume
+                return done("error", f"solver call failed: {_exc(err)}", turns - 1)
             text = reply.text
             messages.append({"role": "assistant", "content": text})
             log({"role": "assistant", "content": text, "turn": turns,
@@ -145,6 +162,9 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
             except EnvFault as fault:
                 log({"role": "env", "action": action, "fault": fault.reason})
                 return done("incomplete", f"environment fault: {fault.reason}", turns)
+            except Exception as err:  # last resort: a value or frame the parent could not take
+                log({"role": "env", "action": action, "fault": _exc(err)})
+                return done("incomplete", f"environment fault: {_exc(err)}", turns)
             log({"role": "env", "action": action, "reward": result.reward,
                  "terminated": result.terminated, "truncated": result.truncated,
                  "content": result.observation})
@@ -159,6 +179,6 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
         return done("failure", f"turn cap {task.max_turns} reached", task.max_turns)
     finally:
         if env is not None:
-            with contextlib.suppress(EnvFault):
+            with contextlib.suppress(Exception):
                 # killed now, collected in the background: the episode's slot is free at once
                 await env.close(wait=False)

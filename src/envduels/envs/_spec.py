@@ -60,16 +60,27 @@ class Verdict:
     oracle: OracleStatus
     class_name: str | None
     seeds: list[int]
+    warnings: list[str] = field(default_factory=list)
+    """Findings that do not make the environment invalid (one line each)."""
+    flags: list[str] = field(default_factory=list)
+    """Short names of those findings, e.g. `seed_ignored` (a fixed-pool environment that ignores
+    its seed)."""
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict with exactly the fields above."""
-        return {
+        """A JSON-ready dict with exactly the fields above; `warnings` and `flags` only when
+        there are any."""
+        out: dict[str, Any] = {
             "valid": self.valid,
             "reasons": list(self.reasons),
             "oracle": self.oracle,
             "class_name": self.class_name,
             "seeds": list(self.seeds),
         }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        if self.flags:
+            out["flags"] = list(self.flags)
+        return out
 
 
 def benchmark_seeds(run_seed: int, env_id: str, n: int) -> list[int]:

@@ -2,14 +2,23 @@
 
 Checks, in order, each failure one actionable line:
 1. static (no code runs): the source parses; one environment class (or `class_name`); hint rules;
-2. in the sandbox, per benchmark seed: the contract (a probe episode of fixed actions up to the
-   turn cap; the sandbox enforces types and deadlines, and any `EnvFault` becomes the reason),
-   determinism (a second fresh instance, same seed and actions, must give identical
-   observations, rewards and flags), the oracle (play `oracle_action()` every turn; it must end
-   `terminated` with reward > 0 within the cap) and its replay (the recorded actions in a fresh
-   instance that never had `oracle_action` called must give the identical trajectory);
+2. in the sandbox, per benchmark seed: the contract (a probe episode up to the turn cap; the
+   sandbox enforces types and deadlines, and any `EnvFault` becomes the reason), determinism (a
+   second fresh instance, same seed and actions, must give identical observations, rewards and
+   flags), the oracle (play `oracle_action()` every turn; it must end `terminated` with reward
+   > 0 within the cap), its replay (the recorded actions in a fresh instance that never had
+   `oracle_action` called must give the identical trajectory) and a perturbed oracle (the
+   oracle's actions, each slightly changed, played twice: identical trajectories);
 3. across seeds: an environment whose every seed gives the same initial observation, the same
-   probe trajectory and the same oracle play (actions included) ignores its seed.
+   probe trajectory and the same oracle play (actions included) ignores its seed. That makes an
+   authored environment invalid; a fixed-pool one (library, export: the reference format lets
+   an instance ignore its seed) stays valid with a warning and the flag `seed_ignored`.
+
+The probe actions are not all public: besides `PROBE_ACTIONS`, each seed's probe draws
+`DRAWN_PROBES` actions of plausible shapes (numbers, words, letters, coordinates, lists) from
+an RNG seeded by `probe_seed`, the source's hash and the seed, and shuffles them in, a drawn one
+first. The same inputs give the same probes (a verdict is reproducible), but an environment
+cannot know them from this file.
 
 The first failing sandbox check ends the sandbox checks (later ones would only repeat it); the
 static reasons are always all reported.
@@ -17,6 +26,9 @@ static reasons are always all reported.
 
 from __future__ import annotations
 
+import contextlib
+import random
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -37,6 +49,15 @@ PROBE_ACTIONS = (
 """Actions of the probe episode: arbitrary, sometimes malformed, as a solver's would be. An
 environment must answer each with an observation, never by raising."""
 
+DRAWN_PROBES = 8
+"""Probe actions drawn per seed on top of `PROBE_ACTIONS` (see `probe_actions`)."""
+
+SEED_IGNORED = "seed_ignored"
+"""The verdict flag of a fixed-pool environment that ignores its seed (valid, with a warning)."""
+
+_WORDS = ("left", "right", "down", "north", "east", "take", "move", "swap", "fill", "pour", "no",
+          "guess", "red", "blue", "open", "flip", "push", "pass", "stop", "cat", "apple", "stone")
+
 VALIDATION_MAX_TURNS = 1000
 """Turn cap of validation when the caller gives none (`envduels validate`): an environment may
 declare `max_turns=10**9`, and no solver is ever given more turns than the tournament's cap."""
@@ -45,6 +66,66 @@ VALIDATION_BUDGET_S = 120.0
 """Default wall-clock budget of one `validate_env` call, all seeds and episodes together."""
 
 Step = tuple[str, float, bool, bool]
+
+
+def _drawn_action(rng: random.Random) -> str:
+    """One action of a shape a solver might send: a number, a word, a letter, coordinates, a
+    list, a move."""
+    shape = rng.randrange(8)
+    if shape == 0:
+        inner = str(rng.randint(-20, 10**rng.randint(1, 6)))
+    elif shape == 1:
+        inner = rng.choice(_WORDS)
+    elif shape == 2:
+        inner = rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    elif shape == 3:
+        inner = f"{rng.randint(0, 9)},{rng.randint(0, 9)}"
+    elif shape == 4:
+        inner = " ".join(str(rng.randint(0, 20)) for _ in range(rng.randint(2, 5)))
+    elif shape == 5:
+        inner = f"{rng.choice(_WORDS)} {rng.randint(1, 9)}"
+    elif shape == 6:
+        inner = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8)))
+    else:
+        inner = f"{rng.randint(1, 9)} {rng.choice('+-*/')} {rng.randint(1, 9)}"
+    return f"\\boxed{{{inner}}}"
+
+
+def probe_actions(probe_seed: str, source_sha256: str, seed: int) -> list[str]:
+    """The probe episode's actions for one benchmark seed: `PROBE_ACTIONS` and `DRAWN_PROBES`
+    drawn ones, shuffled with a drawn one first. Deterministic in its arguments."""
+    rng = random.Random(f"envduels-probe/v1|{probe_seed}|{source_sha256}|{seed}")
+    drawn = [_drawn_action(rng) for _ in range(DRAWN_PROBES)]
+    rest = drawn[1:] + list(PROBE_ACTIONS)
+    rng.shuffle(rest)
+    return [drawn[0], *rest]
+
+
+_NUMBER = re.compile(r"-?\d+")
+
+
+def perturbed(action: str, rng: random.Random) -> str:
+    """`action` slightly changed, as a solver's near miss: a number moved by one, else the
+    boxed text with one character changed, doubled or dropped, or its case swapped."""
+    inner = action[len("\\boxed{"):-1] if action.startswith("\\boxed{") and action.endswith("}") else action
+    numbers = list(_NUMBER.finditer(inner))
+    if numbers and rng.random() < 0.6:
+        m = rng.choice(numbers)
+        inner = f"{inner[:m.start()]}{int(m.group()) + rng.choice((-1, 1))}{inner[m.end():]}"
+    elif inner:
+        i = rng.randrange(len(inner))
+        how = rng.randrange(4)
+        if how == 0:
+            inner = inner[:i] + rng.choice("abcxyz019 ") + inner[i + 1:]
+        elif how == 1:
+            inner = inner[:i] + inner[i] + inner[i:]
+        elif how == 2:
+            inner = inner[:i] + inner[i + 1:]
+        else:
+            inner = inner.swapcase() if inner.swapcase() != inner else inner + "x"
+    else:
+        inner = "0"
+    return f"\\boxed{{{inner}}}"
 
 
 @dataclass
@@ -143,23 +224,30 @@ async def _run_episode(
         return episode
     except SandboxStartError:
         raise  # the host's failure, not the environment's: never a reason against it
-    except EnvFault as fault:
+    except _Failed:
+        raise
+    except Exception as fault:
+        # last resort for anything else: a value the parent could not take is the
+        # environment's doing, and must be a reason, never an exception out of validation
+        reason = fault.reason if isinstance(fault, EnvFault) else " ".join(
+            f"its answer could not be read ({type(fault).__name__}: {fault})".split())[:200]
         where = "while loading" if call == "loading" else f"in {call}" + (f" (turn {turn})" if turn else "")
-        raise _Failed(f"seed {seed}, {what}: {where}: {fault.reason}",
+        raise _Failed(f"seed {seed}, {what}: {where}: {reason}",
                       "failed" if what.startswith("oracle") else "skipped") from None
     finally:
         if instance is not None:
-            await instance.close()
+            with contextlib.suppress(Exception):
+                await instance.close()
 
 
 async def _check_seed(
     pool: EnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
-    budget: _Budget,
+    budget: _Budget, probe_seed: str,
 ) -> tuple[_Episode, _Episode | None]:
-    probe_actions = list(PROBE_ACTIONS)
-    probe = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions,
+    probes = probe_actions(probe_seed, spec.source_sha256, seed)
+    probe = await _run_episode(pool, spec, class_name, seed, cap, actions=probes,
                                what="probe episode", budget=budget)
-    again = await _run_episode(pool, spec, class_name, seed, cap, actions=probe_actions,
+    again = await _run_episode(pool, spec, class_name, seed, cap, actions=probes,
                                what="determinism check", budget=budget)
     if probe.trajectory() != again.trajectory():
         raise _Failed(
@@ -192,6 +280,20 @@ async def _check_seed(
             "must only read the state, never change it",
             "failed",
         )
+    rng = random.Random(f"envduels-perturb/v1|{probe_seed}|{spec.source_sha256}|{seed}")
+    near = [perturbed(a, rng) for a in oracle.actions]
+    first = await _run_episode(pool, spec, class_name, seed, cap, actions=near,
+                               what="perturbed oracle", budget=budget)
+    second = await _run_episode(pool, spec, class_name, seed, cap, actions=near,
+                                what="perturbed oracle", budget=budget)
+    if first.trajectory() != second.trajectory():
+        raise _Failed(
+            f"seed {seed}: not deterministic: two fresh instances given the same seed and the "
+            f"oracle's actions slightly changed diverge: {_first_difference(first, second)}; "
+            "draw all randomness from random.Random(seed) in reset, never the global random "
+            "module or the clock",
+            "passed",
+        )
     return probe, oracle
 
 
@@ -212,6 +314,8 @@ async def validate_env(
     hint_max_chars: int = 600,
     max_turns: int | None = None,
     budget_s: float = VALIDATION_BUDGET_S,
+    fixed_pool: bool = False,
+    probe_seed: str = "",
 ) -> Verdict:
     """Validate `spec` on `seeds` using sandboxed instances from `pool` (never in-process).
 
@@ -221,6 +325,9 @@ async def validate_env(
     past it, the verdict is invalid with a reason naming the seed, check and turn (checked
     before every sandbox call, so the overshoot is at most one call's own sandbox deadline). An
     environment without `oracle_action` is valid with `oracle="absent"` unless `require_oracle`.
+    `probe_seed` salts the drawn probe actions (a run passes its fingerprint, so an author
+    cannot know them). With `fixed_pool` (a library or export environment), ignoring the seed
+    is a warning and the flag `seed_ignored`, not a reason.
     Never raises for anything the environment does; `SandboxUnavailable` comes from the pool,
     and `SandboxStartError` (a sandbox that could not start: the host's failure, never held
     against the environment) propagates.
@@ -242,6 +349,8 @@ async def validate_env(
     cap = min(spec.max_turns, VALIDATION_MAX_TURNS if max_turns is None else max_turns)
     budget = _Budget(budget_s)
     oracle_status: OracleStatus = "skipped"
+    warnings: list[str] = []
+    flags: list[str] = []
     try:
         try:
             has_oracle = await _has_oracle(pool, spec, class_name)
@@ -257,11 +366,18 @@ async def validate_env(
             )
         probes, oracles = [], []
         for seed in seeds:
-            probe, oracle = await _check_seed(pool, spec, class_name, seed, cap, has_oracle, budget)
+            probe, oracle = await _check_seed(pool, spec, class_name, seed, cap, has_oracle, budget,
+                                              probe_seed)
             probes.append(probe)
             oracles.append(oracle)
         oracle_status = "passed" if has_oracle else "absent"
-        if len(seeds) > 1 and _ignores_seed(probes, oracles):
+        if len(seeds) > 1 and _ignores_seed(probes, oracles) and fixed_pool:
+            warnings.append(
+                f"every one of the {len(seeds)} benchmark seeds gives the same instance: the "
+                "environment ignores its seed, so its seeds are repeats of one fixed instance "
+                "(allowed for a fixed pool)")
+            flags.append(SEED_IGNORED)
+        elif len(seeds) > 1 and _ignores_seed(probes, oracles):
             raise _Failed(
                 f"every one of the {len(seeds)} benchmark seeds gives the same initial observation "
                 "and the same trajectories: the environment ignores its seed; build each "
@@ -271,7 +387,8 @@ async def validate_env(
     except _Failed as failure:
         reasons.append(failure.reason)
         oracle_status = failure.oracle
-    return Verdict(not reasons, reasons, oracle_status, class_name, list(seeds))
+    return Verdict(not reasons, reasons, oracle_status, class_name, list(seeds),
+                   warnings=warnings if not reasons else [], flags=flags if not reasons else [])
 
 
 def _ignores_seed(probes: list[_Episode], oracles: list[_Episode | None]) -> bool:

@@ -55,14 +55,16 @@ def seeds_for(spec: EnvSpec, n: int) -> list[int]:
 
 
 async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: bool,
-                        hint_max_chars: int, unsafe_no_sandbox: bool) -> list[Verdict]:
+                        hint_max_chars: int, unsafe_no_sandbox: bool,
+                        fixed_pool: bool = False) -> list[Verdict]:
     from envduels.sandbox import EnvPool, SandboxStartError
 
     try:
         async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
             return [
                 await validate_env(spec, pool, seeds=seeds_for(spec, seeds),
-                                   require_oracle=require_oracle, hint_max_chars=hint_max_chars)
+                                   require_oracle=require_oracle, hint_max_chars=hint_max_chars,
+                                   fixed_pool=fixed_pool)
                 for spec in specs
             ]
     except SandboxStartError as err:
@@ -119,7 +121,8 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
         )
     verdicts = asyncio.run(_validate_all(specs, seeds=seeds, require_oracle=require_oracle,
                                          hint_max_chars=hint_max_chars,
-                                         unsafe_no_sandbox=unsafe_no_sandbox))
+                                         unsafe_no_sandbox=unsafe_no_sandbox,
+                                         fixed_pool=kind != "file"))  # exports, the library
     valid = all(v.valid for v in verdicts)
     if as_json:
         sys.stdout.write(json.dumps(verdict_json(kind, path, specs, verdicts)) + "\n")
@@ -134,6 +137,8 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
                       f"oracle {verdict.oracle}, {plural(len(verdict.seeds), 'seed')}, {hint})[/]")
         for reason in verdict.reasons:
             console.print(f"  [red]-[/] {_shown(reason)}")
+        for warning, flag in zip(verdict.warnings, verdict.flags, strict=False):
+            console.print(f"  [yellow]warning[/] ({_shown(flag)}): {_shown(warning)}")
     if kind == "folder":
         ok = sum(v.valid for v in verdicts)
         console.print(f"{ok} of {plural(len(verdicts), 'environment')} valid")

@@ -1,9 +1,15 @@
-"""Per-sandbox cgroups (v1 memory + pids): the total memory and process count of one sandbox.
+"""Per-sandbox cgroups (v1): the total memory and process count of one sandbox, its CPU quota,
+and the freezer that stops it between calls.
 
 rlimits are per process, so four children each under RLIMIT_AS, or a fork bomb spread over
 several uids, escape them; a cgroup caps the sandbox as a whole. The v1 `memory` and `pids`
 hierarchies are used when this process may create child groups in them (root on most hosts);
-otherwise `CgroupRoot.probe()` returns None and the caller logs the missing layer once.
+otherwise `CgroupRoot.probe()` returns None and the caller logs the missing layer once. The
+v1 `cpu` hierarchy (quota) and the cgroup v2 freezer (`cgroup.freeze`, no controller needed)
+are used when writable too; each one missing is reported (`CgroupRoot.missing`) and the other
+limits stay. The v1 `freezer` controller is deliberately not used: a task frozen there ignores
+SIGKILL until it is thawed, so a sandbox frozen when its harness is killed (bwrap's
+--die-with-parent sends SIGKILL) would stay behind forever; a v2-frozen task dies at once.
 Each harness process owns `envduels-<pid>` directories under its own cgroup and removes them
 (and those of dead harnesses) when it can.
 """
@@ -38,21 +44,79 @@ def _write(path: Path, value: str) -> None:
 
 
 class SandboxCgroup:
-    """The memory and pids groups of one sandbox."""
+    """The memory and pids groups of one sandbox, and its freezer and cpu groups if any."""
 
-    def __init__(self, memory: Path, pids: Path, memory_mb: int, max_procs: int) -> None:
+    def __init__(self, memory: Path, pids: Path, memory_mb: int, max_procs: int,
+                 freezer: Path | None = None, cpu: Path | None = None) -> None:
         self.memory = memory
         self.pids = pids
         self.memory_mb = memory_mb
         self.max_procs = max_procs
+        self.freezer = freezer   # a cgroup v2 folder: processes are moved in by `adopt`
+        self.cpu = cpu
+        self._freeze_fd: int | None = None
+        self.frozen = False
+        self.freezable = False   # set by `adopt`
+
+    def adopt(self, pids: list[int]) -> bool:
+        """Move `pids` (the sandbox's processes before any environment code ran) into its
+        freezer group; what they fork later starts there. v2 groups hold whole processes, so
+        the launching thread cannot enter it the way it enters the v1 groups. False (and no
+        freezing for this sandbox) if it cannot."""
+        if self.freezer is None:
+            return False
+        try:
+            for pid in pids:
+                _write(self.freezer / "cgroup.procs", str(pid))
+        except OSError:
+            return False
+        self.freezable = True
+        return True
+
+    @property
+    def groups(self) -> list[Path]:
+        return [g for g in (self.memory, self.pids, self.freezer, self.cpu) if g is not None]
+
+    def _state_fd(self) -> int | None:
+        if self._freeze_fd is None and self.freezer is not None and self.freezable:
+            # kept open: one write per freeze or thaw, no open/close on the call path
+            with contextlib.suppress(OSError):
+                self._freeze_fd = os.open(self.freezer / "cgroup.freeze",
+                                          os.O_WRONLY | os.O_CLOEXEC)
+        return self._freeze_fd
+
+    def freeze(self) -> bool:
+        """Stop every process of the sandbox (they keep their state and resume on `thaw`).
+        The kernel completes the freeze asynchronously, within microseconds; False if the
+        sandbox has no freezer."""
+        fd = self._state_fd()
+        if fd is None:
+            return False
+        try:
+            os.write(fd, b"1")
+        except OSError:
+            return False
+        self.frozen = True
+        return True
+
+    def thaw(self) -> None:
+        """Let the sandbox run again."""
+        if not self.frozen:
+            return
+        fd = self._state_fd()
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(fd, b"0")
+        self.frozen = False
 
     def enter_thread(self) -> None:
         """Move the calling thread (only it: v1 groups hold threads) into this sandbox's
         groups, so that a process it forks starts inside them. This replaces a preexec_fn,
         which costs a Python-level fork of the whole harness per start."""
         tid = str(threading.get_native_id())
-        for group in (self.memory, self.pids):
-            _write(group / "tasks", tid)
+        for group in (self.memory, self.pids, self.cpu):
+            if group is not None:
+                _write(group / "tasks", tid)
 
     def oom_eventfd(self) -> int | None:
         """An eventfd that becomes readable when the memory group runs out of memory."""
@@ -73,7 +137,7 @@ class SandboxCgroup:
 
     def pids_inside(self) -> list[int]:
         pids: set[int] = set()
-        for group in (self.pids, self.memory):
+        for group in self.groups:
             with contextlib.suppress(OSError):
                 pids.update(int(p) for p in (group / "cgroup.procs").read_text().split())
         return sorted(pids)
@@ -86,6 +150,7 @@ class SandboxCgroup:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+            self.thaw()   # not needed for v2 (a frozen task dies of SIGKILL), but tidy
 
     def oom_kills(self) -> int:
         with contextlib.suppress(OSError, ValueError):
@@ -97,7 +162,11 @@ class SandboxCgroup:
     def remove(self) -> bool:
         """Delete both groups; False while a process (or an unreaped zombie) is still inside."""
         done = True
-        for group in (self.memory, self.pids):
+        if self._freeze_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._freeze_fd)
+            self._freeze_fd = None
+        for group in self.groups:
             try:
                 group.rmdir()
             except FileNotFoundError:
@@ -107,13 +176,68 @@ class SandboxCgroup:
         return done
 
 
+def _v2_freezer(tag: str) -> tuple[Path | None, str]:
+    """This harness's `tag` folder in the cgroup v2 hierarchy, if it has `cgroup.freeze`."""
+    mount = None
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            if right.split()[:1] == ["cgroup2"]:
+                mount = Path(left.split()[4])
+                break
+    own = _own_v2_path()
+    if mount is None or own is None:
+        return None, "no cgroup v2 hierarchy"
+    folder = mount / own.lstrip("/") / tag
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        return None, f"cgroup v2 not writable ({exc.strerror})"
+    if not (folder / "cgroup.freeze").exists():
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        return None, "no cgroup.freeze (kernel older than 5.2)"
+    return folder, ""
+
+
+def _own_v2_path() -> str | None:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                return line[3:]
+    return None
+
+
+def _optional(controller: str, probe_file: str, tag: str) -> tuple[Path | None, str]:
+    """This harness's `tag` folder in the v1 `controller` hierarchy, or None and why not."""
+    own, mount = _own_path(controller), _V1 / controller
+    if own is None or not (mount / "cgroup.procs").exists():
+        return None, f"no cgroup v1 {controller} hierarchy"
+    folder = mount / own.lstrip("/") / tag
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        return None, f"cgroup {controller} not writable ({exc.strerror})"
+    if not (folder / probe_file).exists():
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        return None, f"no {probe_file} in the {controller} hierarchy"
+    return folder, ""
+
+
 class CgroupRoot:
     """The directories under which this harness creates one group per sandbox."""
 
-    def __init__(self, memory: Path, pids: Path) -> None:
+    def __init__(self, memory: Path, pids: Path, freezer: Path | None = None,
+                 cpu: Path | None = None) -> None:
         self.memory = memory
         self.pids = pids
-        self._home = (memory.parent, pids.parent)   # this harness's own groups
+        self.freezer = freezer
+        self.cpu = cpu
+        self.missing: list[str] = []   # optional layers this host lacks, in a few words each
+        # this harness's own groups
+        self._home = tuple(g.parent for g in (memory, pids, cpu) if g is not None)
+        self._stale_parents = self._home
         self._names = itertools.count()
         self._leftovers: list[SandboxCgroup] = []
 
@@ -134,16 +258,24 @@ class CgroupRoot:
         except OSError as exc:
             return None, f"cgroups not writable ({exc.strerror})"
         root = cls(memory, pids)
+        root.freezer, why = _v2_freezer(tag)
+        if why:
+            root.missing.append(f"no freezer between calls ({why})")
+        root.cpu, why = _optional("cpu", "cpu.cfs_quota_us", tag)
+        if why:
+            root.missing.append(f"no CPU quota ({why})")
+        root._home = tuple(g.parent for g in (root.memory, root.pids, root.cpu)
+                           if g is not None)
+        root._stale_parents = (*root._home, *([root.freezer.parent] if root.freezer else []))
         root._remove_stale()
         return root, ""
 
     def _remove_stale(self) -> None:
         """Empty directories left by harness processes that were killed."""
-        for parent in (self.memory.parent, self.pids.parent):
+        for parent in self._stale_parents:
             with contextlib.suppress(OSError):
                 for entry in parent.iterdir():
-                    if not entry.name.startswith("envduels-") or entry == self.memory \
-                            or entry == self.pids:
+                    if not entry.name.startswith("envduels-") or entry.name == self.memory.name:
                         continue
                     pid = entry.name.removeprefix("envduels-")
                     if pid.isdigit() and not Path(f"/proc/{pid}").exists():
@@ -154,11 +286,25 @@ class CgroupRoot:
                         with contextlib.suppress(OSError):
                             entry.rmdir()
 
-    def create(self, memory_mb: int, max_procs: int) -> SandboxCgroup:
+    def create(self, memory_mb: int, max_procs: int, cpu_cores: float = 1.0) -> SandboxCgroup:
         name = f"s{next(self._names)}"
-        group = SandboxCgroup(self.memory / name, self.pids / name, memory_mb, max_procs)
-        group.memory.mkdir()
-        group.pids.mkdir()
+        group = SandboxCgroup(self.memory / name, self.pids / name, memory_mb, max_procs,
+                              self.freezer / name if self.freezer else None,
+                              self.cpu / name if self.cpu else None)
+        made = []
+        try:
+            for folder in group.groups:
+                folder.mkdir()
+                made.append(folder)
+        except OSError:
+            for folder in made:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
+        if group.cpu is not None:
+            period = 100_000   # µs; the quota is `cpu_cores` of it, over all the sandbox's tasks
+            _write(group.cpu / "cpu.cfs_period_us", str(period))
+            _write(group.cpu / "cpu.cfs_quota_us", str(max(1000, int(cpu_cores * period))))
         limit = str(memory_mb << 20)
         _write(group.memory / "memory.limit_in_bytes", limit)
         with contextlib.suppress(OSError):  # absent without swap accounting
@@ -180,6 +326,8 @@ class CgroupRoot:
 
     def close(self) -> None:
         self._leftovers = [g for g in self._leftovers if not g.remove()]
-        for top in (self.memory, self.pids):
+        for top in (self.memory, self.pids, self.freezer, self.cpu):
+            if top is None:
+                continue
             with contextlib.suppress(OSError):
                 top.rmdir()

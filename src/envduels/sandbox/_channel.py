@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import logging
+import math
 import os
+import re
 import select
 import shutil
 import signal
+import threading
 import time
+from array import array
 from collections import deque
 from typing import Any
 
@@ -26,6 +32,38 @@ from ._limits import EnvFault, SandboxLimits
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; `1e400` would otherwise become inf (in an
+    info dict, say), which strict JSON readers of the store and the reports refuse."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite number {text[:20]}")
+    return value
+
+
+# Frames are parsed only after their nesting is known to be shallow: `json.loads` and `_valid`
+# recurse once per level, so 200 KB of `[[[...` would otherwise raise RecursionError (or worse)
+# in the parent. An honest worker nests at most a few levels beyond `_plain`'s cap of 20.
+MAX_DEPTH = 64
+FREEZE_GRACE_S = 0.002
+# Linear time, also on hostile input: escapes go first, so that a string is a plain "[^"]*"
+# (a pattern with escapes inside backtracks quadratically on `["\"\"\"...` with no end).
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_STRING = re.compile(rb'"[^"]*"')
+_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")   # signed: +1, +1, -1, -1
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[{]}")
+
+
+def _too_deep(frame: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON text `frame` opens more than `limit` nested brackets, found without
+    recursion: strings are blanked, brackets become +1/-1 and the running sum is bounded."""
+    if frame.count(b"[") + frame.count(b"{") <= limit:
+        return False   # the usual frame: too few brackets to nest deeper
+    text = _STRING.sub(b"", _ESCAPE.sub(b"_", frame))
+    steps = array("b", text.translate(_BRACKETS, _NOT_BRACKETS))
+    return max(itertools.accumulate(steps), default=0) > limit
 
 
 def _valid(value: Any) -> Any:
@@ -42,6 +80,22 @@ def _valid(value: Any) -> Any:
     if isinstance(value, list):
         return [_valid(v) for v in value]
     return value
+
+
+log = logging.getLogger("envduels.sandbox")
+_ADOPT_WARNED = threading.Event()
+
+
+def _one_line(reason: str, limit: int = 500) -> str:
+    """`reason` as one bounded line: the environment controls parts of it (its error text,
+    its type names), and a reason is printed and stored as one line."""
+    flat = _CONTROL.sub(" ", reason).strip(" ")
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+# What str.splitlines() breaks on. Other control characters are kept (the JSON verdict keeps
+# them exactly); the terminal layer makes them printable.
+_CONTROL = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
 
 
 def _signal_name(number: int) -> str:
@@ -65,7 +119,10 @@ class WorkerChannel:
         self.dead: str | None = None          # the reason, once the worker is gone
         self._output_total = 0
         self._buf = bytearray()
-        self._frames: deque[bytes] = deque()
+        self._frames: deque[bytes] = deque()  # at most one: the reply to the call in flight
+        self._in_flight = True                # a reply is expected (first: the greeting)
+        self._freezing: asyncio.TimerHandle | None = None
+        self._adopting: asyncio.Future[bool] | None = None
         self._problem: str | None = None      # a violation seen by a reader callback
         self._eof = False
         self._exited = False
@@ -111,6 +168,16 @@ class WorkerChannel:
             self.loop.remove_reader(self.launched.response_r)
             self._wake()
             return
+        if self._problem is not None:
+            return   # already condemned: drop, never buffer
+        if not self._in_flight or self._frames:
+            # Nothing may speak between calls (a thread or child flooding frames while the
+            # solver thinks grew this buffer without bound), nor after the one reply.
+            self._problem = ("protocol violation: unsolicited data from the environment "
+                             + ("between calls" if not self._in_flight else "after its reply"))
+            self.kill()
+            self._wake()
+            return
         self._buf += data
         while len(self._buf) >= 4 and self._problem is None:
             size = int.from_bytes(self._buf[:4], "big")
@@ -123,6 +190,10 @@ class WorkerChannel:
                 break
             self._frames.append(bytes(self._buf[4:4 + size]))
             del self._buf[:4 + size]
+            if self._buf:
+                self._problem = ("protocol violation: unsolicited data from the environment "
+                                 "after its reply")
+                self.kill()
         self._wake()
 
     def _on_output(self) -> None:
@@ -176,6 +247,13 @@ class WorkerChannel:
         """Wait for the worker's greeting (id 0)."""
         await self._receive(0, "start-up", time.monotonic() + timeout, timeout)
         self.init_pid = self._find_init()
+        group = self.launched.cgroup
+        if group is not None and self.limits.freeze_idle and group.freezer is not None:
+            # Every process of the sandbox exists now and no environment code has run yet.
+            # Moving a process between v2 groups waits for an RCU grace period (~4 ms each,
+            # measured), so it runs in a thread while the worker waits in the pool; the first
+            # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
+            self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
 
     async def call(self, msg: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
         """Send `msg` and return the worker's reply dict; EnvFault (and a dead worker) on any
@@ -199,9 +277,19 @@ class WorkerChannel:
             raise await self.fail(f"{what} request of {len(data)} bytes exceeds the "
                                   f"{self.limits.frame_max_bytes} byte frame cap")
         deadline = time.monotonic() + timeout
+        self._in_flight = True
+        self._thaw()
         try:
+            if self._adopting is not None:   # before any environment code runs or forks
+                if not await asyncio.shield(self._adopting) and not _ADOPT_WARNED.is_set():
+                    _ADOPT_WARNED.set()
+                    log.warning("sandbox running with reduced protection: a sandbox could not "
+                                "join its freezer group and is not frozen between calls")
+                self._adopting = None
             await self._send(len(data).to_bytes(4, "big") + data, deadline, what, timeout)
-            return await self._receive(rid, what, deadline, timeout)
+            reply = await self._receive(rid, what, deadline, timeout)
+            self._freeze()
+            return reply
         except asyncio.CancelledError:
             # The worker is somewhere inside the call: nothing it says later can be trusted.
             if self.dead is None:
@@ -243,9 +331,13 @@ class WorkerChannel:
                 raise await self.fail(self._problem)
             if self._frames:
                 frame = self._frames.popleft()
+                if _too_deep(frame):
+                    raise await self.fail("protocol violation: a frame nested deeper than "
+                                          f"{MAX_DEPTH} levels")
                 try:
-                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant)
-                except (UnicodeDecodeError, ValueError) as exc:
+                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant,
+                                       parse_float=_finite_float)
+                except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                     raise await self.fail(f"protocol violation: unreadable frame ({exc})") from None
                 if not isinstance(reply, dict) or reply.get("id") != rid \
                         or type(reply.get("id")) is not int:
@@ -254,6 +346,7 @@ class WorkerChannel:
                                           f"request {rid} ({what})")
                 if self._frames or self._buf:
                     raise await self.fail(f"protocol violation: extra data after the {what} reply")
+                self._in_flight = False
                 return _valid(reply)
             if self._eof or self._exited:
                 raise await self._died(what)
@@ -297,6 +390,7 @@ class WorkerChannel:
 
     async def fail(self, reason: str) -> EnvFault:
         """Kill the worker, remember `reason`, and return the EnvFault to raise."""
+        reason = _one_line(reason)
         if self.dead is None:
             self.dead = reason
         self.drain_output()
@@ -320,6 +414,8 @@ class WorkerChannel:
         if self._killed_by_us:
             return
         self._killed_by_us = True
+        if self._freezing is not None:
+            self._freezing.cancel()
         if self.init_pid is not None and self.launched.sandboxed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.init_pid, signal.SIGKILL)   # ends the whole pid namespace
@@ -327,6 +423,26 @@ class WorkerChannel:
             os.killpg(self.pid, signal.SIGKILL)
         if self.launched.cgroup is not None:
             self.launched.cgroup.kill_all()
+
+    # ----- freezing between calls ---------------------------------------------------------------
+    def _freeze(self) -> None:
+        """Stop every process of the sandbox until the next call: between calls an environment
+        may neither compute (burn the CPUs while the solver thinks) nor speak. Done after
+        FREEZE_GRACE_S without a next call, so that back-to-back calls (validation, replay)
+        pay no freeze and thaw; a sandbox runs at most FREEZE_GRACE_S (plus the event loop's
+        delay) after each call."""
+        group = self.launched.cgroup
+        if group is not None and self.limits.freeze_idle and self.dead is None \
+                and group.freezable:
+            self._freezing = self.loop.call_later(FREEZE_GRACE_S, group.freeze)
+
+    def _thaw(self) -> None:
+        if self._freezing is not None:
+            self._freezing.cancel()
+            self._freezing = None
+        group = self.launched.cgroup
+        if group is not None:
+            group.thaw()
 
     async def reap(self) -> None:
         """Collect the exit status of everything we started and release fds, cgroup, slot."""

@@ -109,7 +109,12 @@ class EnvInstance:
         if isinstance(reward, bool) or not isinstance(reward, (int, float)):
             raise await self._fault(f"step returned reward of type {_type_name(reward)}; "
                                     "expected a finite int or float")
-        reward = float(reward)
+        try:   # an int of 400 digits is valid JSON, and float() of it raises OverflowError
+            reward = float(reward)
+        except OverflowError:
+            raise await self._fault("step returned a reward out of range (an int of "
+                                    f"{reward.bit_length()} bits; a float holds at most 1024)"
+                                    ) from None
         if not math.isfinite(reward):
             raise await self._fault(f"step returned a non-finite reward ({reward})")
         flags = []

@@ -69,6 +69,7 @@ class Host:
     _claimed: dict[int, int] = field(default_factory=dict)  # slot -> fd holding its lock
     _lock: threading.Lock = field(default_factory=threading.Lock)
     setpriv: str | None = None        # switches uid in an exec, so Popen may use vfork
+    usr_view: list[str] | None = None  # the parts of /usr the interpreter needs (None: all)
     worker_code: bytes | None = None  # the worker compiled once by the sandbox interpreter
 
     def take_slot(self) -> int:
@@ -176,6 +177,7 @@ def _probe() -> Host:
         missing.append(f"no per-sandbox memory/process cgroup ({why}; rlimits only)")
     else:
         atexit.register(cgroups.close)
+        missing.extend(cgroups.missing)
     _raise_open_file_limit()
     seccomp = build_filter()
     if seccomp is None:
@@ -193,7 +195,7 @@ def _probe() -> Host:
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
                 cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing,
                 setpriv=shutil.which("setpriv") if root else None,
-                worker_code=_compile_worker(python))
+                worker_code=_compile_worker(python), usr_view=_usr_view(python))
 
 
 def _compile_worker(python: str) -> bytes | None:
@@ -209,6 +211,33 @@ def _compile_worker(python: str) -> bytes | None:
         return None
     ok = done.returncode == 0 and 0 < len(done.stdout) < 60_000   # fits a pipe's buffer
     return done.stdout if ok else None
+
+
+def _usr_view(python: str) -> list[str] | None:
+    """The host paths under /usr that `python` needs, each bound read-only on its own: the
+    binary, its stdlib (with lib-dynload), the shared libraries and the loader, the C.UTF-8
+    locale. Not /usr/share (timezones, dictionaries, docs: host facts and state) nor
+    /usr/local (whatever the admin installed). None (bind all of /usr) when the interpreter
+    does not live in /usr or cannot say where its stdlib is."""
+    if not python.startswith("/usr/"):
+        return None
+    try:
+        done = subprocess.run(
+            [python, "-s", "-S", "-c", "import os, sys; print(os.path.dirname(os.__file__)); "
+             "print(getattr(sys.implementation, '_multiarch', ''))"],
+            capture_output=True, text=True, timeout=60, env={})
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) != 2 or not lines[0].startswith("/usr/lib/"):
+        return None
+    stdlib, multiarch = lines
+    view = [python, stdlib, "/usr/lib64", "/usr/lib32", "/usr/libx32", "/usr/lib/locale/C.utf8"]
+    if multiarch:
+        view.append(f"/usr/lib/{multiarch}")
+    else:   # no multiarch layout: the libraries sit in /usr/lib itself
+        view.append("/usr/lib")
+    return [path for path in view if os.path.exists(path)]
 
 
 # Reads the marshalled worker from a pipe (written before the fork, closed by us) and runs it.
@@ -239,13 +268,17 @@ def require_bwrap() -> None:
         raise SandboxUnavailable()
 
 
+SANDBOX_HOSTNAME = "envduels-sandbox"   # its own UTS name: the host's says where it runs
+
+
 def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) -> list[str]:
     argv = [
         h.bwrap or "bwrap",
         "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-        "--new-session", "--cap-drop", "ALL", "--clearenv",
-        "--ro-bind", "/usr", "/usr",
+        "--new-session", "--cap-drop", "ALL", "--clearenv", "--hostname", SANDBOX_HOSTNAME,
     ]
+    for path in h.usr_view if h.usr_view is not None else ["/usr"]:
+        argv += ["--ro-bind", path, path]
     for name in ("lib", "lib64", "lib32", "libx32", "bin", "sbin"):
         if os.path.islink(f"/{name}") or not os.path.exists(f"/{name}"):
             if os.path.exists(f"/usr/{name}"):
@@ -349,7 +382,7 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
                 slot = h.take_slot()
                 uid = h.slot_uid(slot)
             if h.cgroups is not None:
-                group = h.cgroups.create(limits.memory_mb, limits.max_procs)
+                group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
         nproc = limits.max_procs
         if group is None and uid is None:
             # Shared with every process of this uid: leave room for the ones already running.

@@ -17,7 +17,10 @@ class SandboxLimits:
 
     memory_mb caps the whole sandbox (cgroup) and each process (RLIMIT_AS); step_timeout_s is
     the wall-clock deadline of one call (load, reset, step, oracle_action), enforced by the
-    parent, which kills the whole process tree when it passes.
+    parent, which kills the whole process tree when it passes. cpu_cores is the sandbox's CPU
+    quota (cgroup cpu controller, all its processes together); with freeze_idle every process
+    of the sandbox is frozen between calls (cgroup freezer). Both apply where the host has
+    those cgroups (docs/sandbox.md).
     """
 
     memory_mb: int = 512
@@ -30,6 +33,8 @@ class SandboxLimits:
     output_cap_bytes: int = 1 << 20
     observation_max_chars: int = 8000
     frame_max_bytes: int = 1 << 20
+    cpu_cores: float = 1.0
+    freeze_idle: bool = True
 
     def __post_init__(self) -> None:
         for name in ("memory_mb", "cpu_s", "max_procs", "file_size_mb", "open_files",
@@ -40,6 +45,8 @@ class SandboxLimits:
                 raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
         if not self.step_timeout_s > 0:
             raise ValueError(f"SandboxLimits.step_timeout_s must be > 0, got {self.step_timeout_s!r}")
+        if not 0.01 <= self.cpu_cores <= 1024:
+            raise ValueError(f"SandboxLimits.cpu_cores must be in [0.01, 1024], got {self.cpu_cores!r}")
         if self.open_files < 16:
             raise ValueError("SandboxLimits.open_files must be at least 16 (the interpreter needs them)")
 

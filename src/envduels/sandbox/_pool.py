@@ -19,6 +19,8 @@ log = logging.getLogger("envduels.sandbox")
 _UNSAFE_WARNED = threading.Event()
 
 _STARTUP_TIMEOUT_S = 20.0
+# An author's value: `10**400` would reach the store (SQLite holds 64-bit ints) unclamped.
+MAX_TURNS_DECLARED = 2**31 - 1
 
 
 def _discard_when_started(started: asyncio.Future[Launched]) -> None:
@@ -233,6 +235,7 @@ class EnvPool:
         if not isinstance(name, str) or type(turns) is not int or turns <= 0 \
                 or type(oracle) is not bool:
             raise await channel.fail("protocol violation: malformed load reply")
+        turns = min(turns, MAX_TURNS_DECLARED)   # the turn cap is min(this, the run's) anyway
         return EnvInstance(channel, self.limits, class_name=name, max_turns=turns,
                            has_oracle=oracle)
 

@@ -3,9 +3,21 @@
 Namespaces leave the host kernel's whole syscall surface open; this filter closes the parts an
 environment never needs and exploits love: io_uring, bpf, userfaultfd, perf events, keyrings,
 ptrace and cross-process memory access, the mount API, new namespaces (also through clone
-flags), kernel modules and kexec, terminal injection, and every socket family but AF_UNIX.
+flags), kernel modules and kexec, terminal injection, and every socket family but AF_UNIX
+(an allow-list: families a kernel autoloads are covered too).
+
+It also closes the channels through which a sandbox could leave state for a later one (or
+see another's) on the shared host: the page cache (probed by `mincore`, `cachestat`,
+`preadv2(RWF_NOWAIT)`, dropped by `posix_fadvise(DONTNEED)` and `madvise` PAGEOUT/COLD/
+REMOVE), file-system notifications (`inotify_*`, `fanotify_*`) and file locks on shared
+read-only files (`flock`, `fcntl` record locks). `madvise(MADV_DONTNEED)` stays allowed: on a
+file mapping it drops only this process's mapping, never a page-cache page, and malloc needs
+it for anonymous memory.
+
 bwrap installs it (`--seccomp FD`) right before it executes the worker. Denied calls fail
-with EPERM (clone3 with ENOSYS, so that libc falls back to the filterable clone).
+with EPERM (clone3 with ENOSYS, so that libc falls back to the filterable clone; sockets with
+EAFNOSUPPORT; locks with ENOLCK; preadv2/pwritev2 flags with EOPNOTSUPP, as on a kernel that
+lacks them).
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ import tempfile
 
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
+_CMP_NE = 1
 _CMP_EQ = 4
 _CMP_MASKED_EQ = 7
 
@@ -29,17 +42,31 @@ _DENY = [
     "kexec_file_load", "init_module", "finit_module", "delete_module", "acct", "swapon",
     "swapoff", "reboot", "syslog", "quotactl", "lookup_dcookie", "name_to_handle_at",
     "open_by_handle_at", "fanotify_init", "vhangup",
+    # state shared with other sandboxes through the host: page cache, notifications
+    "fadvise64", "fadvise64_64", "mincore", "cachestat", "process_madvise", "fanotify_mark",
+    "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
 ]
+# Linux numbers of calls that libseccomp releases older than the kernel do not know by name
+# (the same number on every architecture since 5.x: the unified syscall table).
+_BY_NUMBER = {"cachestat": 451, "process_madvise": 440}
+_MADV_DENY = [9, 20, 21, 100, 101]   # REMOVE, COLD, PAGEOUT, HWPOISON, SOFT_OFFLINE
+_FCNTL_LOCKS = [5, 6, 7, 36, 37, 38]  # F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK/SETLK/SETLKW
+_AF_UNIX = 1
 _CLONE_NEW = [0x00020000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
               0x02000000]   # NEWNS, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWCGROUP
-_SOCKET_FAMILIES = [2, 10, 16, 17, 40, 3, 4, 5, 9, 38, 44]  # INET, INET6, NETLINK, PACKET,
-#                                        VSOCK, AX25, IPX, APPLETALK, X25, ALG, XDP
 _IOCTL_DENY = [0x5412, 0x541C]   # TIOCSTI, TIOCLINUX
 
 
 class _ArgCmp(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
                 ("datum_b", ctypes.c_uint64)]
+
+
+def _unified_table() -> bool:
+    """Whether this architecture numbers new syscalls from the shared table (all but alpha,
+    ia64 and mips, which offset them)."""
+    return os.uname().machine in ("x86_64", "aarch64", "arm64", "riscv64", "s390x", "ppc64le",
+                                  "loongarch64")
 
 
 def build_filter() -> bytes | None:
@@ -64,6 +91,8 @@ def build_filter() -> bytes | None:
     try:
         def rule(action: int, syscall: str, *cmps: tuple[int, int, int, int]) -> None:
             nr = lib.seccomp_syscall_resolve_name(syscall.encode())
+            if nr < 0:
+                nr = _BY_NUMBER.get(syscall, -1) if _unified_table() else -1
             if nr < 0:   # not on this architecture
                 return
             array = (_ArgCmp * max(1, len(cmps)))(*[_ArgCmp(*c) for c in cmps])
@@ -77,8 +106,15 @@ def build_filter() -> bytes | None:
         rule(_ERRNO | errno.ENOSYS, "clone3")
         for flag in _CLONE_NEW:
             rule(eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
-        for family in _SOCKET_FAMILIES:
-            rule(_ERRNO | errno.EAFNOSUPPORT, "socket", (0, _CMP_EQ, family, 0))
+        for call in ("socket", "socketpair"):   # an allow-list: AF_UNIX and nothing else
+            rule(_ERRNO | errno.EAFNOSUPPORT, call, (0, _CMP_NE, _AF_UNIX, 0))
+        for advice in _MADV_DENY:
+            rule(eperm, "madvise", (2, _CMP_MASKED_EQ, 0xFFFFFFFF, advice))
+        for call in ("preadv2", "pwritev2"):   # flags (RWF_NOWAIT probes the page cache)
+            rule(_ERRNO | errno.EOPNOTSUPP, call, (5, _CMP_NE, 0, 0))
+        rule(_ERRNO | errno.ENOLCK, "flock")
+        for command in _FCNTL_LOCKS:
+            rule(_ERRNO | errno.ENOLCK, "fcntl", (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
         for request in _IOCTL_DENY:
             rule(eperm, "ioctl", (1, _CMP_MASKED_EQ, 0xFFFFFFFF, request))
         with tempfile.TemporaryFile() as fh:

@@ -1,0 +1,92 @@
+"""The replay audit: does a fresh instance, given a played episode's seed and actions back to
+back, give exactly the observations, rewards and flags the transcript recorded?
+
+The contract (SPEC §2) says it must. An environment that behaves differently when answered
+slowly, for actions its validation never tried, or from state kept across episodes shows it
+here, since the replay differs from the play in exactly those respects: it is fast, it uses the
+model's actions, and it is another episode. The audit makes no model call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from envduels._text import valid_text
+from envduels.engine.solving import EnvLike, first_turn
+
+
+class ReplayHostError(Exception):
+    """The replay could not run for a reason that is the host's (no sandbox could start): the
+    episode stays unaudited and is audited again on resume."""
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """`passed`, or the first difference in one line: turn, field, played vs replayed."""
+
+    passed: bool
+    detail: str
+
+
+def _short(value: object, limit: int = 50) -> str:
+    text = " ".join(str(value).split())
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _same_reward(played: Any, replayed: float) -> bool:
+    try:
+        return float(played) == float(replayed)
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+async def replay_episode(transcript: list[dict[str, Any]], *, seed: int, hint: str | None,
+                         open_env: Callable[[], Awaitable[EnvLike]]) -> AuditResult:
+    """Replay a transcript's actions in the instance from `open_env()` and compare every step.
+
+    `hint` is the hint the episode's first turn showed (None when unhinted): the first turn is
+    compared as rendered. Text is compared as stored (lone surrogates as U+FFFD). An
+    `EnvFault` during the replay is a difference (the play had none at that point). Raises
+    `ReplayHostError` when the sandbox could not start.
+    """
+    from envduels.sandbox import EnvFault, SandboxStartError
+
+    first_user = next((e for e in transcript if e.get("role") == "user"), None)
+    steps = [e for e in transcript if e.get("role") == "env"]
+    if first_user is None or any("fault" in e for e in steps):
+        return AuditResult(True, "nothing to replay")
+    env = None
+    turn = 0
+    try:
+        try:
+            env = await open_env()
+            observation, _info = await env.reset(seed)
+        except SandboxStartError as err:
+            raise ReplayHostError(err.reason) from None
+        if valid_text(first_turn(observation, hint=hint)) != valid_text(str(first_user["content"])):
+            return AuditResult(False, "turn 0: the initial observation differs from the one played")
+        for turn, played in enumerate(steps, start=1):
+            result = await env.step(str(played["action"]))
+            if valid_text(result.observation) != valid_text(str(played.get("content", ""))):
+                return AuditResult(False, f"turn {turn}: the observation differs (played "
+                                          f"{_short(played.get('content', ''))}, replayed "
+                                          f"{_short(result.observation)})")
+            if not _same_reward(played.get("reward"), result.reward):
+                return AuditResult(False, f"turn {turn}: the reward differs (played "
+                                          f"{played.get('reward')!r}, replayed {result.reward!r})")
+            for flag in ("terminated", "truncated"):
+                if bool(played.get(flag)) != bool(getattr(result, flag)):
+                    return AuditResult(False, f"turn {turn}: {flag} differs (played "
+                                              f"{bool(played.get(flag))}, replayed "
+                                              f"{bool(getattr(result, flag))})")
+        return AuditResult(True, f"{len(steps)} step(s) reproduced")
+    except EnvFault as fault:
+        return AuditResult(False, f"turn {turn}: the replay faulted where the play did not "
+                                  f"({fault.reason})")
+    finally:
+        if env is not None:
+            with contextlib.suppress(EnvFault):
+                await env.close(wait=False)

@@ -1,0 +1,188 @@
+"""The replay audit in whole runs against the real scripted server and real sandboxes.
+
+A solver that answers in about half a second plays a fixed pool of attack environments (see
+tests/fixtures/envs/deceive_*.py) beside an honest control: every attack is caught by replaying
+its episodes, none of them contributes a matched pair, and the control is untouched."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envduels.analysis.metrics import environment_flags
+from envduels.analysis.pairs import matched_pairs
+from envduels.engine.commands import run_command, status_command
+from envduels.engine.scheduler import condition_order
+from envduels.envs import EnvSpec, write_export
+from envduels.store import AUDIT_REASON, Store
+from envduels.testing import ScriptedServer
+
+KEY = "sk-audit-test"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "envs"
+ATTACKS = ("deceive_timing", "deceive_probe", "deceive_state")
+CONTROL = "deceive_control"
+
+
+def _pool(folder: Path, names: tuple[str, ...], seeds: int) -> Path:
+    """An export of the named fixtures. Fresh random seeds per test run: the page-cache attack
+    keys its state on the seed, and an earlier run on this host must not have seen it."""
+    rng = random.Random()
+    specs = [EnvSpec(id=name, source=(FIXTURES / f"{name}.py").read_text(), max_turns=4,
+                     domain="logic", author="library", title=name,
+                     hints={"hint": "The word is open."},
+                     benchmark_seeds=tuple(rng.randrange(2**62) for _ in range(seeds)))
+             for name in names]
+    write_export(folder, specs)
+    return folder
+
+
+def solver(model: str, messages: list[dict]) -> str:
+    first = next(m["content"] for m in messages if m["role"] == "user")
+    if "CONTROL" in first:
+        return "\\boxed{open}" if first.startswith("Hint: ") else "\\boxed{closed}"
+    return "I say \\boxed{maybe}"
+
+
+def _config(tmp_path: Path, base_url: str, pool: Path) -> Path:
+    cfg = {
+        "name": "audit", "seed": 3, "output_dir": str(tmp_path / "run"),
+        "players": [{"name": "carol", "provider": "openai", "model": "m-carol",
+                     "base_url": base_url, "api_key_env": "ENVDUELS_TEST_KEY",
+                     "roles": ["solver"], "max_retries": 1, "timeout_s": 20,
+                     "max_concurrency": 8, "temperature": 0.0}],
+        "tournament": {"rounds": 1, "envs_per_author": 1, "seeds_per_env": 1,
+                       "trials_per_seed": 1, "max_turns": 4, "environments": [str(pool)]},
+        "sandbox": {"warm_workers": 2},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.mark.slow
+def test_fast_only_probe_only_and_stateful_environments_are_flagged_and_give_no_pairs_the_control_is_not(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    pool = _pool(tmp_path / "pool", (*ATTACKS, CONTROL), seeds=1)
+    with ScriptedServer(solver, api_key=KEY, latency_s=0.5) as server:
+        assert run_command(_config(tmp_path, server.base_url, pool), unsafe_no_sandbox=False,
+                           quiet=True) == 0
+        calls = len(server.requests)
+
+    store = Store(tmp_path / "run", create=False)
+    caught = store.nondeterministic_environments()
+    assert set(caught) == set(ATTACKS)
+    assert all(detail.startswith("turn 1: ") for detail in caught.values()), caught
+    # the audit made no model call: one call per played turn, every episode one turn long
+    assert calls == sum(e.turns for e in store.episodes())
+    assert store.unaudited_count() == 0   # every played episode has its audit
+
+    tables = store.tables()
+    eps = tables.episodes
+    attacks = eps[eps.env_id.isin(ATTACKS)]
+    assert set(attacks.outcome) == {"incomplete"}
+    assert all(r.startswith(f"{AUDIT_REASON}: ") for r in attacks.reason)
+    # the episode that did not replay says which turn and field differed
+    raw = {e.episode_key: e for e in store.episodes()}
+    assert any(raw[k].reason.startswith(f"{AUDIT_REASON}: turn 1: the ")
+               for k in attacks.episode_key)
+    pairs = matched_pairs(eps)
+    assert set(pairs.env_id) == {CONTROL}
+    assert list(zip(pairs.y0, pairs.yh, strict=True)) == [(0, 1)]
+
+    # the flags `report --json` shows in environments[].flags (and the HTML report with them)
+    flags = environment_flags(tables)
+    assert {e: "nondeterministic" in f for e, f in flags.items()} == {
+        **{a: True for a in ATTACKS}, CONTROL: False}
+
+    assert status_command(tmp_path / "run") == 0
+    shown = capsys.readouterr().out
+    for attack in ATTACKS:
+        assert attack in shown
+    assert shown.count("nondeterministic:") == 3
+    store.close()
+
+
+def test_a_resumed_run_audits_episodes_a_database_from_before_audits_holds(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    pool = _pool(tmp_path / "pool", ("deceive_probe", CONTROL), seeds=1)
+    with ScriptedServer(solver, api_key=KEY) as server:
+        path = _config(tmp_path, server.base_url, pool)
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+        # a run database written before audits existed: no audits table, the episodes as played
+        db = sqlite3.connect(tmp_path / "run" / "run.db")
+        for key, outcome in db.execute("SELECT episode_key, played_outcome FROM audits "
+                                       "WHERE state = 'mismatch'").fetchall():
+            db.execute("UPDATE episodes SET outcome = ?, reason = 'as played' "
+                       "WHERE episode_key = ?", (outcome, key))
+        db.execute("DROP TABLE audits")
+        db.commit()
+        db.close()
+        before = len(server.requests)
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+        assert len(server.requests) == before   # auditing costs no model call
+
+    store = Store(tmp_path / "run", create=False)
+    assert store.unaudited_count() == 0
+    assert set(store.nondeterministic_environments()) == {"deceive_probe"}
+    assert set(matched_pairs(store.tables().episodes).env_id) == {CONTROL}
+    store.close()
+
+
+def test_the_condition_order_of_a_pair_is_drawn_per_pair_and_stable_for_a_run():
+    orders = [condition_order("fp-1", "env", "carol", seed, 0) for seed in range(40)]
+    assert set(orders) == {(False, True), (True, False)}
+    assert orders == [condition_order("fp-1", "env", "carol", seed, 0) for seed in range(40)]
+    assert orders != [condition_order("fp-2", "env", "carol", seed, 0) for seed in range(40)]
+
+
+@pytest.mark.parametrize("crash", ["deceive_crash_reward", "deceive_crash_frame"])
+def test_a_run_with_an_environment_that_crashes_the_parent_finishes_and_so_does_its_resume(
+        tmp_path, monkeypatch, crash):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    pool = _pool(tmp_path / "pool", (crash, CONTROL), seeds=1)
+    with ScriptedServer(solver, api_key=KEY) as server:
+        path = _config(tmp_path, server.base_url, pool)
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+    store = Store(tmp_path / "run", create=False)
+    outcomes = {(e.env_id, e.hinted): e.outcome for e in store.episodes()}
+    assert outcomes == {(crash, False): "incomplete", (crash, True): "incomplete",
+                        (CONTROL, False): "failure", (CONTROL, True): "success"}
+    for e in store.episodes():
+        if e.env_id == crash:
+            assert e.reason.startswith("environment fault: ") and "\n" not in e.reason
+    store.close()
+
+
+def test_an_authored_environment_whose_reward_the_parent_cannot_take_is_invalid_and_the_run_ends(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    source = (FIXTURES / "deceive_crash_reward.py").read_text()
+
+    def respond(model: str, messages: list[dict]) -> str:
+        if model == "m-alice":
+            return (f"```python\n{source}```\n<hint>Say anything.</hint>\n"
+                    "<domain>logic</domain>\n<title>Crash</title>")
+        return solver(model, messages)
+
+    pool = _pool(tmp_path / "pool", (CONTROL,), seeds=1)
+    with ScriptedServer(respond, api_key=KEY) as server:
+        path = _config(tmp_path, server.base_url, pool)
+        cfg = yaml.safe_load(path.read_text())
+        cfg["players"].append({**cfg["players"][0], "name": "alice", "model": "m-alice",
+                               "roles": ["author"]})
+        cfg["tournament"]["author_repairs"] = 0
+        path.write_text(yaml.safe_dump(cfg))
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+    store = Store(tmp_path / "run", create=False)
+    env = store.environment("r1-alice-0")
+    assert env is not None and not env.valid
+    assert env.invalid_reason.startswith("seed ") and "probe episode: in step (turn 1): " in (
+        env.invalid_reason)
+    assert {e.env_id for e in store.episodes()} == {CONTROL}
+    store.close()
