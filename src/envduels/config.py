@@ -112,6 +112,15 @@ class BudgetConfig(_Strict):
     max_tokens: int | None = Field(None, ge=0)
 
 
+class ExecutorConfig(_Strict):
+    """Where environment code runs (docs/engine.md, "Executors"). Never changes a result: a run
+    may resume on the other executor."""
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = None   # ray: "auto" (this machine's cluster) or HOST:PORT
+    sandboxes_per_cpu: int = Field(4, ge=1, le=256)   # ray: sandboxes a node holds per CPU
+
+
 class RunConfig(_Strict):
     name: str
     seed: int = 0
@@ -120,6 +129,7 @@ class RunConfig(_Strict):
     tournament: TournamentConfig = Field(default_factory=TournamentConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
     @model_validator(mode="after")
     def _coherent(self) -> RunConfig:

@@ -277,3 +277,14 @@ def register_library(*, namespace: str = NAMESPACE, **defaults: Any) -> list[str
     from envduels.envs import library_env, library_names
 
     return _register([library_env(n) for n in library_names()], namespace, defaults)
+
+
+def make_vec(name_or_path: str | Path | Any, num_envs: int, *, address: str | None = None,
+             **kwargs: Any) -> Any:
+    """A Gymnasium vector environment of `num_envs` copies of one environment (as `make`), whose
+    sandboxes run on the Ray cluster at `address` ('auto', HOST:PORT, or the cluster this
+    process is connected to) and step concurrently. Needs `pip install 'envduels[ray]'`;
+    conventions in `envduels._gym_vector`."""
+    from envduels._gym_vector import RayVectorEnv
+
+    return RayVectorEnv(make(name_or_path).env_spec, num_envs, address=address, **kwargs)

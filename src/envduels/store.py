@@ -509,6 +509,11 @@ class Store:
         for df, cols in ((env_df, ("valid", "fixed_pool")), (ep_df, ("hinted", "self_play"))):
             for c in cols:
                 df[c] = df[c].astype(bool)
+        # A canonical order, not the order work happened to finish in: the same tournament must
+        # give the same report (seeded bootstraps draw by position) on any executor.
+        env_df = env_df.sort_values("env_id", kind="stable").reset_index(drop=True)
+        ep_df = ep_df.sort_values(["env_id", "solver", "seed", "trial", "hinted"],
+                                  kind="stable").reset_index(drop=True)
         return Tables(
             players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
             environments=env_df,

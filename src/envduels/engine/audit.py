@@ -83,6 +83,8 @@ async def replay_episode(transcript: list[dict[str, Any]], *, seed: int, hint: s
                                               f"{bool(played.get(flag))}, replayed "
                                               f"{bool(getattr(result, flag))})")
         return AuditResult(True, f"{len(steps)} step(s) reproduced")
+    except SandboxStartError as err:   # the host lost the sandbox (a cluster node): no verdict
+        raise ReplayHostError(err.reason) from None
     except EnvFault as fault:
         return AuditResult(False, f"turn {turn}: the replay faulted where the play did not "
                                   f"({fault.reason})")

@@ -184,7 +184,11 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     cfg = load_config(config)
     pool_specs = load_pools(cfg)
     check_players(cfg)   # unreachable servers, missing keys: all of them, before any write
-    check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
+    if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
+        check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
+    else:
+        from envduels.sandbox.ray_pool import connect
+        connect(cfg.executor.address)   # an unreachable cluster fails before any write
     with run_lock(cfg.run_dir):   # one `envduels run` per folder, for the life of the run
         return _run_locked(cfg, pool_specs, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
                            no_cache=no_cache)
@@ -209,9 +213,18 @@ def _run_locked(cfg: RunConfig, pool_specs: list[Any], *, unsafe_no_sandbox: boo
 
         warm = cfg.sandbox.warm_workers
         in_flight = sum(p.max_concurrency for p in cfg.players if p.solves)
-        pool = EnvPool(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox,
-                       warm=warm, max_warm=max(warm, min(MAX_OPEN_ENVS, in_flight)))
+        if cfg.executor.kind == "ray":
+            from envduels.sandbox.ray_pool import RayEnvPool
+            pool = RayEnvPool(SandboxLimits.from_config(cfg.sandbox),
+                              unsafe_no_sandbox=unsafe_no_sandbox, address=cfg.executor.address,
+                              sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
+        else:
+            pool = EnvPool(SandboxLimits.from_config(cfg.sandbox),
+                           unsafe_no_sandbox=unsafe_no_sandbox, warm=warm,
+                           max_warm=max(warm, min(MAX_OPEN_ENVS, in_flight)))
         try:
+            if cfg.executor.kind == "ray":
+                await pool.start()   # a host per node, each checking its sandbox
             with LiveView(progress, quiet=quiet):
                 return await Tournament(cfg, store=store, players=players, pool=pool,
                                         fingerprint=fp, pool_specs=pool_specs,

@@ -159,6 +159,9 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                 continue
             try:
                 result = await env.step(action)
+            except SandboxStartError as fault:   # the host lost the sandbox (a cluster node)
+                log({"role": "env", "action": action, "fault": fault.reason})
+                return done("error", f"sandbox error: {fault.reason}", turns)
             except EnvFault as fault:
                 log({"role": "env", "action": action, "fault": fault.reason})
                 return done("incomplete", f"environment fault: {fault.reason}", turns)

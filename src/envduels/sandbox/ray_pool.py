@@ -1,0 +1,409 @@
+"""Sandboxed environment instances on the nodes of a Ray cluster (`executor: {kind: ray}`).
+
+`RayEnvPool` has the surface of `EnvPool` (`open`, `expect`, `ready`, `aclose`) and hands out
+`RemoteEnvInstance`s with the surface of `EnvInstance`, so validation, episodes and the Gym
+adapter run unchanged. What stays on the driver: everything but the environment code (players,
+limits, the response cache, the run database). What runs on the cluster: one `SandboxHost` actor
+per node, each holding an ordinary `EnvPool` there, so every instance is the same bubblewrap
+sandbox as on one machine (docs/engine.md, "Executors").
+
+Why hosts and not one actor per instance: a Ray actor is a fresh Python worker process (about a
+second of CPU to import Ray); an episode's sandbox costs about 20 ms. A host per node declares the
+node's CPUs and the memory of the sandboxes it may hold, so Ray places and accounts for the
+environment code, and a sandbox costs what it costs locally.
+
+Faults: a node, host or worker that is lost raises `SandboxLost` on the driver, a
+`SandboxStartError` (the host's fault): an episode in flight ends `error` (retried on resume),
+a validation attempt stays unjudged. Nothing the environment does is reported that way: its
+faults arrive as values and are raised as `EnvFault` here, exactly as locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import os
+from typing import Any
+
+from ._instance import StepResult
+from ._limits import EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
+
+DEFAULT_SANDBOXES_PER_CPU = 4   # episodes mostly wait for the model; a waiting sandbox is frozen
+
+
+class SandboxLost(SandboxStartError):
+    """The cluster lost the node or process that held a sandbox: the host's fault, never the
+    environment's (an episode in flight ends `error`, validation stays unjudged)."""
+
+
+def _ray() -> Any:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError:
+        from envduels.errors import UserError
+        raise UserError("executor.kind is 'ray' but Ray is not installed: "
+                        "pip install 'envduels[ray]'") from None
+    return ray
+
+
+def connect(address: str | None = None) -> Any:
+    """Join the Ray cluster at `address` ('auto': the one this machine belongs to) unless this
+    process is connected already. Usage reporting is off. Returns the `ray` module."""
+    ray = _ray()
+    if not ray.is_initialized():
+        _check_reachable(address)
+        try:
+            ray.init(address=address or "auto", logging_level="WARNING", log_to_driver=False,
+                     include_dashboard=False)
+        except (ConnectionError, RuntimeError, ValueError) as err:
+            from envduels.errors import UserError
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(f"cannot join the Ray cluster at {address or 'auto'!r} ({first}); "
+                            "start one with `ray start --head` or set executor.address") from None
+    return ray
+
+
+def _check_reachable(address: str | None) -> None:
+    """A HOST:PORT nobody answers on is a one-line error now: Ray itself retries it for minutes,
+    logging every attempt."""
+    import socket
+
+    if not address or address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    from envduels.errors import UserError
+    if not host or not port.isdigit():
+        raise UserError(f"executor.address {address!r} is not HOST:PORT or 'auto'")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as err:
+        raise UserError(f"cannot reach the Ray cluster at {address} ({err.strerror or err}); "
+                        "start it with `ray start --head` or fix executor.address") from None
+
+
+# ---------------------------------------------------------------- on the node
+
+class SandboxHost:
+    """Runs sandboxed instances on its node. A Ray async actor; every method returns plain
+    values (environment faults are values, so a `RayTaskError` always means the host broke)."""
+
+    def __init__(self, limits: dict[str, Any], unsafe_no_sandbox: bool, capacity: int) -> None:
+        self._limits = SandboxLimits(**limits)
+        self._unsafe = unsafe_no_sandbox
+        self._capacity = capacity
+        self._pool: Any = None
+        self._instances: dict[int, Any] = {}
+        self._ids = itertools.count(1)
+
+    def _env_pool(self) -> Any:
+        if self._pool is None:
+            from ._pool import EnvPool
+            self._pool = EnvPool(self._limits, unsafe_no_sandbox=self._unsafe, warm=0,
+                                 max_warm=self._capacity)
+        return self._pool
+
+    async def check(self) -> tuple[str, str]:
+        """("ok", node id) after starting and stopping one sandbox here, or ("unavailable",
+        reason) when bubblewrap cannot run on this node."""
+        import ray
+        node = ray.get_runtime_context().get_node_id()
+        try:
+            pool = self._env_pool()
+            channel = await pool._spawn()
+            await channel.close()
+        except SandboxUnavailable as err:
+            return "unavailable", f"node {node[:12]}: {err}"
+        except EnvFault:
+            pass   # a passing start failure is the work's to report, as locally
+        return "ok", node
+
+    def expect(self, opens: int | None) -> None:
+        self._env_pool().expect(opens)
+
+    async def open(self, source: str, class_name: str | None,
+                   max_turns: int | None) -> tuple[Any, ...]:
+        try:
+            instance = await self._env_pool().open(source, class_name=class_name,
+                                                   max_turns=max_turns)
+        except SandboxUnavailable as err:
+            return ("unavailable", str(err))
+        except EnvFault as fault:
+            return _fault(fault)
+        iid = next(self._ids)
+        self._instances[iid] = instance
+        return ("ok", iid, instance.class_name, instance.max_turns, instance.has_oracle,
+                instance.pid)
+
+    async def call(self, iid: int, op: str, arg: Any) -> tuple[Any, ...]:
+        instance = self._instances.get(iid)
+        if instance is None:   # a restarted host: the instance died with its predecessor
+            return ("lost", "the sandbox's host was restarted")
+        try:
+            if op == "reset":
+                obs, info = await instance.reset(arg)
+                return ("ok", obs, info)
+            if op == "step":
+                return ("ok", dataclasses.astuple(await instance.step(arg)))
+            if op == "oracle_action":
+                return ("ok", await instance.oracle_action())
+            if op == "output":
+                return ("ok", instance.output, instance.alive)
+        except EnvFault as fault:
+            return _fault(fault)
+        raise ValueError(f"unknown op {op!r}")
+
+    async def close(self, iid: int) -> None:
+        instance = self._instances.pop(iid, None)
+        if instance is not None:
+            await instance.close(wait=False)
+
+    async def shutdown(self) -> None:
+        self._instances.clear()
+        if self._pool is not None:
+            await self._pool.aclose()
+
+
+def _fault(fault: EnvFault) -> tuple[str, str, str, bool]:
+    return ("fault", fault.reason, fault.detail, isinstance(fault, SandboxStartError))
+
+
+def _raise(reply: tuple[Any, ...]) -> None:
+    kind = reply[0]
+    if kind == "fault":
+        _, reason, detail, start_error = reply
+        raise (SandboxStartError if start_error else EnvFault)(reason, detail)
+    if kind == "lost":
+        raise SandboxLost(reply[1])
+    if kind == "unavailable":
+        raise SandboxUnavailable(reply[1])
+
+
+# ---------------------------------------------------------------- on the driver
+
+@dataclasses.dataclass
+class _Host:
+    actor: Any
+    node: str
+    capacity: int
+    open: int = 0
+    dead: str | None = None
+
+
+class RemoteEnvInstance:
+    """An `EnvInstance` that lives on a cluster node: same methods, same faults, plus
+    `SandboxLost` when the node goes away. Calls are serialized, as locally."""
+
+    def __init__(self, pool: RayEnvPool, host: _Host, iid: int, *, class_name: str,
+                 max_turns: int, has_oracle: bool, pid: int) -> None:
+        self._pool, self._host, self._iid = pool, host, iid
+        self.class_name, self.max_turns, self.has_oracle = class_name, max_turns, has_oracle
+        self.pid = pid           # on its node, for diagnostics
+        self.node = host.node
+        self._lock = asyncio.Lock()
+        self._dead: str | None = None
+        self._output = ""
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return self._dead is None and not self._closed
+
+    @property
+    def output(self) -> str:
+        """What the environment printed so far, as of its last call."""
+        return self._output
+
+    async def _call(self, op: str, arg: Any) -> tuple[Any, ...]:
+        async with self._lock:
+            if self._dead is not None:
+                raise EnvFault(self._dead)
+            reply = await self._pool._remote(self._host, self._host.actor.call, self._iid, op, arg)
+            if reply[0] != "ok":
+                self._dead = reply[1]
+                _raise(reply)
+            return reply
+
+    async def reset(self, seed: int | None = None) -> tuple[str, dict]:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        _, obs, info = await self._call("reset", seed)
+        return obs, info
+
+    async def step(self, action: str) -> StepResult:
+        if not isinstance(action, str):
+            raise TypeError(f"action must be a str, got {type(action).__name__}")
+        _, values = await self._call("step", action)
+        return StepResult(*values)
+
+    async def oracle_action(self) -> str:
+        _, action = await self._call("oracle_action", None)
+        return action
+
+    async def fetch_output(self) -> str:
+        """Bring the environment's printed output over from its node (diagnostics)."""
+        with contextlib.suppress(EnvFault):
+            _, self._output, _alive = await self._call("output", None)
+        return self._output
+
+    async def close(self, *, wait: bool = True) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._host.open -= 1
+        self._pool._slot_freed()
+        if self._host.dead is None:
+            ref = self._host.actor.close.remote(self._iid)
+            if wait:
+                with contextlib.suppress(Exception):
+                    await ref
+
+
+class RayEnvPool:
+    """`EnvPool` on a Ray cluster: one `SandboxHost` per alive node (started by `start()`),
+    each holding at most `capacity` sandboxes (`sandboxes_per_cpu` × the node's CPUs unless
+    given). `open()` goes to the host with the most free room and waits when every host is full.
+    Nodes that join after `start()` are not used by this pool."""
+
+    def __init__(self, limits: SandboxLimits, *, unsafe_no_sandbox: bool = False,
+                 address: str | None = None, sandboxes_per_cpu: int = DEFAULT_SANDBOXES_PER_CPU,
+                 capacity_per_node: int | None = None) -> None:
+        self.limits = limits
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.address = address
+        self.sandboxes_per_cpu = sandboxes_per_cpu
+        self.capacity_per_node = capacity_per_node
+        self._hosts: list[_Host] = []
+        self._room: asyncio.Condition | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> RayEnvPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def hosts(self) -> list[str]:
+        """Node ids of the live hosts."""
+        return [h.node for h in self._hosts if h.dead is None]
+
+    async def start(self) -> None:
+        """Start a host on every alive node and check that each can run a sandbox there.
+        SandboxUnavailable names the first node that cannot."""
+        if self._hosts:
+            return
+        ray = connect(self.address)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        host_cls = ray.remote(SandboxHost)
+        limits = dataclasses.asdict(self.limits)
+        for node in ray.nodes():
+            if not node.get("Alive"):
+                continue
+            cpus = max(1, int(node.get("Resources", {}).get("CPU", 1)))
+            capacity = self.capacity_per_node or self.sandboxes_per_cpu * cpus
+            actor = host_cls.options(
+                num_cpus=cpus, memory=capacity * self.limits.memory_mb * 2**20,
+                max_concurrency=max(64, 4 * capacity), max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            ).remote(limits, self.unsafe_no_sandbox, capacity)
+            self._hosts.append(_Host(actor, node["NodeID"], capacity))
+        if not self._hosts:
+            raise SandboxStartError("the Ray cluster has no alive node")
+        replies = await asyncio.gather(*(self._remote(h, h.actor.check) for h in self._hosts),
+                                       return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, SandboxLost):   # that node is gone already: the others work
+                continue
+            if isinstance(reply, BaseException):
+                raise reply
+            if reply[0] == "unavailable":
+                raise SandboxUnavailable(reply[1])
+
+    async def _remote(self, host: _Host, method: Any, *args: Any) -> Any:
+        """Call `method` of `host`'s actor; SandboxLost when the host, its worker or its node
+        is gone (and the host is not used again)."""
+        ray = _ray()
+        if host.dead is not None:
+            raise SandboxLost(host.dead)
+        try:
+            return await method.remote(*args)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.ActorUnavailableError) as err:
+            host.dead = f"the cluster lost the sandbox's node or process ({type(err).__name__})"
+            self._slot_freed()
+            raise SandboxLost(host.dead) from None
+
+    def _slot_freed(self) -> None:
+        if self._room is not None:
+            room = self._room
+
+            async def notify() -> None:
+                async with room:
+                    room.notify_all()
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop().create_task(notify())
+
+    @property
+    def ready(self) -> int:
+        """Free sandbox slots on live hosts (sandboxes themselves start on their node)."""
+        return sum(h.capacity - h.open for h in self._hosts if h.dead is None)
+
+    def expect(self, opens: int | None) -> None:
+        """Spread a batch announcement over the hosts, in proportion to their capacity."""
+        live = [h for h in self._hosts if h.dead is None]
+        total = sum(h.capacity for h in live) or 1
+        for h in live:
+            share = None if opens is None else -(-opens * h.capacity // total)
+            h.actor.expect.remote(share)
+
+    async def open(self, source: str, *, class_name: str | None = None,
+                   max_turns: int | None = None) -> RemoteEnvInstance:
+        """As `EnvPool.open`, on the host with the most free room."""
+        if self._closed:
+            raise SandboxStartError("the sandbox pool is closed")
+        if not isinstance(source, str):
+            raise TypeError(f"source must be a str, got {type(source).__name__}")
+        await self.start()
+        if self._room is None:
+            self._room = asyncio.Condition()
+        async with self._room:
+            while True:
+                live = [h for h in self._hosts if h.dead is None]
+                if not live:
+                    raise SandboxLost("every node of the Ray cluster that held sandboxes is lost")
+                host = max(live, key=lambda h: h.capacity - h.open)
+                if host.open < host.capacity:
+                    host.open += 1
+                    break
+                await self._room.wait()
+        try:
+            reply = await self._remote(host, host.actor.open, source, class_name, max_turns)
+        except BaseException:
+            host.open -= 1
+            self._slot_freed()
+            raise
+        if reply[0] != "ok":
+            host.open -= 1
+            self._slot_freed()
+            _raise(reply)
+        _, iid, name, turns, oracle, pid = reply
+        return RemoteEnvInstance(self, host, iid, class_name=name, max_turns=turns,
+                                 has_oracle=oracle, pid=pid)
+
+    async def aclose(self) -> None:
+        """Kill every sandbox of every host and stop the hosts (the cluster keeps running)."""
+        self._closed = True
+        ray = _ray()
+        hosts, self._hosts = self._hosts, []
+        live = [h for h in hosts if h.dead is None]
+        await asyncio.gather(*(self._remote(h, h.actor.shutdown) for h in live),
+                             return_exceptions=True)
+        for h in hosts:
+            with contextlib.suppress(Exception):
+                ray.kill(h.actor)
