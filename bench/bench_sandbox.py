@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from typing import Any
 
-from envduels.sandbox import EnvPool, SandboxLimits
+from envduels.sandbox import EnvFault, EnvPool, SandboxLimits
 from envduels.sandbox._launcher import host
+from envduels.sandbox._resident import copy_view
 
 TRIVIAL = '''
 class Echo:
@@ -265,6 +270,103 @@ def in_process(n: int) -> list[float]:
     return times
 
 
+def _stdlib_and_multiarch(h: Any) -> tuple[str, str]:
+    stdlib = next(p for p in h.usr_view if "/python3" in p and os.path.isdir(p))
+    multiarch = next((p.rsplit("/", 1)[1] for p in h.usr_view
+                      if p.startswith("/usr/lib/") and p.endswith("-linux-gnu")), "")
+    return stdlib, multiarch
+
+
+async def residency(n: int, limits: SandboxLimits) -> None:
+    """The RAM-resident view: its one-time copy, and cold starts with it and with the host
+    files bound instead (alternated, same run)."""
+    h = host()
+    view = h.resident
+    print("sandbox view in RAM (red-team follow-up 1):")
+    if view is None:
+        print("  not available on this host (no tmpfs /dev/shm, no ldd, or python not in /usr)")
+        return
+    start = time.perf_counter()   # a fresh copy, as the first harness of a uid makes it
+    scratch = tempfile.mkdtemp(prefix="envduels-bench-", dir="/dev/shm")
+    try:
+        size = copy_view(scratch, h.python, *_stdlib_and_multiarch(h))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"  {'one-time copy (first harness of a uid)':<46} {size / 2**20:8.1f} MiB "
+          f"in {(time.perf_counter() - start) * 1000:8.1f} ms")
+    times: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for _ in range(n):
+            for resident in (True, False):
+                h.resident = view if resident else None
+                times[resident].extend((await cold_starts(1, limits))[0])
+    finally:
+        h.resident = view
+    row("cold start, RAM-resident view", times[True])
+    row("cold start, host files bound (before)", times[False])
+    print(f"  {'ratio of medians (resident / host files)':<46} "
+          f"{statistics.median(times[True]) / statistics.median(times[False]):10.2f}")
+
+
+HEAVY_FORGE = """
+import json, os, sys, time
+def forge(obj, fd=int(sys.argv[2])):
+    data = json.dumps(obj).encode()
+    os.write(fd, len(data).to_bytes(4, 'big') + data)
+class Heavy:
+    def reset(self, seed=None):
+        return "r", {}
+    def step(self, action):
+        forge({'id': 3, 'ok': True, 'observation': 'x', 'reward': 0, 'terminated': True,
+               'truncated': False, 'info': {'trace': [[[] for _ in range(1000)]
+                                                      for _ in range(120)]}})
+        time.sleep(5)
+"""
+
+
+async def heavy_info_lag(n: int, limits: SandboxLimits) -> None:
+    """The parent's event-loop stall per call when a sandbox sends ~360 KB of empty lists as
+    info (refused before parsing now), beside a trivial step and the old parse-and-walk."""
+    from envduels.sandbox._channel import _valid
+
+    async def worst_stall(source: str) -> float:
+        stall, running = 0.0, True
+
+        async def ticker() -> None:
+            nonlocal stall
+            while running:
+                before = time.perf_counter()
+                await asyncio.sleep(0.001)
+                stall = max(stall, time.perf_counter() - before - 0.001)
+
+        async with EnvPool(limits, warm=1) as pool:
+            inst = await pool.open(source)
+            await inst.reset(0)
+            watch = asyncio.create_task(ticker())
+            with contextlib.suppress(EnvFault):   # the heavy frame is refused, as intended
+                await inst.step("a")
+            running = False
+            await watch
+            await inst.close()
+        return stall
+
+    heavy = [await worst_stall(HEAVY_FORGE) for _ in range(n)]
+    trivial = [await worst_stall(TRIVIAL) for _ in range(n)]
+    frame = json.dumps({"id": 3, "ok": True, "observation": "x", "info": {
+        "trace": [[[] for _ in range(1000)] for _ in range(120)]}}).encode()
+    old = []
+    for _ in range(n):
+        start = time.perf_counter()
+        _valid(json.loads(frame))
+        old.append(time.perf_counter() - start)
+    print("event-loop stall per call, heavy info (red-team follow-up 3):")
+    row("forged 360 KB info frame, refused", heavy, "target < 50 ms")
+    row("trivial step", trivial)
+    row("the old parse + walk of that frame", old)
+    print(f"  {'ratio of medians (refused / old parse)':<46} "
+          f"{statistics.median(heavy) / statistics.median(old):10.2f}")
+
+
 async def main(quick: bool, flood_only: bool = False) -> None:
     if flood_only:
         await print_flood(10.0, SandboxLimits())
@@ -280,6 +382,8 @@ async def main(quick: bool, flood_only: bool = False) -> None:
     row("sandboxed instance (bwrap + uid + cgroup)", sandboxed, "target <= 40 ms")
     row("same worker, no sandbox (--unsafe-no-sandbox)", unsandboxed)
     row(f"bare subprocess `{os.path.basename(h.python)} -c pass`", bare)
+    await residency(4 if quick else 15, limits)
+    await heavy_info_lag(3 if quick else 10, limits)
     print("instance ready from a warm pool (open() with a worker waiting):")
     row("EnvPool.open() on a warm pool", await ready_from_pool(n_pool, limits), "target <= 1 ms")
     print("step round trip (trivial environment):")

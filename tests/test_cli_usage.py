@@ -68,7 +68,7 @@ def test_a_user_error_is_one_line_without_the_usage(tmp_path):
 
 @pytest.mark.parametrize("command", [
     ["run"], ["status"], ["report"], ["leaderboard"], ["validate"], ["play"], ["export"],
-    ["correlate"], ["library", "show"], ["models", "check"]])
+    ["correlate"], ["plan"], ["library", "show"], ["models", "check"]])
 def test_help_names_arguments_in_capitals_and_shows_no_internal_placeholders(command):
     r = envduels_cli(*command, "--help")
     assert r.returncode == 0, r.stderr

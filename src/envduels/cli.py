@@ -107,16 +107,25 @@ def status(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A ru
 def report(
     # Hidden from the Arguments list (it stays in the usage line): Typer would list it with its
     # type, `<list[Path]>`; the docstring says what RUN_DIR is.
-    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", hidden=True)],
+    run_dirs: Annotated[list[Path] | None, typer.Argument(metavar="RUN_DIR", hidden=True)] = None,
     json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE", help="Write the SPEC §8 JSON here.")] = None,
     html_path: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write the HTML report here.")] = None,
     bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
+    episodes: Annotated[Path | None, typer.Option(
+        "--episodes", metavar="FILE",
+        help="Rate a JSON Lines file of episodes recorded by another harness instead of a run.")] = None,
 ) -> None:
     """Compute every metric of SPEC §5 for RUN_DIR (several run folders: compared side by
-    side); write JSON and a self-contained HTML report (default: ./NAME-report.json/.html)."""
-    from envduels.report.commands import report_command
+    side) or for --episodes FILE; write JSON and a self-contained HTML report (default:
+    ./NAME-report.json/.html)."""
+    from envduels.report.commands import report_command, report_episodes_command
 
-    raise typer.Exit(report_command(run_dirs, json_path=json_path, html_path=html_path, bootstrap=bootstrap))
+    if episodes is not None:
+        if run_dirs:
+            raise UserError("give either run folders or --episodes FILE, not both")
+        raise typer.Exit(report_episodes_command(episodes, json_path=json_path, html_path=html_path,
+                                                 bootstrap=bootstrap))
+    raise typer.Exit(report_command(run_dirs or [], json_path=json_path, html_path=html_path, bootstrap=bootstrap))
 
 
 @app.command()
@@ -248,6 +257,32 @@ def models_check(config: Annotated[Path, typer.Argument(metavar="CONFIG", help="
     from envduels.players.commands import check_command
 
     raise typer.Exit(check_command(config))
+
+
+@app.command()
+def plan(
+    config: Annotated[Path | None, typer.Argument(metavar="CONFIG", help="YAML run configuration (or use --players).")] = None,
+    players: Annotated[int | None, typer.Option(metavar="N", help="Players who all author and solve (without CONFIG).")] = None,
+    envs_per_author: Annotated[int | None, typer.Option(metavar="N", help="Environments per author per round.")] = None,
+    seeds: Annotated[int | None, typer.Option(metavar="N", help="Seeds per environment.")] = None,
+    rounds: Annotated[int | None, typer.Option(metavar="N", help="Rounds.")] = None,
+    trials: Annotated[int | None, typer.Option(metavar="N", help="Trials per seed.")] = None,
+    spread: Annotated[list[float] | None, typer.Option(
+        metavar="LOGITS", help="Ability spread in logits (half-width; repeatable). Default: 0.4 and 1.5.")] = None,
+    cycle: Annotated[float, typer.Option(metavar="LOGITS", help="Size in logits of the planted 3-cycle for cycle power.")] = 2.0,
+    replicates: Annotated[int, typer.Option(metavar="N", help="Simulated tournaments per spread and truth.")] = 20,
+    bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws per simulated tournament.")] = 200,
+    seed: Annotated[int, typer.Option(metavar="N", help="Simulation seed.")] = 0,
+    jobs: Annotated[int, typer.Option(metavar="N", help="Worker processes (figures do not depend on it).")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Before spending money: the exact cost of a design and, by simulation, whether it can
+    order the models, detect divergence and cycles, and how wide its intervals will be."""
+    from envduels.report.plan import DesignFlags, plan_command
+
+    flags = DesignFlags(players=players, envs_per_author=envs_per_author, seeds=seeds, rounds=rounds, trials=trials)
+    raise typer.Exit(plan_command(config, flags, spreads=spread or [], replicates=replicates, bootstrap=bootstrap,
+                                  cycle=cycle, seed=seed, jobs=jobs, as_json=as_json))
 
 
 INTERRUPTED = "interrupted; finished work is saved, run the same command again to resume"

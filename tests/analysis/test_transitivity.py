@@ -71,11 +71,11 @@ CYCLE = {"ability": [1.5, -3.5, -3.0], "author_difficulty": [2.0, -1.0, 4.0], "a
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_cycle_planted_in_latent_strengths_is_found_through_the_whole_pipeline(seed):
     """Two rounds: two matches per pair, so no per-match interval could ever clear ½; the
-    environment bootstrap's draws do."""
+    test over the 20 environments behind each side of a match does."""
     run = simulate_tournament(players=3, envs_per_author=10, rounds=2, seeds=4, seed=seed, transcripts=False,
                               **CYCLE)
     t = analyze(run.tables, bootstrap=1000, seed=seed, permutations=20).json["transitivity"]
-    assert (t["triads"], t["cycles"], t["significant_cycles"], t["significance"]) == (1, 1, 1, "bootstrap")
+    assert (t["triads"], t["cycles"], t["significant_cycles"], t["significance"]) == (1, 1, 1, "environments")
     assert t["cycle_list"] == [{"models": ["m00", "m01", "m02"], "significant": True}]
 
 
@@ -84,7 +84,7 @@ def test_transitive_latent_strengths_at_a_realistic_size_give_no_significant_cyc
     run = simulate_tournament(players=8, envs_per_author=10, rounds=2, seeds=4, seed=seed, transcripts=False,
                               ability=list(np.linspace(-2, 2, 8)))
     t = analyze(run.tables, bootstrap=1000, seed=seed, permutations=20).json["transitivity"]
-    assert t["triads"] == 56 and t["significant_cycles"] == 0 and t["significance"] == "bootstrap"
+    assert t["triads"] == 56 and t["significant_cycles"] == 0 and t["significance"] == "environments"
 
 
 def test_edges_are_judged_by_the_share_of_draws_each_model_wins():

@@ -15,9 +15,12 @@ import yaml
 
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
+from envduels.config import load_config
 from envduels.engine.commands import run_command, status_command
-from envduels.engine.scheduler import condition_order
+from envduels.engine.progress import Progress
+from envduels.engine.scheduler import Tournament, condition_order
 from envduels.envs import EnvSpec, write_export
+from envduels.envs._validate import probe_actions
 from envduels.store import AUDIT_REASON, Store
 from envduels.testing import ScriptedServer
 
@@ -186,3 +189,34 @@ def test_an_authored_environment_whose_reward_the_parent_cannot_take_is_invalid_
         env.invalid_reason)
     assert {e.env_id for e in store.episodes()} == {CONTROL}
     store.close()
+
+
+def _session(tmp_path: Path, run: str) -> Tournament:
+    """A run's session as `run` builds it: its config, its store (created or reopened)."""
+    cfg = load_config(_config(tmp_path, "http://127.0.0.1:9/v1", tmp_path))
+    store = Store(tmp_path / run)
+    return Tournament(cfg, store=store, players={}, pool=None, fingerprint="fp-same-config",
+                      pool_specs=[], progress=Progress(rounds=1))
+
+
+def _draws(session: Tournament) -> tuple[list[tuple[bool, bool]], list[str]]:
+    orders = [session._condition_order("env", "carol", seed, 0) for seed in range(40)]
+    probes = probe_actions(session._draw_salt, "sha", 11)
+    return orders, probes
+
+
+def test_two_runs_of_one_config_draw_different_orders_and_probes_and_a_resume_the_same(
+        tmp_path):
+    """The fingerprint is a plain hash of the config, which an author can compute: salted by it
+    alone, an environment could know its probes and which condition it meets first."""
+    first, second = _session(tmp_path, "run-a"), _session(tmp_path, "run-b")
+    drawn_a, drawn_b = _draws(first), _draws(second)
+    assert drawn_a[0] != drawn_b[0] and drawn_a[1] != drawn_b[1]
+    first.store.close()
+    resumed = _session(tmp_path, "run-a")
+    assert _draws(resumed) == drawn_a
+    secret = resumed.store.get_meta("draw_secret")
+    assert isinstance(secret, str) and len(secret) == 32
+    assert secret not in "".join(p for p in drawn_a[1])   # the probes do not carry it
+    resumed.store.close()
+    second.store.close()

@@ -32,7 +32,7 @@ def write_run(run_dir: Path, run: SimulatedRun, *, name: str = "sim", history: s
             env_id=e["env_id"], author=e["author"], round=int(e["round"]), slot=i, domain=e["domain"],
             title=HOSTILE_TITLE if evil else e["title"], valid=bool(e["valid"]), invalid_reason=e["invalid_reason"],
             hints={"hint": HOSTILE_HINT if evil else e["hint"]}, source=HOSTILE_SOURCE if evil else e["source"],
-            source_sha256="0" * 64, class_name=e["class_name"], max_turns=20, fixed_pool=False,
+            source_sha256="0" * 64, class_name=e["class_name"], max_turns=20, fixed_pool=bool(e.get("fixed_pool", False)),
             benchmark_seeds=tuple(e["benchmark_seeds"]), metadata={}))
     first_env = t.environments["env_id"].iloc[0]
     for ep in t.episodes.to_dict("records"):

@@ -87,3 +87,39 @@ def test_gallery_opens_to_code_hint_results_and_transcripts(browser, report_file
     inner = first.find_elements(By.CSS_SELECTOR, "details > summary")
     assert any("Transcript" in s.text for s in inner) and any(s.text == "Code" for s in inner)
     assert browser.get_log("browser") == []
+
+
+@pytest.fixture(scope="module")
+def quickstart_file(tmp_path_factory):
+    from .runs import quickstart_run, tables_of, write
+
+    tmp = tmp_path_factory.mktemp("quickstart")
+    a = analyze(tables_of(write(tmp / "run", quickstart_run(), "quickstart")), bootstrap=50, permutations=50)
+    path = tmp / "report.html"
+    path.write_text(render_html([a]), encoding="utf-8")
+    return path
+
+
+def test_the_quickstart_shaped_report_says_why_each_missing_plot_is_missing(browser, quickstart_file):
+    from selenium.webdriver.common.by import By
+
+    browser.get(quickstart_file.as_uri())
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")] == []
+    first = browser.find_element(By.CSS_SELECTOR, "#summary li").text
+    assert first.startswith("No authored environment was valid")
+    missing = [p.text for p in browser.find_elements(By.CSS_SELECTOR, "p.missing")]
+    assert "No author rating: no authored environment was valid." in missing
+    assert any(m.startswith("Left out: this run has one round") for m in missing)
+    assert all(m.endswith(".") and "\n" not in m for m in missing)
+
+
+def test_every_metric_column_has_a_visible_definition_on_hover(browser, report_file):
+    from selenium.webdriver.common.by import By
+
+    browser.get(report_file.as_uri())
+    heads = browser.find_elements(By.CSS_SELECTOR, "#tables th")
+    titled = {h.text: h.get_attribute("title") for h in heads if h.text != "model"}
+    for column in ("hint gain", "rescue", "harm", "hint authoring", "design score", "teaching"):
+        assert len(titled[column]) > 20, column
+    glossary = browser.find_element(By.ID, "glossary").text
+    assert "hint authoring" in glossary and "design score" in glossary

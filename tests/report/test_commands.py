@@ -33,7 +33,8 @@ def test_report_writes_spec_json_and_one_html_file_in_the_current_folder_not_the
     html = (tmp_path / "sim-report.html").read_text()
     assert html.startswith("<!DOCTYPE html>")
     out = capsys.readouterr().out
-    assert "sim-report.json" in out and "sim-report.html" in out and "best solver" in out
+    assert "sim-report.json" in out and "sim-report.html" in out
+    assert "Best solver by rating" in out or "Solvers are" in out or "No single best solver" in out
 
 
 def test_report_escapes_model_written_text_and_loads_nothing_external(run_dir, tmp_path):

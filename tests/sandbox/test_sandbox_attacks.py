@@ -505,8 +505,14 @@ async def test_nan_and_odd_typed_results_are_rejected(pool: EnvPool, returned: s
 
 
 async def test_a_result_over_the_frame_cap_is_a_fault(pool: EnvPool) -> None:
-    fault = await fault_of(pool, "return 'o', 1.0, True, False, {'x': 'y' * 2_000_000}")
-    assert fault.reason == "result too large (2000123 bytes > 1048576 byte frame cap)"
+    # an oracle action: info has its own, smaller cap and the observation is truncated
+    source = env_source() + "    def oracle_action(self):\n        return 'y' * 2_000_000\n"
+    inst = await pool.open(source)
+    await inst.reset(0)
+    with pytest.raises(EnvFault) as info:
+        await inst.oracle_action()
+    await inst.close()
+    assert info.value.reason == "result too large (2000030 bytes > 1048576 byte frame cap)"
 
 
 # ----- dying workers --------------------------------------------------------------------------
@@ -526,3 +532,18 @@ async def test_segfault_is_reported(pool: EnvPool) -> None:
     fault = await fault_of(pool, "ctypes.string_at(0)", prelude="import ctypes")
     assert fault.reason == "worker killed by SIGSEGV during step"
     await assert_pool_still_works(pool)
+
+
+async def test_a_forged_observation_count_of_thousands_of_digits_is_clamped(
+        pool: EnvPool) -> None:
+    """The truncation marker quotes the worker's `observation_chars`; a forged count of 4,299
+    digits made the marker 4,299 characters longer than the observation cap allows."""
+    step = ("forge({'id': 3, 'ok': True, 'observation': 'x', 'observation_chars': 10**4298, "
+            "'reward': 0, 'terminated': True, 'truncated': False, 'info': {}})\n"
+            "time.sleep(0.2)\nreturn 'honest', 0, False, False, {}")
+    inst = await pool.open(env_source(step, prelude="import json, os, sys, time\n" + FORGE))
+    await inst.reset(0)
+    result = await inst.step("a")
+    await inst.close()
+    most = (FAST.memory_mb << 20) - FAST.observation_max_chars   # no str inside is longer
+    assert result.observation == f"x\n...[truncated {most} characters]"

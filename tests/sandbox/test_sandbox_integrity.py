@@ -9,9 +9,11 @@ import asyncio
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 from sandbox_helpers import FAST, assert_pool_still_works, env_source, sandbox_uid_processes
 
 from envduels.envs import benchmark_seeds, library_env, library_names, validate_env
-from envduels.sandbox import EnvFault, EnvPool
+from envduels.sandbox import EnvFault, EnvPool, _resident
 from envduels.sandbox._launcher import SANDBOX_HOSTNAME, host
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "envs"
@@ -81,14 +83,20 @@ async def test_malformed_values_and_frames_are_one_line_faults(pool: EnvPool, st
     await assert_pool_still_works(pool)
 
 
+@pytest.mark.parametrize(("escape", "reason"), [
+    ("\\\\n", "protocol violation: a frame nested deeper than 64 levels"),
+    # escaped quotes are quotes to the token count, which refuses the frame before the depth check
+    ("\\\\\"", "protocol violation: a frame of 300066 values and strings (more than 15096; "
+              "info is capped)"),
+])
 async def test_a_frame_built_to_make_the_depth_check_slow_is_rejected_at_once(
-        pool: EnvPool) -> None:
-    # An unclosed string of escaped quotes: a string pattern with escapes inside backtracks
+        pool: EnvPool, escape: str, reason: str) -> None:
+    # An unclosed string of escapes: a string pattern with escapes inside backtracks
     # quadratically on it (4 s for 10,000 of them), blocking the harness's event loop.
-    step = "forge(b'[' * 65 + b'\"' + b'\\\\\"' * 300000)\ntime.sleep(5)"
+    step = "forge(b'[' * 65 + b'\"' + b'" + escape + "' * 300000)\ntime.sleep(5)"
     start = time.monotonic()
     fault = await fault_of(pool, step, prelude="import json, os, sys, time\n" + FORGE)
-    assert fault.reason == "protocol violation: a frame nested deeper than 64 levels"
+    assert fault.reason == reason
     assert time.monotonic() - start < 3.0
 
 
@@ -363,3 +371,116 @@ async def test_every_library_environment_still_validates_in_the_narrowed_sandbox
             verdict = await validate_env(spec, pool, seeds=benchmark_seeds(0, name, 1),
                                          require_oracle=False)
             assert verdict.valid, (name, verdict.reasons)
+
+
+async def test_a_sandbox_cannot_watch_another_s_reads_through_dnotify_or_leases(
+        canary: Path) -> None:
+    """dnotify (fcntl F_NOTIFY) on a shared stdlib folder signalled a watcher when a second
+    sandbox read its files: one bit per read across sandboxes, with no syscall denied."""
+    source = (FIXTURES / "attack_dnotify.py").read_text()
+    limits = dataclasses.replace(FAST, step_timeout_s=10.0)
+    async with EnvPool(limits, warm=0) as pool:
+        watcher, poker = await pool.open(source), await pool.open(source)
+        await watcher.reset(0)
+        await poker.reset(0)
+
+        async def poke() -> str:
+            await asyncio.sleep(0.7)
+            return (await poker.step("poke")).observation
+
+        watched, poked = await asyncio.gather(watcher.step("watch"), poke())
+        await watcher.close()
+        await poker.close()
+    assert poked == "poked"
+    assert json.loads(watched.observation) == {"notify": "EPERM", "setlease": "EPERM",
+                                               "getlease": "EPERM", "signals": 0}
+
+
+def _evict_host_library_pages() -> None:
+    """Drop from the host's page cache the file the residency attack reads (its largest shared
+    library), so that on a sandbox binding host files the attack starts from a cold state."""
+    folder = Path("/usr/lib") / (sysconfig.get_config_var("MULTIARCH") or "")
+    files = [e for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]
+    largest = max(files, key=lambda e: (e.stat().st_size, e.name)).path
+    fd = os.open(largest, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+async def test_five_fresh_sandboxes_read_one_value_from_io_counters_and_fault_around(
+        pool: EnvPool) -> None:
+    """/proc/self/io read_bytes, ru_inblock and mmap fault-around told a sandbox whether a host
+    page was cached (and a read set it): fresh sandboxes of one seed counted 0, 1, 2, ... Every
+    file a sandbox reads is now a RAM copy, so they always read "cached"."""
+    if host().resident is None:
+        pytest.skip("platform: no tmpfs /dev/shm or no ldd; the sandbox binds host files")
+    source = (FIXTURES / "attack_page_residency.py").read_text()
+    _evict_host_library_pages()
+    seen = []
+    for _ in range(5):
+        inst = await pool.open(source)
+        seen.append(json.loads((await inst.reset(7))[0]))
+        await inst.close()
+    assert seen == [{"count": 32, "faultaround": [True, True]}] * 5
+
+
+async def test_an_info_dict_over_its_cap_is_a_one_line_fault(pool: EnvPool) -> None:
+    inst = await pool.open((FIXTURES / "attack_heavy_info.py").read_text())
+    with pytest.raises(EnvFault) as info:
+        await inst.reset(0)
+    await inst.close()
+    assert info.value.reason == (
+        "reset returned an info dict of 360251 bytes as JSON with 240124 commas, colons, quotes "
+        "and brackets; at most 65536 bytes and 10000: keep info small")
+
+
+async def test_a_forged_heavy_info_frame_is_refused_without_stalling_the_event_loop(
+        pool: EnvPool) -> None:
+    """The worker's cap is the environment's to bypass: a forged frame of 120,000 empty lists
+    cost the parent's event loop ~0.6 s (parse and walk), for every episode at once."""
+    step = ("forge({'id': 3, 'ok': True, 'observation': 'x', 'reward': 0, 'terminated': True, "
+            "'truncated': False, 'info': {'trace': [[[] for _ in range(1000)] "
+            "for _ in range(120)]}})\ntime.sleep(5)")
+    inst = await pool.open(env_source(step, prelude="import json, os, sys, time\n" + FORGE))
+    await inst.reset(0)
+    worst, running = 0.0, True
+
+    async def ticker() -> None:
+        nonlocal worst
+        while running:
+            before = time.perf_counter()
+            await asyncio.sleep(0.005)
+            worst = max(worst, time.perf_counter() - before - 0.005)
+
+    watch = asyncio.create_task(ticker())
+    with pytest.raises(EnvFault) as info:
+        await inst.step("a")
+    running = False
+    await watch
+    await inst.close()
+    assert info.value.reason == ("protocol violation: a frame of 240154 values and strings "
+                                 "(more than 15096; info is capped)")
+    assert worst < 0.1, worst   # generous: the refusal itself is a C scan of ~1 ms
+
+
+def test_the_ram_view_is_shared_by_harnesses_and_never_taken_from_a_folder_others_can_write(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    view = host().resident
+    if view is None:
+        pytest.skip("platform: no tmpfs /dev/shm or no ldd; the sandbox binds host files")
+    python = host().python
+    stdlib = next(p for p in host().usr_view or [] if "/python3" in p and os.path.isdir(p))
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    again = _resident.build(python, stdlib, multiarch)
+    assert again is not None and (again.root, again.copy_s) == (view.root, 0.0)
+    # a folder under the final name that others may write is not ours: never bound
+    monkeypatch.setattr(_resident, "_key", lambda *_: "0123456789abcdef")
+    planted = Path(f"/dev/shm/envduels-usr-{os.geteuid()}-0123456789abcdef")
+    planted.mkdir(mode=0o777)
+    try:
+        planted.chmod(0o777)
+        (planted / "usr").mkdir()
+        assert _resident.build(python, stdlib, multiarch) is None
+        assert sorted(p.name for p in planted.iterdir()) == ["usr"]
+    finally:
+        shutil.rmtree(planted)

@@ -115,3 +115,30 @@ def test_missing_run_folder_is_a_one_line_error(tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.strip().count("\n") == 0
     assert "does not exist" in proc.stderr
+
+
+def test_the_printed_tables_are_readable_at_80_columns(run_dir, tmp_path):
+    """Issue 15, defect 8: at 80 columns the `n` column vanished and headers were cut."""
+    import os
+
+    lifts = _lifts()
+    gains = _gains_with_exact_correlation(np.array([lifts[a] for a in AUTHORS]), 0.75)
+    csv = tmp_path / "gains.csv"
+    csv.write_text("author,gain\n" + "".join(f"{a},{float(g)!r}\n" for a, g in zip(AUTHORS, gains, strict=True)))
+    proc = subprocess.run(
+        [str(ENVDUELS), "correlate", str(run_dir), "--gains", str(csv), "--bootstrap", "500", "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=120, env=os.environ | {"COLUMNS": "80", "TERM": "xterm"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    headers = next(line for line in lines if "predictor" in line and "crit |r|" in line)
+    cells = [c.strip() for c in headers.strip("┃ ").split("┃")]
+    assert cells == ["predictor", "n", "r", "95% CI", "p", "p adj.", "crit |r|"]
+    rho_headers = next(line for line in lines if "predictor" in line and "ρ" in line)
+    assert [c.strip() for c in rho_headers.strip("┃ ").split("┃")] == ["predictor", "n", "ρ", "95% CI", "p"]
+    rows = [line for line in lines if line.startswith("│ mean_hint_lift")]
+    assert len(rows) == 2  # one per table, each with its n and its interval whole
+    for row in rows:
+        cells = [c.strip() for c in row.strip("│ ").split("│")]
+        assert cells[1] == "12" and cells[3].startswith("[") and cells[3].endswith("]")

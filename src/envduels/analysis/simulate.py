@@ -58,9 +58,14 @@ def simulate_tournament(
     p_error: float = 0.0,
     self_play: bool = False,
     transcripts: bool = True,
+    matchup: dict[tuple[str, str], float] | None = None,
 ) -> SimulatedRun:
     """A round-robin run: every player authors `envs_per_author` environments per round and
-    solves every other player's environments on `seeds` seeds × `trials`, in both conditions."""
+    solves every other player's environments on `seeds` seeds × `trials`, in both conditions.
+
+    `matchup[(author, solver)]` (logits, both conditions) is added to that solver's success on
+    that author's environments: a way to plant structure no single ability explains, such as
+    a cycle in the duels."""
     rng = np.random.default_rng(seed)
     names = [f"m{i:02d}" for i in range(players)]
     ab = np.asarray(ability if ability is not None else rng.normal(0, 1, players), float)
@@ -109,7 +114,10 @@ def simulate_tournament(
     solver_ab = ab[eps["solver"].map(idx).to_numpy()]
     d = eps["env_id"].map(diffs).to_numpy()
     eff = eps["env_id"].map(effects).to_numpy()
-    prob = expit(solver_ab - d + eff * eps["hinted"].to_numpy())
+    offset = np.zeros(len(eps))
+    for (author, solver), value in (matchup or {}).items():
+        offset[((eps["author"] == author) & (eps["solver"] == solver)).to_numpy()] += value
+    prob = expit(solver_ab - d + offset + eff * eps["hinted"].to_numpy())
     success = rng.random(len(eps)) < prob
     u = rng.random(len(eps))
     outcome = np.where(success, "success", "failure").astype(object)

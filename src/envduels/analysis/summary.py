@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from envduels.analysis.convergence import convergence
+from envduels.analysis.convergence import convergence as _convergence
 from envduels.analysis.divergence import divergence
 from envduels.analysis.irt import fit_irt
 from envduels.analysis.learning import learning_curves
@@ -24,7 +24,13 @@ from envduels.analysis.metrics import (
 from envduels.analysis.pairs import matched_pairs
 from envduels.analysis.ratings import Rating, compute_ratings
 from envduels.analysis.scale import scale
+from envduels.analysis.simulate import FrameTables
 from envduels.analysis.transitivity import transitivity
+
+LEAD_FLAGS = ("hint_leak", "hint_gated")
+"""Flags whose environments win duels for their author without a hint that teaches anything:
+the hint gives the answer away (`hint_leak`) or the environment is unsolvable without it
+(`hint_gated`). A duel lead that rests on them is called out in the report."""
 
 
 @dataclass
@@ -56,6 +62,57 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def is_true(value: Any) -> bool:
+    """A boolean cell that is really True (missing, NaN or None: False)."""
+    return isinstance(value, bool | np.bool_) and bool(value)
+
+
+def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rating rows best first: by rank (SPEC §5), then by rating as printed (to the nearest
+    point), then by model name.
+
+    The one order of every table, chart and sentence of the report and the leaderboard. Rank
+    first keeps the printed rank column monotone (a model certainly below another is never
+    listed above a model that is below nobody); the top-rated model always has rank 1, so the
+    leader is the same either way. Models whose printed ratings are equal are *level*; the name
+    only breaks the tie for listing and never makes one of them "the best".
+    """
+    return sorted(rows, key=lambda r: (r.get("rank") or 0, -round(r["rating"]), str(r["model"])))
+
+
+def level_with_top(rows: list[dict[str, Any]]) -> list[str]:
+    """The models whose printed rating equals the top one (rows as `ordered` returns them)."""
+    return [r["model"] for r in rows if rows and round(r["rating"]) == round(rows[0]["rating"])]
+
+
+def flagged_lead(tables: TablesLike, duel_rows: list[dict[str, Any]], flags: dict[str, list[str]]) -> dict[str, Any] | None:
+    """Whether the duel leader's lead rests on its `hint_leak`/`hint_gated` environments.
+
+    None when the leader wrote no such environment. Otherwise the environments, their flags, and
+    where the leader lands when the duel ratings are refitted without them (`position_without`:
+    1-based place in `ordered` order, None when it is no longer rated; `models_without`: how many
+    models are rated then). A point estimate only: the question is whether the lead survives at all.
+    """
+    if len(duel_rows) < 2:
+        return None
+    leader = duel_rows[0]["model"]
+    envs = tables.environments
+    mine = envs[(envs["author"] == leader) & envs["valid"].astype(bool)]["env_id"]
+    hit = {e: [f for f in flags.get(e, []) if f in LEAD_FLAGS] for e in mine}
+    hit = {e: f for e, f in hit.items() if f}
+    if not hit:
+        return None
+    keep = ~envs["env_id"].isin(list(hit))
+    eps = tables.episodes
+    sub = FrameTables(tables.players, envs[keep].reset_index(drop=True),
+                      eps[~eps["env_id"].isin(list(hit))].reset_index(drop=True))
+    rows = ordered(compute_ratings(sub, matched_pairs(sub.episodes), bootstrap=0)["duel"].rows)
+    models = [r["model"] for r in rows]
+    return {"model": leader, "environments": [{"id": e, "flags": f} for e, f in hit.items()],
+            "position_without": models.index(leader) + 1 if leader in models else None,
+            "models_without": len(models)}
+
+
 def _costs(players: pd.DataFrame) -> list[dict[str, Any]]:
     cols = ["cost_usd", "input_tokens", "output_tokens"]
     out = []
@@ -78,6 +135,7 @@ def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, 
             "valid": bool(e["valid"]),
             "invalid_reason": None if invalid_reason is None or pd.isna(invalid_reason) else invalid_reason,
             "hint": e.get("hint"),
+            "fixed_pool": is_true(e.get("fixed_pool")),
             "flags": flags.get(e["env_id"], []),
             "title": e.get("title"),
             "panel_no_hint": None if r is None else r["no_hint"],
@@ -88,6 +146,18 @@ def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, 
     return rows
 
 
+def rating_entries(tables: TablesLike, pairs: pd.DataFrame, *, bootstrap: int = 1000,
+                   seed: int = 0) -> tuple[dict[str, Rating], dict[str, Any], dict[str, Any]]:
+    """The ratings, the duel transitivity and the author–solver divergence, exactly as `analyze`
+    reports them (`envduels plan` rates its simulated tournaments through this too)."""
+    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
+    duel = ratings["duel"]
+    return (ratings,
+            transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws,
+                         edge_p=duel.edge_p, tie_rate=duel.tie_rate, seed=seed),
+            divergence(ratings["author"], ratings["solver"]))
+
+
 def analyze(
     tables: TablesLike,
     *,
@@ -96,12 +166,18 @@ def analyze(
     name: str = "run",
     history: str | None = None,
     permutations: int = 1000,
+    convergence: bool = True,
 ) -> Analysis:
-    """Every SPEC §5 number for one run. Deterministic for a given `seed`."""
+    """Every SPEC §5 number for one run. Deterministic for a given `seed`.
+
+    `convergence=False`: the design-convergence entry is None (tables without environment
+    source, such as episodes recorded by another harness, say nothing about design)."""
+    with_convergence = convergence
     pairs = matched_pairs(tables.episodes)
-    ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
+    ratings, transitive, diverge = rating_entries(tables, pairs, bootstrap=bootstrap, seed=seed)
+    for r in ratings.values():
+        r.rows = ordered(r.rows)
     flags = environment_flags(tables)
-    duel = ratings["duel"]
     envs = tables.environments
     players = tables.players
     cost = pd.to_numeric(players.get("cost_usd", pd.Series(dtype=float)), errors="coerce")
@@ -121,15 +197,20 @@ def analyze(
         "solvers": solver_metrics(tables, pairs),
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
-        "transitivity": transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws),
-        "divergence": divergence(ratings["author"], ratings["solver"]),
+        # per rating: how its intervals were made, and why intervals or ranks are missing
+        "rating_methods": {k: {"interval": ratings[k].interval, "note": ratings[k].note,
+                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")},
+        "transitivity": transitive,
+        "divergence": diverge,
         "environments": _environment_rows(tables, pairs, flags),
         "irt": fit_irt(pairs),
         "learning": learning_curves(envs, pairs),
-        "convergence": convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
-                                   permutations=permutations, seed=seed),
+        "convergence": _convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
+                                    permutations=permutations, seed=seed) if with_convergence else None,
         "scale": scale(players, ratings),
         "costs": _costs(players),
         "learnability": learnability(pairs).to_dict("records"),
+        "duel_flagged_lead": flagged_lead(tables, ratings["duel"].rows, flags),
+        "rating_notes": {k: getattr(ratings[k], "note", None) for k in ("duel", "author", "solver")},
     }
     return Analysis(json_safe(result), ratings, lift_matrix(pairs), pairs, tables)

@@ -3,11 +3,16 @@
 The input is the observed match score matrix `S[i, j]` (points of i against j, ties as halves)
 and the fitted BT strengths. An edge i→j is "won" when i's share of the points exceeds ½; a cycle
 is *significant* when all three of its edges are, at level 1 − 0.05/m with m the number of model
-pairs that met (Bonferroni). With the ratings' bootstrap draws of the score matrix (what
-`analyze` passes), an edge i→j is significant when i beats j in all but at most a share
-0.05/(2m) of the draws: the environments are the unit of evidence, as for the intervals. Without
-draws (a bare win matrix) it falls back to Wilson intervals over the matches, which treat every
-match as independent and, at one match per pair and round, can almost never clear ½.
+pairs that met (Bonferroni). What `analyze` passes is `edge_p`, from `duel_edge_pvalues`: a
+Welch test over the environments behind each pair's matches (i's environments played by j and
+j's played by i), so an edge needs evidence from several environments; with one or two behind
+a match it cannot be significant. A bootstrap of environments (`draws`, the earlier rule) can
+reweight a match but never reverse it, so with few environments its edges were "significant"
+by construction. Without either, Wilson intervals over the matches decide.
+
+Raw cycles and WST/SST violations are not zero under a transitive truth: with one match per pair
+shares are 0, ½ or 1. `expected` gives their distribution under the fitted BT model (parametric
+bootstrap of the same matches, ties at the observed rate), the reference to read them against.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 
 def wilson(wins: float, n: float, alpha: float) -> tuple[float, float]:
@@ -37,12 +43,20 @@ def transitivity(
     theta: np.ndarray | None = None,
     *,
     draws: np.ndarray | None = None,
+    edge_p: np.ndarray | None = None,
+    tie_rate: float = 0.0,
+    reference_draws: int = 200,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Triads, raw and significant 3-cycles (with their members), WST/SST violation rates among
     chains i>j>k, and the BT log-loss per match against the saturated pairwise model.
 
-    `draws` (B, n, n): bootstrap draws of the score matrix; when given (B ≥ 1) they decide which
-    edges are significant (`significance` = "bootstrap"), else Wilson intervals do ("wilson").
+    `edge_p[i, j]`: one-sided p-value that i beats j (`duel_edge_pvalues`); when given it decides
+    which edges are significant (`significance` = "environments"), else `draws` (B, n, n) of the
+    score matrix do ("bootstrap"), else Wilson intervals ("wilson"). With `theta`, `expected`
+    holds the cycles and WST/SST rates a transitive BT model with these strengths produces on
+    the same matches (`reference_draws` simulations; mean, 2.5–97.5% range, and the share of
+    simulations with at least the observed value).
     """
     n = len(players)
     games = scores + scores.T
@@ -52,7 +66,9 @@ def transitivity(
     alpha = 0.05 / max(pairs_met, 1)
     sig = np.zeros((n, n), dtype=bool)
     use_draws = draws is not None and len(draws) > 0
-    if use_draws:
+    if edge_p is not None:
+        sig = met & (edge_p <= alpha / 2)
+    elif use_draws:
         # share of draws in which i does not beat j (a loss, a tie, or the pair never met)
         not_beaten = 1.0 - (draws > np.swapaxes(draws, 1, 2)).mean(axis=0)
         sig = met & (not_beaten <= alpha / 2)
@@ -87,7 +103,8 @@ def transitivity(
         "triads": triads,
         "cycles": cycles,
         "significant_cycles": significant,
-        "significance": "bootstrap" if use_draws else "wilson",
+        "significant_edges": int(np.triu(sig | sig.T, 1).sum()),
+        "significance": "environments" if edge_p is not None else "bootstrap" if use_draws else "wilson",
         "wst_violations": None if chains == 0 else wst / chains,
         "sst_violations": None if chains == 0 else sst / chains,
         "chains": chains,
@@ -101,4 +118,100 @@ def transitivity(
         p_sat = np.clip(np.nan_to_num(share, nan=0.5), 1e-12, 1 - 1e-12)
         out["bt_log_loss"] = float(-(scores * np.log(p_bt)).sum() / total)
         out["saturated_log_loss"] = float(-(scores * np.log(p_sat)).sum() / total)
+    out["expected"] = None
+    if theta is not None and triads > 0 and reference_draws > 0:
+        out["expected"] = expected_rates(scores, theta, tie_rate=tie_rate, draws=reference_draws, seed=seed,
+                                         observed=(cycles, out["wst_violations"], out["sst_violations"]))
     return out
+
+
+def _triad_rates(share: np.ndarray, met: np.ndarray) -> dict[str, np.ndarray]:
+    """Per stacked share matrix (B, n, n): raw 3-cycles and WST/SST violation rates (NaN: no chain)."""
+    n = share.shape[-1]
+    tri = np.array([t for t in combinations(range(n), 3) if met[t[0], t[1]] and met[t[1], t[2]] and met[t[0], t[2]]])
+    if not len(tri):
+        nan = np.full(len(share), np.nan)
+        return {"cycles": np.zeros(len(share)), "wst": nan, "sst": nan}
+    i, j, k = tri.T
+    beats = share > 0.5
+    cycles = ((beats[:, i, j] & beats[:, j, k] & beats[:, k, i]) | (beats[:, i, k] & beats[:, k, j] & beats[:, j, i])).sum(axis=1)
+    ordered = np.concatenate([tri[:, perm] for perm in ([0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0])])
+    a, b, c = ordered.T
+    chain = (share[:, a, b] > 0.5) & (share[:, b, c] > 0.5)
+    n_chain = chain.sum(axis=1)
+    wst = (chain & (share[:, a, c] < 0.5)).sum(axis=1)
+    sst = (chain & (share[:, a, c] < np.maximum(share[:, a, b], share[:, b, c]))).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"cycles": cycles.astype(float), "wst": np.where(n_chain > 0, wst / np.maximum(n_chain, 1), np.nan),
+                "sst": np.where(n_chain > 0, sst / np.maximum(n_chain, 1), np.nan)}
+
+
+def expected_rates(
+    scores: np.ndarray,
+    theta: np.ndarray,
+    *,
+    tie_rate: float = 0.0,
+    draws: int = 200,
+    seed: int = 0,
+    observed: tuple[float, float | None, float | None] | None = None,
+) -> dict[str, Any]:
+    """Cycles and WST/SST violation rates under the fitted, transitive BT model: each pair plays
+    its observed number of matches again, a match tied with probability `tie_rate`, else won by
+    i with the probability that keeps i's expected share at σ(θ_i − θ_j)."""
+    rng = np.random.default_rng(seed)
+    games = np.rint(scores + scores.T)
+    met = games > 0
+    n = len(scores)
+    p = expit(theta[:, None] - theta[None, :])
+    tie = min(max(tie_rate, 0.0), 0.999)
+    q = np.clip((p - tie / 2.0) / (1.0 - tie), 0.0, 1.0)
+    iu, ju = np.triu_indices(n, 1)
+    g = games[iu, ju].astype(int)
+    shape = (draws, len(iu))
+    ties = rng.binomial(g, tie, size=shape)
+    wins = rng.binomial(g - ties, q[iu, ju], size=shape)
+    pts = wins + ties / 2.0
+    share = np.full((draws, n, n), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share[:, iu, ju] = np.where(g > 0, pts / np.maximum(g, 1), np.nan)
+        share[:, ju, iu] = np.where(g > 0, 1.0 - pts / np.maximum(g, 1), np.nan)
+    rates = _triad_rates(np.nan_to_num(share, nan=0.5), met)
+    out: dict[str, Any] = {"draws": draws, "tie_rate": tie}
+    obs = dict(zip(("cycles", "wst", "sst"), observed or (None, None, None), strict=True))
+    for key, name in (("cycles", "cycles"), ("wst", "wst_violations"), ("sst", "sst_violations")):
+        v = rates[key][~np.isnan(rates[key])]
+        if not len(v):
+            out[name] = {"mean": None, "low": None, "high": None, "p_at_least_observed": None}
+            continue
+        o = obs[key]
+        out[name] = {"mean": float(v.mean()), "low": float(np.percentile(v, 2.5)), "high": float(np.percentile(v, 97.5)),
+                     "p_at_least_observed": None if o is None else float(np.mean(v >= o - 1e-12))}
+    return out
+
+
+def duel_edge_pvalues(net: np.ndarray, count: np.ndarray, rounds: int, n: int) -> np.ndarray:
+    """One-sided p-value that i beats j, from the environments behind their matches.
+
+    `net`, `count` (n_env, rounds·n·n) are the duel builder's per-environment author-minus-solver
+    points and matched pairs at (round, author, solver). i's advantage on each of its environments
+    that j played is X = net(i → j); on each of j's that i played, Y = −net(j → i). A match's
+    expected net is proportional to E[X] + E[Y]; Welch's t for mean(X) + mean(Y) > 0 tests it.
+    A side with fewer than two environments, or no spread at all, gives p = 1 (not testable)."""
+    net3 = net.reshape(len(net), rounds, n, n)
+    cnt3 = count.reshape(len(count), rounds, n, n)
+    p = np.ones((n, n))
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            x = net3[:, :, i, j][cnt3[:, :, i, j] > 0]
+            y = -net3[:, :, j, i][cnt3[:, :, j, i] > 0]
+            if len(x) < 2 or len(y) < 2:
+                continue
+            vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+            if vx + vy <= 0:
+                continue
+            t = (x.mean() + y.mean()) / np.sqrt(vx + vy)
+            df = (vx + vy) ** 2 / (vx**2 / (len(x) - 1) + vy**2 / (len(y) - 1))
+            p[i, j] = float(student_t.sf(t, df))
+    return p

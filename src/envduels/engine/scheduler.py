@@ -21,8 +21,9 @@ Last resort: no exception from one episode or authoring job cancels the others o
 episode that raises anyway is recorded `error` (the host's fault: retried on resume); an
 authoring job that raises is left unrecorded and counted as an error (retried on resume).
 
-The order of the two conditions of a matched pair is drawn per pair from the run's fingerprint,
-so an environment cannot count on "unhinted first".
+The order of the two conditions of a matched pair is drawn per pair from the run's fingerprint
+and its random secret (`run_draw_secret`, kept in the run database), so an environment can
+neither count on "unhinted first" nor compute the order from the config.
 
 The executor is a small seam: `AsyncioExecutor` runs tasks in this event loop; a distributed
 executor only needs the same `map`.
@@ -34,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -141,11 +143,28 @@ def pool_row(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvironmentRow:
 def condition_order(fingerprint: str, env_id: str, solver: str, seed: int,
                     trial: int) -> tuple[bool, bool]:
     """The order (hinted flags) in which a matched pair's two episodes are queued: drawn per
-    pair from the run's fingerprint, so the same run queues the same order on resume, and an
-    environment cannot count on either condition coming first."""
+    pair from `fingerprint` (a run passes its fingerprint and its secret, `run_draw_secret`),
+    so the same run queues the same order on resume, and an environment cannot know or count
+    on either condition coming first."""
     rng = random.Random(f"envduels-condition-order/v1|{fingerprint}|{env_id}|{solver}|{seed}|"
                         f"{trial}")
     return (False, True) if rng.random() < 0.5 else (True, False)
+
+
+DRAW_SECRET_KEY = "draw_secret"
+
+
+def run_draw_secret(store: Store) -> str:
+    """The run's random secret (128 bits, hex): created at the run's first session and kept in
+    its database, so a resume draws the same probes and condition orders. It salts both draws
+    beside the fingerprint, which is a plain hash of the config that an author can compute:
+    without the secret an environment could know its probes and which condition comes first.
+    It is never sent to a sandbox, a model, a log or a report."""
+    value = store.get_meta(DRAW_SECRET_KEY)
+    if not (isinstance(value, str) and len(value) == 32):
+        value = secrets.token_hex(16)
+        store.set_meta(DRAW_SECRET_KEY, value)
+    return value
 
 
 class Tournament:
@@ -160,6 +179,8 @@ class Tournament:
         self.players = {n: _TrackedPlayer(p, progress) for n, p in players.items()}
         self.pool = pool
         self.fingerprint = fingerprint
+        # salts the drawn probes and condition orders: the fingerprint alone is predictable
+        self._draw_salt = f"{fingerprint}|{run_draw_secret(store)}"
         self.pool_specs = pool_specs
         self.progress = progress
         self.executor = executor or AsyncioExecutor()
@@ -251,7 +272,7 @@ class Tournament:
                                               require_oracle=t.require_oracle,
                                               hint_max_chars=t.hint_max_chars,
                                               max_turns=t.max_turns,
-                                              probe_seed=self.fingerprint)
+                                              probe_seed=self._draw_salt)
                 except SandboxStartError as err:  # the host's failure: the attempt stays unjudged
                     raise SandboxDown(err.reason) from None
 
@@ -313,7 +334,7 @@ class Tournament:
 
     def _condition_order(self, env_id: str, solver: str, seed: int,
                          trial: int) -> tuple[bool, bool]:
-        return condition_order(self.fingerprint, env_id, solver, seed, trial)
+        return condition_order(self._draw_salt, env_id, solver, seed, trial)
 
     async def _play(self, tasks: list[EpisodeTask]) -> None:
         finished = self.store.finished_episode_keys()

@@ -17,8 +17,9 @@ Checks, in order, each failure one actionable line:
 The probe actions are not all public: besides `PROBE_ACTIONS`, each seed's probe draws
 `DRAWN_PROBES` actions of plausible shapes (numbers, words, letters, coordinates, lists) from
 an RNG seeded by `probe_seed`, the source's hash and the seed, and shuffles them in, a drawn one
-first. The same inputs give the same probes (a verdict is reproducible), but an environment
-cannot know them from this file.
+first. The same inputs give the same probes, but an environment cannot know them: a run's
+salt holds a random secret kept in its database (so a resume draws the same probes), and
+`envduels validate` draws a fresh secret per invocation.
 
 The first failing sandbox check ends the sandbox checks (later ones would only repeat it); the
 static reasons are always all reported.
@@ -325,8 +326,9 @@ async def validate_env(
     past it, the verdict is invalid with a reason naming the seed, check and turn (checked
     before every sandbox call, so the overshoot is at most one call's own sandbox deadline). An
     environment without `oracle_action` is valid with `oracle="absent"` unless `require_oracle`.
-    `probe_seed` salts the drawn probe actions (a run passes its fingerprint, so an author
-    cannot know them). With `fixed_pool` (a library or export environment), ignoring the seed
+    `probe_seed` salts the drawn probe actions (a run passes its fingerprint and its random
+    secret, `envduels validate` a fresh random one per invocation, so an author cannot know
+    them). With `fixed_pool` (a library or export environment), ignoring the seed
     is a warning and the flag `seed_ignored`, not a reason.
     Never raises for anything the environment does; `SandboxUnavailable` comes from the pool,
     and `SandboxStartError` (a sandbox that could not start: the host's failure, never held

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,12 +60,14 @@ async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: boo
                         fixed_pool: bool = False) -> list[Verdict]:
     from envduels.sandbox import EnvPool, SandboxStartError
 
+    # A fresh secret salt per invocation: with a fixed one an author could know the probes.
+    probe_seed = secrets.token_hex(16)
     try:
         async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
             return [
                 await validate_env(spec, pool, seeds=seeds_for(spec, seeds),
                                    require_oracle=require_oracle, hint_max_chars=hint_max_chars,
-                                   fixed_pool=fixed_pool)
+                                   fixed_pool=fixed_pool, probe_seed=probe_seed)
                 for spec in specs
             ]
     except SandboxStartError as err:

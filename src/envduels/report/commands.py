@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +77,55 @@ def report_command(run_dirs: list[Path], *, json_path: Path | None, html_path: P
     if html_path is not None:
         _write(Path(html_path), render_html(analyses, comparison))
         written.append(str(html_path))
-    lines = [line for a in analyses for line in headline(a.json)]
-    print_summary(lines, written)
+    if len(analyses) == 1:
+        print_summary(headline(analyses[0].json), written)
+    else:  # one labelled block per run, in the order given
+        for a in analyses:
+            print_summary(headline(a.json), [], title=f"{a.json['run']['name']} ({a.json['run']['episodes']} episodes)")
+        print_summary([], written)
     return 0
 
 
 def leaderboard_command(run_dir: Path, *, bootstrap: int) -> int:
     """Print the duel, author and solver ratings with intervals and ranks."""
     from envduels.analysis import compute_ratings, matched_pairs
+    from envduels.analysis.metrics import solver_names
+    from envduels.analysis.summary import is_true, ordered
+    from envduels.report.story import unrated_reason
     from envduels.report.terminal import print_leaderboard
 
     _check_bootstrap(bootstrap)
     tables, _name, _history = _load(run_dir)
     ratings = compute_ratings(tables, matched_pairs(tables.episodes), bootstrap=bootstrap)
-    print_leaderboard({k: r.rows for k, r in ratings.items()})
+    facts = {"solvers": [{"model": s} for s in solver_names(tables)],
+             "environments": [{"author": e["author"], "valid": bool(e["valid"]), "fixed_pool": is_true(e.get("fixed_pool"))}
+                              for e in tables.environments.to_dict("records")]}
+    print_leaderboard({k: ordered(r.rows) for k, r in ratings.items()},
+                      why={k: unrated_reason(k, facts) for k in ratings}, bootstrap=bootstrap)
+    return 0
+
+
+def report_episodes_command(episodes_path: Path, *, json_path: Path | None, html_path: Path | None,
+                            bootstrap: int) -> int:
+    """Rate the episodes of a JSON Lines file recorded by another harness (see
+    `envduels.report.episodes`): the SPEC §8 JSON and HTML where asked, the headline printed.
+    Writes nothing unless --json or --html is given."""
+    from envduels.report.episodes import analyze_episodes, load_episodes
+    from envduels.report.html import headline, render_html
+    from envduels.report.terminal import print_summary
+
+    _check_bootstrap(bootstrap)
+    tables = load_episodes(episodes_path)
+    if tables.ignored_fields:
+        print(f"note: {episodes_path}: ignored field(s) {', '.join(tables.ignored_fields)} (not part of "
+              "the episodes format)", file=sys.stderr)
+    analysis = analyze_episodes(tables, bootstrap=bootstrap, name=Path(episodes_path).stem)
+    written = []
+    if json_path is not None:
+        _write(Path(json_path), json.dumps(analysis.json, indent=2, allow_nan=False))
+        written.append(str(json_path))
+    if html_path is not None:
+        _write(Path(html_path), render_html([analysis]))
+        written.append(str(html_path))
+    print_summary(headline(analysis.json), written)
     return 0

@@ -148,23 +148,35 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def print_result(result: TransferResult) -> None:
-    """A rich table per predictor, then each predictor's plain-language conclusion."""
+    """Two tables (Pearson with the family-wise adjusted p that decides, then Spearman), narrow
+    enough for an 80-column terminal, then each predictor's plain-language conclusion."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    table = Table(title=f"Training gain vs duel statistics ({result.n_units} {result.unit} units)")
-    table.add_column("predictor", no_wrap=True)
-    for col in ("n", "Pearson r", "95% CI", "p", "Spearman ρ", "95% CI", "p", "crit |r|"):
-        table.add_column(col, justify="right", no_wrap=True)
+
+    def ci(c: Any) -> str:
+        return f"[{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]" if c.ci_low is not None else "—"
+
+    title = f"Training gain vs duel statistics ({result.n_units} {result.unit} units)"
+    pearson = Table(title=f"{title}: Pearson", title_justify="left")
+    pearson.add_column("predictor", no_wrap=True)
+    for col in ("n", "r", "95% CI", "p", "p adj.", "crit |r|"):
+        pearson.add_column(col, justify="right", no_wrap=True)
+    spearman = Table(title="Spearman (rank) correlation", title_justify="left")
+    spearman.add_column("predictor", no_wrap=True)
+    for col in ("n", "ρ", "95% CI", "p"):
+        spearman.add_column(col, justify="right", no_wrap=True)
     for res in result.results:
-        cells = [res.predictor, str(res.n)]
-        for c in (res.pearson, res.spearman):
-            ci = f"{_fmt(c.ci_low)} … {_fmt(c.ci_high)}" if c.ci_low is not None else "—"
-            cells += [_fmt(c.r), ci, _fmt(c.p_value, 3)]
-        cells.append(_fmt(res.critical_r))
-        table.add_row(*cells)
-    console.print(table)
+        name = res.predictor + (" *" if res.primary else "")
+        p, s = res.pearson, res.spearman
+        pearson.add_row(name, str(res.n), _fmt(p.r), ci(p), _fmt(p.p_value, 3), _fmt(res.p_adjusted, 3),
+                        _fmt(res.critical_r))
+        spearman.add_row(name, str(res.n), _fmt(s.r), ci(s), _fmt(s.p_value, 3))
+    console.print(pearson)
+    console.print("* primary predictor, tested first; the others only if it is significant, then Holm "
+                  "(p adj. decides)", style="dim", highlight=False)
+    console.print(spearman)
     for res in result.results:
         console.print(f"• {res.conclusion}", highlight=False)
 

@@ -15,6 +15,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from envduels.analysis import Analysis
 from envduels.report import plots
+from envduels.report.story import GLOSSARY, findings, unrated_reason
 
 TEMPLATES = Path(__file__).parent / "templates"
 MESSAGE_CHARS = 1500
@@ -35,59 +36,9 @@ def _pct(v: Any) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
 
 
-def _level_with_top(rows: list[dict[str, Any]]) -> list[str]:
-    """Models whose rating equals the top one (within half a rating point): a shared lead."""
-    top = rows[0]["rating"]
-    return [r["model"] for r in rows if abs(r["rating"] - top) < 0.5]
-
-
 def headline(j: dict[str, Any]) -> list[str]:
-    """Plain sentences for the top of the report."""
-    out = []
-    d = j["divergence"]
-    ratings = j["ratings"]
-    if d.get("best_solver") and d.get("best_author"):
-        verb = "is also" if d["best_solver_is_best_author"] else "is not"
-        s = f"The best solver, {d['best_solver']}, {verb} the best author"
-        s += "." if d["best_solver_is_best_author"] else f" (that is {d['best_author']})."
-        if d.get("spearman") is not None:
-            s += f" Spearman ρ between author and solver ratings: {d['spearman']:.2f}"
-            if d.get("ci_low") is not None:
-                s += f" (95% interval {d['ci_low']:.2f} to {d['ci_high']:.2f})"
-            s += "."
-        out.append(s)
-    elif ratings["solver"]:
-        top = ratings["solver"][0]
-        level = _level_with_top(ratings["solver"])
-        lead = (f"Best solver: {top['model']} (solver rating {top['rating']:.0f})" if len(level) == 1
-                else f"No solver stood out: {', '.join(level)} share the top solver rating "
-                     f"({top['rating']:.0f})")
-        out.append(f"{lead}; no model was rated as both author and solver, so authoring and "
-                   "solving cannot be compared in this run.")
-    if ratings["duel"]:
-        top = ratings["duel"][0]
-        tied = [r["model"] for r in ratings["duel"] if r["rank"] == 1]
-        level = _level_with_top(ratings["duel"])
-        s = f"Top of the duel table: {top['model']} ({top['rating']:.0f})"
-        if len(level) > 1:
-            s = f"No model leads the duel table: {', '.join(level)} are level ({top['rating']:.0f})."
-        elif top["rank"] is None:
-            s += ": fewer than two environments, so no interval and no rank."
-        elif len(tied) > 1:
-            s += f", statistically tied for first with {len(tied) - 1} other(s)."
-        else:
-            s += ", clear first."
-        out.append(s)
-    valid = sum(1 for e in j["environments"] if e["valid"])
-    run = j["run"]
-    cost = "" if run["cost_usd"] is None else f", ${run['cost_usd']:.2f}"
-    out.append(f"{len(j['environments'])} environments ({valid} valid), {run['episodes']} episodes, "
-               f"{run['matched_pairs']} matched pairs{cost}.")
-    t = j["transitivity"]
-    if t["triads"]:
-        out.append(f"{t['cycles']} of {t['triads']} triads form a 3-cycle; {t['significant_cycles']} "
-                   "survive Bonferroni-corrected intervals.")
-    return out
+    """Plain sentences for the top of the report (see `envduels.report.story.findings`)."""
+    return findings(j)
 
 
 def _group(records: list[dict[str, Any]], key: str) -> dict[Any, list[dict[str, Any]]]:
@@ -173,61 +124,121 @@ def _cycle_cells(j: dict[str, Any]) -> set[tuple[str, str]]:
     return cells
 
 
+def _no_plot_reasons(j: dict[str, Any]) -> dict[str, str]:
+    """One sentence per plot that has nothing to show: why it is left out."""
+    rounds = sorted({e["round"] for e in j["environments"] if e["valid"] and not e.get("fixed_pool")})
+    common = j["divergence"].get("models", 0)
+    valid = sum(1 for e in j["environments"] if e["valid"])
+    return {
+        "duel": f"No duel rating: {unrated_reason('duel', j)}.",
+        "author": f"No author rating: {unrated_reason('author', j)}.",
+        "solver": f"No solver rating: {unrated_reason('solver', j)}.",
+        "lift": "No hint lift to show: no solver finished matched pairs on another author's environment.",
+        "scatter": (f"Left out: it needs two or more models rated both as author and as solver; this run has "
+                    f"{common}."),
+        "win": "Left out: no duel was scored.",
+        "learning": ("Left out: this run has one round of valid authored environments, so there is nothing to "
+                     "compare across rounds." if len(rounds) <= 1 else
+                     "Left out: no author has a measured lift in any round."),
+        "design": ("Left out: episodes recorded by another harness carry no environment source to "
+                   "compare designs." if j["convergence"] is None else
+                   f"Left out: the design map needs two or more valid environments; this run has {valid}."),
+        "cost": ("Left out: episodes recorded by another harness carry no costs." if j["costs"] is None
+                 else "Left out: no cost or token counts were recorded for any player."),
+        "scale": ("Left out: no player sizes were given (add params_b to the players in the config) or fewer than "
+                  "two sized models were rated."),
+    }
+
+
+def _in_rating_order(records: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Metric rows in the rating's order (see `analysis.summary.ordered`), unrated models after, by name."""
+    pos = {r["model"]: i for i, r in enumerate(rows)}
+    return sorted(records, key=lambda r: (pos.get(r["model"], len(pos)), str(r["model"])))
+
+
+def _note(j: dict[str, Any], kind: str) -> str:
+    """Why a rating shows no intervals, as a caption sentence ('' when it has them)."""
+    if not j["ratings"][kind] or j["ratings"][kind][0].get("rank") is not None:
+        return ""
+    if j["run"].get("bootstrap") == 0:
+        return " No intervals: --bootstrap is 0."
+    note = (j.get("rating_notes") or {}).get(kind)
+    return f" No intervals: {note}." if note else ""
+
+
+def _names_in_order(models: Any, rows: list[dict[str, Any]]) -> list[str]:
+    return [r["model"] for r in _in_rating_order([{"model": m} for m in models], rows)]
+
+
 def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
     """Everything one run's part of the report shows."""
     j = a.json
     duel = a.ratings["duel"]
     win = None
-    if duel.players:
+    if duel.players and duel.rated.sum() >= 2:
         games = duel.scores + duel.scores.T
         share = np.where(games > 0, duel.scores / np.where(games > 0, games, 1), np.nan)
-        win = pd.DataFrame(share, index=duel.players, columns=duel.players)
-    conv = j["convergence"]
+        order = [r["model"] for r in j["ratings"]["duel"]]
+        win = pd.DataFrame(share, index=duel.players, columns=duel.players).loc[order, order]
+    conv = j["convergence"] or {}  # null for episodes from another harness
+    why = _no_plot_reasons(j)
+    lift = a.lift
+    if lift is not None and not lift.empty:
+        lift = lift.loc[_names_in_order(lift.index, j["ratings"]["author"]),
+                        _names_in_order(lift.columns, j["ratings"]["solver"])]
     sections = [
         {"id": f"{prefix}ratings", "title": "Ratings", "plots": [
             (plots.ratings_plot(j["ratings"]["duel"], "Duel rating"),
-             "Head-to-head: a model wins a match when its environments stump the other more than the other's stump it. "
-             "Dots are Bradley–Terry ratings; bars are 95% intervals from resampling environments. #rank counts only "
-             "models that are certainly better."),
+             "Head-to-head: on A's environments A scores when B needed the hint, B scores when it won without it. "
+             "Dots are Bradley–Terry ratings; bars are 95% intervals from the matches (an arrow: no bound on that "
+             "side); #rank counts only models that are certainly better, so several models can share #1. "
+             "Best at the top; equal ratings are listed by name.", why["duel"]),
             (plots.ratings_plot(j["ratings"]["author"], "Author rating"),
-             "As an author: on each solver both authors faced, whose hint helped that solver more?"),
+             "As an author: on each solver both authors faced, whose hints helped that solver more? Bars: 95% "
+             "intervals from resampling environments." + _note(j, "author"), why["author"]),
             (plots.ratings_plot(j["ratings"]["solver"], "Solver rating"),
-             "As a solver: on each environment both solvers played, who solved more without the hint?"),
+             "As a solver: on each environment both solvers played, who solved more without the hint? Bars: 95% "
+             "intervals from resampling environments." + _note(j, "solver"), why["solver"]),
         ]},
         {"id": f"{prefix}lift", "title": "Hint lift", "plots": [
-            (plots.heatmap(a.lift, "Hint lift: author (rows) × solver (columns)", label="pass with hint − pass without"),
-             "Each cell: how much the author's hints raised that solver's pass rate. Blue is help, red is harm, "
-             "blank: never met (self-play is excluded)."),
+            (plots.heatmap(lift, "Hint lift: author (rows) × solver (columns)", label="pass with hint − pass without",
+                           limits=(-1.0, 1.0)),
+             "Each cell: how much the author's hints raised that solver's pass rate (−1 to 1). Blue is help, red is "
+             "harm, blank: never met (self-play is excluded). Rows and columns in rating order.", why["lift"]),
         ]},
         {"id": f"{prefix}divergence", "title": "Authoring vs solving", "plots": [
             (plots.scatter_ratings(j["ratings"]["author"], j["ratings"]["solver"]),
-             "If authoring and solving were the same skill, the points would line up on a rising diagonal."),
+             "If authoring and solving were the same skill, the points would line up on a rising diagonal. Bars are "
+             "95% intervals.", why["scatter"]),
         ]},
         {"id": f"{prefix}transitivity", "title": "Transitivity", "plots": [
             (plots.heatmap(win, "Share of duel matches won (row vs column)", cmap="PuOr", center=0.5,
-                           label="share won", highlight=_cycle_cells(j)) if win is not None else None,
+                           label="share won", limits=(0.0, 1.0), highlight=_cycle_cells(j)) if win is not None else None,
              "Outlined cells are edges of a 3-cycle (A beats B beats C beats A): where a single ranking cannot tell "
-             "the whole story."),
+             "the whole story.", why["win"]),
         ]},
         {"id": f"{prefix}learning", "title": "Learning across rounds", "plots": [
             (plots.learning_plot(j["learning"]),
-             "Lift of each author's environments per round: rising lines mean authors learn from earlier duels."),
+             "Lift of each author's environments per round: rising lines mean authors learn from earlier duels.",
+             why["learning"]),
         ]},
         {"id": f"{prefix}design", "title": "Design convergence", "plots": [
             (plots.design_map(conv.get("map", [])),
              f"Environments placed by similarity; colours are authors. Clusters of many colours mean different "
              f"authors converged on the same design. Embedding: {conv.get('backend')} ({conv.get('backend_reason')}); "
-             f"clusters cut at cosine {conv.get('cluster_similarity')}."),
+             f"clusters cut at cosine {conv.get('cluster_similarity')}.", why["design"]),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
-            (plots.cost_plot(j["costs"]), "Spend per player over the whole run (authoring and solving)."),
-            (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given."),
+            (plots.cost_plot(j["costs"] or []), "Spend per player over the whole run (authoring and solving).", why["cost"]),
+            (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given.", why["scale"]),
         ]},
     ]
     for s in sections:
-        s["plots"] = [{"src": src, "caption": cap} for src, cap in s["plots"] if src]
+        s["plots"] = [{"src": src, "caption": cap, "missing": None if src else miss} for src, cap, miss in s["plots"]]
     return {
         "prefix": prefix, "json": j, "headline": headline(j), "sections": sections,
+        "solvers": _in_rating_order(j["solvers"], j["ratings"]["solver"]),
+        "authors": _in_rating_order(j["authors"], j["ratings"]["author"]),
         "gallery": _gallery(a), "fmt": _fmt, "pct": _pct,
     }
 
@@ -242,5 +253,5 @@ def render_html(analyses: list[Analysis], comparison: dict[str, Any] | None = No
     comp = None
     if comparison is not None and multi:
         comp = {"rows": comparison["runs"], "plot": plots.runs_plot(comparison)}
-    return env.get_template("report.html.j2").render(runs=runs, comparison=comp,
+    return env.get_template("report.html.j2").render(runs=runs, comparison=comp, glossary=GLOSSARY,
                                                      title=" vs ".join(a.json["run"]["name"] for a in analyses))

@@ -56,6 +56,25 @@ _BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")   # signed: +1, +1, -1
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[{]}")
 
 
+# The worker caps `info` (INFO_MAX_TOKENS in _worker.py); beyond it a frame holds at most an
+# observation's characters and a few short fields. Commas, colons, quotes and opening brackets
+# bound the values that json.loads and `_valid` build (each costs microseconds on the event
+# loop) and the strings `_too_deep` blanks, so a frame with more is refused before either
+# runs: counting them is a fast C scan.
+INFO_MAX_TOKENS = 10000
+_FRAME_SLACK_TOKENS = 4096   # keys, ids, flags, an error's text and detail (2,300 characters)
+
+
+def _token_limit(observation_max_chars: int) -> int:
+    """The most commas, colons, quotes and opening brackets an honest reply holds: a full
+    info, an observation of nothing but such characters, and the reply's own fields."""
+    return INFO_MAX_TOKENS + observation_max_chars + _FRAME_SLACK_TOKENS
+
+
+def _tokens(frame: bytes) -> int:
+    return sum(frame.count(c) for c in (b",", b":", b'"', b"[", b"{"))
+
+
 def _too_deep(frame: bytes, limit: int = MAX_DEPTH) -> bool:
     """Whether the JSON text `frame` opens more than `limit` nested brackets, found without
     recursion: strings are blanked, brackets become +1/-1 and the running sum is bounded."""
@@ -331,9 +350,13 @@ class WorkerChannel:
                 raise await self.fail(self._problem)
             if self._frames:
                 frame = self._frames.popleft()
-                if _too_deep(frame):
+                limit = _token_limit(self.limits.observation_max_chars)
+                if frame.count(b'"') <= limit and _too_deep(frame):
                     raise await self.fail("protocol violation: a frame nested deeper than "
                                           f"{MAX_DEPTH} levels")
+                if (tokens := _tokens(frame)) > limit:
+                    raise await self.fail(f"protocol violation: a frame of {tokens} values "
+                                          f"and strings (more than {limit}; info is capped)")
                 try:
                     reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant,
                                        parse_float=_finite_float)

@@ -147,6 +147,8 @@ class EnvInstance:
             raise await self._fault(f"{op} returned an observation of type {_type_name(value)}; "
                                     "expected a str")
         total = total if type(total) is int else None
+        if total is not None:   # a forged count of 4,000 digits would lengthen the marker by that
+            total = min(total, self._limits.memory_mb << 20)   # no str inside is longer
         return truncate_observation(value, self._limits.observation_max_chars, total)
 
     async def close(self, *, wait: bool = True) -> None:

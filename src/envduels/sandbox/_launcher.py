@@ -34,6 +34,8 @@ from pathlib import Path
 
 from ._cgroup import CgroupRoot, SandboxCgroup
 from ._limits import SandboxLimits, SandboxUnavailable
+from ._resident import ResidentView
+from ._resident import build as build_resident
 from ._seccomp import build_filter
 
 log = logging.getLogger("envduels.sandbox")
@@ -71,6 +73,7 @@ class Host:
     setpriv: str | None = None        # switches uid in an exec, so Popen may use vfork
     usr_view: list[str] | None = None  # the parts of /usr the interpreter needs (None: all)
     worker_code: bytes | None = None  # the worker compiled once by the sandbox interpreter
+    resident: ResidentView | None = None  # usr_view copied into RAM (None: host files bound)
 
     def take_slot(self) -> int:
         """A uid slot for one sandbox: one this harness already holds and is not using, else a
@@ -190,12 +193,21 @@ def _probe() -> Host:
         subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         pass
+    usr_view, stdlib, multiarch = _usr_view(python)
+    resident = build_resident(python, stdlib, multiarch) if usr_view is not None else None
+    if resident is None:
+        missing.append("the sandbox reads host files, whose page-cache state it can sense "
+                       "(no tmpfs /dev/shm, no ldd, or the interpreter is not in /usr)")
+    else:
+        log.info("sandbox view in RAM: %.1f MiB at %s (%s)", resident.size_bytes / 2**20,
+                 resident.root, f"copied in {resident.copy_s:.2f} s" if resident.copy_s
+                 else "made by an earlier harness")
     if missing:
         log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
                 cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing,
                 setpriv=shutil.which("setpriv") if root else None,
-                worker_code=_compile_worker(python), usr_view=_usr_view(python))
+                worker_code=_compile_worker(python), usr_view=usr_view, resident=resident)
 
 
 def _compile_worker(python: str) -> bytes | None:
@@ -213,31 +225,32 @@ def _compile_worker(python: str) -> bytes | None:
     return done.stdout if ok else None
 
 
-def _usr_view(python: str) -> list[str] | None:
+def _usr_view(python: str) -> tuple[list[str] | None, str, str]:
     """The host paths under /usr that `python` needs, each bound read-only on its own: the
     binary, its stdlib (with lib-dynload), the shared libraries and the loader, the C.UTF-8
     locale. Not /usr/share (timezones, dictionaries, docs: host facts and state) nor
     /usr/local (whatever the admin installed). None (bind all of /usr) when the interpreter
-    does not live in /usr or cannot say where its stdlib is."""
+    does not live in /usr or cannot say where its stdlib is. Also returns the stdlib folder
+    and the multiarch triplet ("" when unknown)."""
     if not python.startswith("/usr/"):
-        return None
+        return None, "", ""
     try:
         done = subprocess.run(
             [python, "-s", "-S", "-c", "import os, sys; print(os.path.dirname(os.__file__)); "
              "print(getattr(sys.implementation, '_multiarch', ''))"],
             capture_output=True, text=True, timeout=60, env={})
     except (OSError, subprocess.SubprocessError):
-        return None
+        return None, "", ""
     lines = done.stdout.splitlines()
     if done.returncode != 0 or len(lines) != 2 or not lines[0].startswith("/usr/lib/"):
-        return None
+        return None, "", ""
     stdlib, multiarch = lines
     view = [python, stdlib, "/usr/lib64", "/usr/lib32", "/usr/libx32", "/usr/lib/locale/C.utf8"]
     if multiarch:
         view.append(f"/usr/lib/{multiarch}")
     else:   # no multiarch layout: the libraries sit in /usr/lib itself
         view.append("/usr/lib")
-    return [path for path in view if os.path.exists(path)]
+    return [path for path in view if os.path.exists(path)], stdlib, multiarch
 
 
 # Reads the marshalled worker from a pipe (written before the fork, closed by us) and runs it.
@@ -277,8 +290,11 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
         "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
         "--new-session", "--cap-drop", "ALL", "--clearenv", "--hostname", SANDBOX_HOSTNAME,
     ]
-    for path in h.usr_view if h.usr_view is not None else ["/usr"]:
-        argv += ["--ro-bind", path, path]
+    if h.resident is not None:   # RAM-resident copies: no page-cache state to sense
+        argv += ["--ro-bind", h.resident.usr, "/usr"]
+    else:
+        for path in h.usr_view if h.usr_view is not None else ["/usr"]:
+            argv += ["--ro-bind", path, path]
     for name in ("lib", "lib64", "lib32", "libx32", "bin", "sbin"):
         if os.path.islink(f"/{name}") or not os.path.exists(f"/{name}"):
             if os.path.exists(f"/usr/{name}"):

@@ -9,7 +9,8 @@ flags), kernel modules and kexec, terminal injection, and every socket family bu
 It also closes the channels through which a sandbox could leave state for a later one (or
 see another's) on the shared host: the page cache (probed by `mincore`, `cachestat`,
 `preadv2(RWF_NOWAIT)`, dropped by `posix_fadvise(DONTNEED)` and `madvise` PAGEOUT/COLD/
-REMOVE), file-system notifications (`inotify_*`, `fanotify_*`) and file locks on shared
+REMOVE), file-system notifications (`inotify_*`, `fanotify_*`, dnotify's `fcntl(F_NOTIFY)`, leases
+`F_SETLEASE`/`F_GETLEASE`) and file locks on shared
 read-only files (`flock`, `fcntl` record locks). `madvise(MADV_DONTNEED)` stays allowed: on a
 file mapping it drops only this process's mapping, never a page-cache page, and malloc needs
 it for anonymous memory.
@@ -51,6 +52,9 @@ _DENY = [
 _BY_NUMBER = {"cachestat": 451, "process_madvise": 440}
 _MADV_DENY = [9, 20, 21, 100, 101]   # REMOVE, COLD, PAGEOUT, HWPOISON, SOFT_OFFLINE
 _FCNTL_LOCKS = [5, 6, 7, 36, 37, 38]  # F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK/SETLK/SETLKW
+# F_SETLEASE, F_GETLEASE, F_NOTIFY: a lease breaks (and dnotify fires) when *another* process
+# opens or reads the file, so both signal across sandboxes through shared read-only files.
+_FCNTL_WATCH = [1024, 1025, 1026]
 _AF_UNIX = 1
 _CLONE_NEW = [0x00020000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
               0x02000000]   # NEWNS, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWCGROUP
@@ -115,6 +119,8 @@ def build_filter() -> bytes | None:
         rule(_ERRNO | errno.ENOLCK, "flock")
         for command in _FCNTL_LOCKS:
             rule(_ERRNO | errno.ENOLCK, "fcntl", (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
+        for command in _FCNTL_WATCH:
+            rule(eperm, "fcntl", (1, _CMP_MASKED_EQ, 0xFFFFFFFF, command))
         for request in _IOCTL_DENY:
             rule(eperm, "ioctl", (1, _CMP_MASKED_EQ, 0xFFFFFFFF, request))
         with tempfile.TemporaryFile() as fh:

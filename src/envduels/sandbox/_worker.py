@@ -55,6 +55,10 @@ except (ImportError, AttributeError, TypeError):
     _loads = json.loads
 
 _SCALARS = (str, int, float, bool, type(None))
+# `info` is parsed by the harness on its event loop (and only gym.py uses it): a bounded size
+# keeps one sandbox from stalling every other episode. The harness refuses larger frames too.
+INFO_MAX_BYTES = 64 << 10
+INFO_MAX_TOKENS = 10000   # , : " [ { in its JSON: bounds the values the harness builds
 _MAIN_PID = os.getpid()
 
 
@@ -89,6 +93,25 @@ def _observation(reply, obs, cap):
         reply["observation_chars"] = len(obs)
         obs = obs[:cap]
     reply["observation"] = _field(obs)
+
+
+def _info(reply, info, op):
+    """The info dict as JSON-able data, or the reply turned into an error when it is too big."""
+    if not isinstance(info, dict):
+        reply["info"] = _field(info)
+        return
+    plain = _plain(info)
+    text = _dumps(plain)
+    tokens = sum(text.count(c) for c in (",", ":", '"', "[", "{"))
+    if len(text) > INFO_MAX_BYTES or tokens > INFO_MAX_TOKENS:
+        rid = reply.get("id")
+        reply.clear()
+        reply.update(id=rid, ok=False, kind="result", error=(
+            f"{op} returned an info dict of {len(text)} bytes as JSON with {tokens} commas, "
+            f"colons, quotes and brackets; at most {INFO_MAX_BYTES} bytes and {INFO_MAX_TOKENS}: "
+            "keep info small"))
+        return
+    reply["info"] = plain
 
 
 def _plain(value, depth=0):
@@ -260,7 +283,7 @@ def _handle(msg, env, obs_cap):
             else:
                 obs, info = result
                 _observation(reply, obs, obs_cap)
-                reply["info"] = _plain(info) if isinstance(info, dict) else _field(info)
+                _info(reply, info, "reset")
         elif op == "step":
             result = env.step(msg.get("action"))
             if not isinstance(result, tuple) or len(result) != 5:
@@ -276,8 +299,8 @@ def _handle(msg, env, obs_cap):
                     _observation(reply, obs, obs_cap)
                     reply.update(
                         reward=_field(reward), terminated=_field(terminated),
-                        truncated=_field(truncated),
-                        info=_plain(info) if isinstance(info, dict) else _field(info))
+                        truncated=_field(truncated))
+                    _info(reply, info, "step")
         elif op == "oracle_action":
             oracle = getattr(env, "oracle_action", None)
             if not callable(oracle):

@@ -1,0 +1,221 @@
+"""`envduels plan`: a design's exact cost and its simulated power, printed or as one JSON object."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envduels.config import RunConfig, parse_config
+from envduels.errors import UserError
+
+DEFAULT_SPREADS = (0.4, 1.5)
+
+
+@dataclass(frozen=True)
+class DesignFlags:
+    """Command-line overrides of a design; None keeps the config's (or the default) value."""
+
+    players: int | None = None
+    envs_per_author: int | None = None
+    seeds: int | None = None
+    rounds: int | None = None
+    trials: int | None = None
+
+
+def design_config(config: Path | None, flags: DesignFlags) -> RunConfig:
+    """The run config a plan is about: CONFIG with the flags applied, or (without CONFIG) a
+    config of `--players` players who all author and solve, the rest at its defaults. The
+    result is validated like any config, so a bad value gets the config's one-line error."""
+    from envduels.config import load_config
+
+    if config is None:
+        if flags.players is None:
+            raise UserError("give a CONFIG or --players N (with --envs-per-author, --seeds, --rounds); "
+                            "e.g. envduels plan --players 9 --envs-per-author 10 --seeds 1")
+        if flags.players < 2:
+            raise UserError(f"--players must be 2 or more (got {flags.players}); ratings compare players")
+        data: dict[str, Any] = {"name": "plan", "players": [
+            {"name": f"m{i:02d}", "provider": "openai", "model": f"m{i:02d}"} for i in range(flags.players)]}
+        source = "plan flags"
+    else:
+        if flags.players is not None:
+            raise UserError("--players works only without a CONFIG (the config names its players); "
+                            "drop one of them")
+        data = load_config(config).model_dump(mode="json")
+        source = str(config)
+    t = data.setdefault("tournament", {})
+    for key, value in (("envs_per_author", flags.envs_per_author), ("seeds_per_env", flags.seeds),
+                       ("rounds", flags.rounds), ("trials_per_seed", flags.trials)):
+        if value is not None:
+            t[key] = value
+    return parse_config(data, source)
+
+
+def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
+    """Exact counts of a design, as the scheduler builds its work, assuming every authored
+    environment is valid (an invalid one is not played: fewer episodes, never more).
+
+    `calls_max` is an upper bound: every authoring attempt (`author_repairs` + 1 per
+    environment) and every solver turn up to the turn cap (the tournament's `max_turns`, or a
+    pool environment's own limit when lower)."""
+    from envduels.engine.scheduler import pool_row
+    from envduels.engine.solving import turn_cap
+
+    t = cfg.tournament
+    solvers = [p for p in cfg.players if p.solves]
+    per: dict[str, dict[str, int]] = {p.name: {"environments": 0, "episodes": 0, "authoring_calls_max": 0,
+                                               "solving_calls_max": 0} for p in cfg.players}
+    for a in (p for p in cfg.players if p.authors):
+        written = t.envs_per_author * t.rounds
+        per[a.name]["environments"] = written
+        per[a.name]["authoring_calls_max"] = written * (t.author_repairs + 1)
+        for s in solvers:
+            if s.name == a.name and not t.self_play:
+                continue
+            n = written * t.seeds_per_env * t.trials_per_seed * 2
+            per[s.name]["episodes"] += n
+            per[s.name]["solving_calls_max"] += n * t.max_turns
+    for spec in pool_specs:
+        row = pool_row(spec, run_seed=cfg.seed, seeds_per_env=t.seeds_per_env)  # as the run records it
+        seeds = len(row.benchmark_seeds)
+        cap = turn_cap(row.max_turns, t.max_turns)
+        for s in solvers:
+            if s.name == row.author and not t.self_play:
+                continue
+            n = seeds * t.trials_per_seed * 2
+            per[s.name]["episodes"] += n
+            per[s.name]["solving_calls_max"] += n * cap
+    authored = sum(v["environments"] for v in per.values())
+    episodes = sum(v["episodes"] for v in per.values())
+    authoring = sum(v["authoring_calls_max"] for v in per.values())
+    solving = sum(v["solving_calls_max"] for v in per.values())
+    return {"environments_authored": authored, "pool_environments": len(pool_specs), "episodes": episodes,
+            "authoring_calls_max": authoring, "solving_calls_max": solving, "calls_max": authoring + solving,
+            "players": per}
+
+
+def _sim_design(cfg: RunConfig) -> Any:
+    from envduels.analysis.plan import SimDesign
+
+    t = cfg.tournament
+    return SimDesign(players=len(cfg.players), envs_per_author=t.envs_per_author, rounds=t.rounds,
+                     seeds=t.seeds_per_env, trials=t.trials_per_seed)
+
+
+def _fmt(v: float | None, pattern: str) -> str:
+    return "–" if v is None else format(v, pattern)
+
+
+def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = cfg.tournament
+    authors = sum(p.authors for p in cfg.players)
+    solvers = sum(p.solves for p in cfg.players)
+    sim = doc["simulation"]
+    console.print(f"Design: {len(cfg.players)} players ({authors} author, {solvers} solve), "
+                  f"{t.envs_per_author} environment(s) per author per round, {t.rounds} round(s), "
+                  f"{t.seeds_per_env} seed(s) × {t.trials_per_seed} trial(s), self-play {'on' if t.self_play else 'off'}"
+                  + (f", {cost['pool_environments']} fixed-pool environment(s)" if cost["pool_environments"] else ""))
+    console.print(f"Cost: {cost['environments_authored']} environments authored (if all are valid), "
+                  f"{cost['episodes']:,} episodes; model calls at most {cost['calls_max']:,} "
+                  f"(authoring ≤ {cost['authoring_calls_max']:,} with {t.author_repairs} repair(s), "
+                  f"solving ≤ {cost['solving_calls_max']:,} at ≤ {t.max_turns} turns)")
+    if sim is None:
+        console.print(f"No simulation: {doc['no_simulation']}.", style="dim")
+        return
+    console.print(f"Simulated: {sim['replicates']} tournaments per spread and truth, {sim['bootstrap']} bootstrap "
+                  f"draws each, environments ±{sim['env_spread']} logits around their author; every player "
+                  "authors and solves; cross-model episodes only.")
+    for entry in doc["spreads"]:
+        s = entry["spread"]
+        table = Table(title=f"Abilities spread ±{s} logits (solving skill evenly over [−{s}, {s}], "
+                            "hint-writing skill in the same order)", title_justify="left")
+        for col in ("rating", "95% interval width (Elo)", "coverage", "no interval", "open interval",
+                    "top two in order"):
+            table.add_column(col, justify="left" if col == "rating" else "right")
+        unrated = [kind for kind in entry["ratings"] if not entry["truth_elo"][kind]]
+        for kind, r in entry["ratings"].items():
+            table.add_row(kind, _fmt(r["width_elo"], ".0f"), _fmt(r["coverage"], ".2f"),
+                          _fmt(r["no_interval"], ".2f"), _fmt(r["open_interval"], ".2f"),
+                          _fmt(r["top_two_ordered"], ".2f"))
+        console.print(table)
+        if unrated:
+            console.print(f"  {' and '.join(unrated)}: no comparisons at this design (needs 3 or more players)")
+        d, c = entry["divergence"], entry["cycle"]
+        if c["power"] is None:
+            console.print("  divergence and cycles: need 3 or more players", style="dim")
+            continue
+        if d["power"] is None:
+            console.print("  divergence: identical players have no order to agree or disagree on", style="dim")
+        else:
+            console.print(f"  divergence (author vs solver ranks, interval excludes ρ = 1): power "
+                          f"{d['power']:.2f} when hint-writing skill runs in reverse; false alarm "
+                          f"{d['false_alarm']:.2f} when it runs in the same order; no interval in "
+                          f"{d['no_interval']:.2f} of runs")
+        console.print(f"  significant 3-cycle: power {c['power']:.2f} for a planted cycle of {c['size']:g} "
+                      f"logits among the best three; false alarm {c['false_alarm']:.2f} with none")
+    error = 0.5 / sim["replicates"] ** 0.5  # the widest binomial standard error, at a share of ½
+    console.print(f"Coverage should be near {sim['nominal_coverage']}; false alarms near 0.05 or below. "
+                  f"A share from {sim['replicates']} simulated tournaments is uncertain by up to ±{2 * error:.2f} "
+                  "(raise --replicates to narrow it).", style="dim")
+
+
+def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float], replicates: int,
+                 bootstrap: int, cycle: float, seed: int, as_json: bool, jobs: int = 1) -> int:
+    """Print the cost and simulated power of a design (one JSON object with `--json`)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from envduels.analysis.plan import plan
+    from envduels.engine.commands import load_pools
+
+    if replicates < 1:
+        raise UserError(f"--replicates must be 1 or more (got {replicates}); 20 gives figures ± about 0.1")
+    if bootstrap < 1:
+        raise UserError(f"--bootstrap must be 1 or more (got {bootstrap}); intervals need draws")
+    if any(s < 0 for s in spreads):
+        raise UserError("--spread takes a half-width in logits, 0 or more (e.g. --spread 0.4 --spread 1.5)")
+    if jobs < 1:
+        raise UserError(f"--jobs must be 1 or more (got {jobs})")
+    if cycle < 0:
+        raise UserError(f"--cycle must be 0 or more logits (got {cycle})")
+    cfg = design_config(config, flags)
+    if len(cfg.players) < 2:
+        raise UserError(f"{config}: plan needs at least 2 players; ratings compare players")
+    cost = design_cost(cfg, load_pools(cfg))
+    spreads = list(dict.fromkeys(spreads or DEFAULT_SPREADS))
+    doc: dict[str, Any] = {"design": {"name": cfg.name, "players": [p.name for p in cfg.players],
+                                      "tournament": cfg.tournament.model_dump(mode="json")},
+                           "cost": cost}
+    if sum(p.authors for p in cfg.players) < 2:
+        # the simulator plays authored tournaments; a fixed-pool evaluation has no author or duel
+        # rating to plan, and its solver rating depends on pool environments it cannot know
+        doc |= {"simulation": None, "spreads": [],
+                "no_simulation": "fewer than 2 players author: plan simulates authored tournaments only"}
+        _emit(cfg, cost, doc, as_json)
+        return 0
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulating", total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        result = plan(_sim_design(cfg), spreads, replicates=replicates, bootstrap=bootstrap, cycle=cycle,
+                      seed=seed, jobs=jobs, progress=tick)
+    doc |= result.json()
+    _emit(cfg, cost, doc, as_json)
+    return 0
+
+
+def _emit(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    else:
+        _print_plan(cfg, cost, doc)

@@ -1,0 +1,259 @@
+"""The report's story: the findings of one run in plain sentences, with their uncertainty.
+
+Who is the best author, solver and duellist, how sure that is (the rank rule: a model is ahead
+only when its 95% interval clears the other's), what drives each leader, and what could not be
+said and why. Every sentence comes from the SPEC §8 JSON (`Analysis.json`), so the terminal,
+the HTML report and a reader of report.json see the same story. Ties: models whose printed
+ratings are equal are *level*; models that the rank rule cannot separate are *statistically
+tied*; both are said as such, in `analysis.summary.ordered` order (rank, rating, name).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envduels.analysis.summary import level_with_top
+
+ROLE = {"author": "author", "solver": "solver", "duel": "duellist"}
+ROLES = {"author": "Authors", "solver": "Solvers", "duel": "Duellists"}
+
+GLOSSARY: dict[str, str] = {
+    "lift": "pass rate with the hint minus pass rate without it, on the same seeds (matched pairs)",
+    "matched pair": "one solver on one environment and seed, played once without and once with the hint; "
+                    "only pairs whose two episodes both ended in success or failure count",
+    "panel": "the solvers of an environment other than its author",
+    "duel rating": "Bradley–Terry rating on the Elo scale (1000 = the average rated model) from head-to-head "
+                   "matches: on A's environments A scores when B needed the hint (failed without, won with), "
+                   "B scores when it won without the hint; an invalid environment forfeits",
+    "author rating": "the same rating from author-vs-author comparisons: on each solver both authors faced, "
+                     "whose hints raised that solver's pass rate more",
+    "solver rating": "the same rating from solver-vs-solver comparisons: on each environment both solvers "
+                     "played, who solved more often without the hint",
+    "95% interval": "the range the rating is 95% sure to lie in: over the matches (profile likelihood) for the "
+                    "duel rating, over bootstrap resamples of the environments for the author and solver ratings; "
+                    "an open end (∞) when a model won or lost everything",
+    "rank": "1 + the number of models certainly better than this one (tested pairwise, family-wise at 95%)",
+    "statistically tied": "the rank rule cannot tell the models apart: neither is certainly better",
+    "level": "the same rating as printed, to the nearest point",
+    "hint gain": "a solver's mean lift on other authors' environments",
+    "rescue": "how often the hint turned a failure into a success: P(win with hint | lost without)",
+    "harm": "how often the hint turned a success into a failure: P(lost with hint | won without)",
+    "McNemar p": "exact test of rescues against harms: small means the hint really changes this solver's "
+                 "results",
+    "no hint / with hint": "share of matched pairs solved without / with the hint",
+    "autonomous solve": "no-hint success rate per environment, averaged within each domain, then across "
+                        "domains",
+    "hint authoring": "an author's mean lift over the panel's matched pairs, per environment, then balanced "
+                      "across domains: how much its hints help other models",
+    "design score": "how well an author's environments separate solvers: the spread of the panel's "
+                    "no-hint success rates (0: all alike, 1: maximally split), per seed, domain-balanced",
+    "faults": "authoring attempts that failed validation or crashed before an environment was accepted",
+    "difficulty": "item-response view: how hard an author's environments are (logit scale, higher is harder)",
+    "teaching": "item-response view: the mean hint effect of an author's environments (logit scale)",
+    "ability": "item-response view: a solver's skill on the logit scale",
+    "hint_gated": "flag: no panel solver won without the hint and every one won with it",
+    "hint_leak": "flag: a winning hinted answer appears verbatim in the hint (the hint gives it away)",
+    "unsolved_with_hint": "flag: no panel solver won even with the hint",
+    "nondeterministic": "flag: the replay audit found an episode that a fresh instance given the same seed and "
+                        "actions does not reproduce; every episode of it counts as its author's fault",
+}
+"""Every column and term the report shows, defined once (hover titles and the glossary section)."""
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 environment`, `2 environments` (`many` for irregular plurals)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def names(models: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return models[0] if len(models) == 1 else ", ".join(models[:-1]) + " and " + models[-1]
+
+
+def _interval(r: dict[str, Any]) -> str:
+    lo, hi = r.get("ci_low"), r.get("ci_high")
+    if lo is None and hi is None:
+        return f"{r['rating']:.0f}"
+    s = f"{r['rating']:.0f}, 95% interval {'−∞' if lo is None else f'{lo:.0f}'} to {'∞' if hi is None else f'{hi:.0f}'}"
+    return s + (f"; {r['ci_note']}" if r.get("ci_note") else "")
+
+
+def separation(rows: list[dict[str, Any]]) -> tuple[list[str], list[str], bool]:
+    """For the leader (`rows[0]`): the models statistically tied with it and those certainly
+    behind it, in `ordered` order, and whether the rank rule separates no two models at all.
+
+    Reads the rank rule's per-row lists (`tied_with`, `above`: family-wise, see
+    `analysis.ratings`); rows without them (older report.json files) fall back to rank 1 = tied."""
+    top = rows[0]
+    if top.get("tied_with") is not None:
+        tied = [r["model"] for r in rows if r["model"] in top["tied_with"]]
+        behind = [r["model"] for r in rows if r["model"] in (top.get("above") or [])]
+        return tied, behind, all(not r.get("above") for r in rows)
+    first = [r["model"] for r in rows[1:] if r.get("rank") == 1]
+    return first, [r["model"] for r in rows[1:] if r["model"] not in first], len(first) == len(rows) - 1
+
+
+def unrated_reason(kind: str, j: dict[str, Any]) -> str:
+    """Why a rating kind has fewer than two rated models, in words a user can act on."""
+    solvers = [s["model"] for s in j.get("solvers", [])]
+    authored = [e for e in j["environments"] if not e.get("fixed_pool")]
+    writers = sorted({e["author"] for e in authored if e["valid"]})
+    if kind == "solver":
+        if len(solvers) < 2:
+            who = f" ({solvers[0]})" if solvers else ""
+            return (f"this run has {plural(len(solvers), 'solver')}{who}; a solver rating compares "
+                    "two or more solvers on common environments")
+        return "no two solvers both finished matched pairs on a common environment"
+    if kind == "author":
+        if authored and not writers:
+            return "no authored environment was valid"
+        if len(writers) < 2:
+            return (f"{plural(len(writers), 'author')} wrote a valid environment; an author rating compares "
+                    "two or more authors on common solvers")
+        return "no solver finished matched pairs on the valid environments of two different authors"
+    return "no two models met in a scored duel"
+
+
+def _validity(j: dict[str, Any]) -> list[str]:
+    authored = [e for e in j["environments"] if not e.get("fixed_pool")]
+    pool = [e for e in j["environments"] if e.get("fixed_pool")]
+    valid = [e for e in authored if e["valid"]]
+    if not authored or valid:
+        return []
+    reasons = sorted({e.get("invalid_reason") or "no reason recorded" for e in authored})
+    s = (f"No authored environment was valid: {'the one' if len(authored) == 1 else f'all {len(authored)}'} "
+         f"failed validation ({'; '.join(reasons[:2])}{'; …' if len(reasons) > 2 else ''}), so nothing here "
+         "measures authoring")
+    if pool:
+        s += (f"; the solvers played only the {plural(len(pool), 'library environment')} of the fixed pool, "
+              "and the duels count each invalid environment as a forfeit")
+    return [s + "."]
+
+
+def _driver(kind: str, j: dict[str, Any], leaders: list[str]) -> str:
+    """What the leading model(s) did to lead: the plain metric behind the rating, for the
+    leaders and the next model in rating order (for scale)."""
+    rest = [r["model"] for r in j["ratings"][kind] if r["model"] not in leaders]
+    models = leaders + rest[:1]
+    if kind == "author":
+        m = {r["model"]: r for r in j.get("authors", [])}
+        vals = [(x, m[x]["hint_authoring"]) for x in models if x in m and m[x].get("hint_authoring") is not None]
+        if not vals:
+            return ""
+        parts = ", ".join(f"{x} {v:+.2f}" for x, v in vals)
+        return f" Hint authoring (mean lift its hints gave the panel): {parts}."
+    if kind == "solver":
+        m = {r["model"]: r for r in j.get("solvers", [])}
+        vals = [(x, m[x]["without_hint_accuracy"]) for x in models
+                if x in m and m[x].get("without_hint_accuracy") is not None]
+        if not vals:
+            return ""
+        return " Solved without the hint: " + ", ".join(f"{x} {100 * v:.0f}%" for x, v in vals) + "."
+    rows = {r["model"]: r for r in j["ratings"]["duel"]}
+    parts = [f"{x} {rows[x]['points']:g} of {rows[x]['games']:g}" for x in models if x in rows]
+    return " Matches won (a tie counts ½): " + ", ".join(parts) + "." if parts else ""
+
+
+def leader(kind: str, j: dict[str, Any]) -> str:
+    """One finding: who leads this rating, how sure that is, and what drives it."""
+    rows = j["ratings"][kind]
+    role, roles = ROLE[kind], ROLES[kind]
+    if len(rows) < 2:
+        return f"No {kind} rating: {unrated_reason(kind, j)}."
+    top = rows[0]
+    level = level_with_top(rows)
+    if len(level) == len(rows):
+        return (f"{roles} are level: {names(level)} share the same {kind} rating ({top['rating']:.0f}); "
+                f"nothing in this run tells them apart.")
+    if len(level) > 1:
+        s = f"No single best {role}: {names(level)} share the top {kind} rating ({top['rating']:.0f})"
+    else:
+        s = f"Best {role} by rating: {top['model']} ({_interval(top)})"
+    if top.get("rank") is None:
+        if j["run"].get("bootstrap") == 0:
+            reason = "intervals were not computed because --bootstrap is 0"
+        else:
+            reason = (j.get("rating_notes") or {}).get(kind) or "no interval could be computed for this run"
+        s += f", but how sure that is is unknown: {reason.rstrip('.')}."
+    else:
+        tied, behind, none_apart = separation(rows)
+        tied = [m for m in tied if m not in level]
+        if none_apart:
+            s += (f". {roles} are indistinguishable: no {role} is certainly ahead of any other at 95% "
+                  "confidence; you need more environments to tell them apart (`envduels plan CONFIG "
+                  "--envs-per-author N` simulates how many).")
+        elif tied:
+            s += f", statistically tied with {names(tied)}" + (f"; certainly behind: {names(behind)}." if behind else ".")
+        else:
+            s += f"; clear first: certainly ahead of every other {role}."
+    if not s.endswith("."):
+        s += "."
+    return s + _driver(kind, j, level if len(level) > 1 else [top["model"]])
+
+
+def flagged_lead(j: dict[str, Any]) -> str | None:
+    """The call-out when the duel leader's lead comes from a leaking or hint-gated environment."""
+    f = j.get("duel_flagged_lead")
+    if not f:
+        return None
+    envs = "; ".join(f"{e['id']} ({', '.join(e['flags'])})" for e in f["environments"])
+    if f["position_without"] is None:
+        after = "without them it would not be rated at all"
+    elif f["position_without"] == 1:
+        after = "it still leads without them"
+    else:
+        after = f"without them it would place #{f['position_without']} of {f['models_without']}"
+    return (f"Caution: {f['model']}'s duel lead comes partly from "
+            f"{'an environment' if len(f['environments']) == 1 else 'environments'} where the hint gives the "
+            f"answer away or the puzzle cannot be solved without it: {envs}; {after}.")
+
+
+def _divergence(j: dict[str, Any]) -> str | None:
+    d = j["divergence"]
+    if d.get("spearman") is None:
+        return None
+    s = (f"Authoring vs solving: Spearman ρ = {d['spearman']:.2f} between author and solver ratings over "
+         f"{plural(d['models'], 'model')}")
+    if d.get("ci_low") is not None:
+        s += f" (95% interval {d['ci_low']:.2f} to {d['ci_high']:.2f})"
+        if d["ci_low"] <= 0 <= d["ci_high"]:
+            s += "; the interval includes 0, so this run cannot say whether good solvers are good authors"
+    else:
+        s += f"; {d.get('ci_note') or 'no interval'}, so this is a description of this run, not a finding"
+    return s.rstrip(".") + "."
+
+
+def findings(j: dict[str, Any]) -> list[str]:
+    """The summary sentences, most important first."""
+    out = _validity(j)
+    authored_valid = any(e["valid"] and not e.get("fixed_pool") for e in j["environments"])
+    for kind in ("author", "solver", "duel"):
+        if kind == "author" and not authored_valid and any(not e.get("fixed_pool") for e in j["environments"]):
+            continue  # said by the validity sentence
+        out.append(leader(kind, j))
+        if kind == "duel" and (f := flagged_lead(j)):
+            out.append(f)
+    if (d := _divergence(j)) is not None:
+        out.append(d)
+    envs = j["environments"]
+    valid = sum(1 for e in envs if e["valid"])
+    run = j["run"]
+    cost = "" if run["cost_usd"] is None else f", ${run['cost_usd']:.2f}"
+    out.append(f"{plural(len(envs), 'environment')} ({valid} valid), {plural(run['episodes'], 'episode')}, "
+               f"{plural(run['matched_pairs'], 'matched pair')}{cost}.")
+    t = j["transitivity"]
+    if t["triads"]:
+        sig = t["significant_cycles"]
+        survive = (f"{sig} {'is' if sig == 1 else 'are'} significant (each edge backed by the environments "
+                   "behind it, Bonferroni-corrected)")
+        if t["triads"] == 1:
+            s = f"The one triad of models {'forms' if t['cycles'] else 'does not form'} a 3-cycle"
+            s += f"; it is {'' if sig else 'not '}significant" if t["cycles"] else ""
+        else:
+            s = f"{t['cycles']} of {t['triads']} triads of models form a 3-cycle; {survive}"
+        x = ((t.get("expected") or {}).get("cycles") or {})
+        if x.get("mean") is not None:
+            s += (f"; a transitive model replaying the same matches gives {x['mean']:.1f} "
+                  f"(95% range {x['low']:.0f} to {x['high']:.0f})")
+        out.append(s + ".")
+    return out
