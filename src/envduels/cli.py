@@ -285,6 +285,18 @@ def plan(
                                   cycle=cycle, seed=seed, jobs=jobs, as_json=as_json))
 
 
+@app.command()
+def view(
+    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="One run folder or several.")],
+    host: Annotated[str, typer.Option(metavar="HOST", help="Address to listen on; loopback unless you mean it.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on; 0 picks a free one.")] = 0,
+) -> None:
+    """Serve a live local web viewer of runs, environments and transcripts (read-only)."""
+    from envduels.view.commands import view_command
+
+    raise typer.Exit(view_command(run_dirs, host=host, port=port))
+
+
 INTERRUPTED = "interrupted; finished work is saved, run the same command again to resume"
 
 

@@ -520,7 +520,7 @@ class Store:
             episodes=ep_df,
         )
 
-    # -- read-only opening ------------------------------------------------------------------
+    # -- read-only opening and the viewer's reads -------------------------------------------
 
     @classmethod
     def open_readonly(cls, run_dir: str | Path, *, live: bool = True) -> Store:
@@ -572,6 +572,94 @@ class Store:
         store._totals = None
         store.readonly = True
         return store
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection has committed to this database
+        since this connection's last look (SQLite's `PRAGMA data_version`): the key for caches
+        of anything read from it."""
+        (v,), = self._query("PRAGMA data_version")
+        return int(v)
+
+    def summary_tables(self) -> Tables:
+        """`tables()` with the transcripts of the hinted successes only (every other
+        episode's `transcript` is `[]`): all that analysis reads of transcripts is the winning
+        action of a hinted success (the `hint_leak` flag), so the analysis of both is the same,
+        and on a large run this loads in a fraction of the time."""
+        config = self.get_meta("config") or {}
+        envs = self.environments()
+        rows = self._query(
+            "SELECT episode_key, env_id, author, solver, round, domain, seed, trial, hinted,"
+            " outcome, reason, turns, self_play,"
+            " CASE WHEN hinted AND outcome = 'success' THEN transcript END"
+            " FROM episodes ORDER BY rowid")
+        eps = [dict(zip(EPISODE_COLUMNS, (*r[:13], json.loads(r[13]) if r[13] else []),
+                        strict=True)) for r in rows]
+        usage = self.usage_by_player()
+        players = []
+        for p in config.get("players", []):
+            u = usage.get(p["name"], Totals(0, 0, 0, 0.0))
+            players.append({
+                "name": p["name"], "provider": p.get("provider"), "model": p.get("model"),
+                "params_b": p.get("params_b"), "roles": list(p.get("roles", ["author", "solver"])),
+                "cost_usd": u.cost_usd, "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+            })
+        env_df = pd.DataFrame([
+            {"env_id": e.env_id, "author": e.author, "round": e.round, "domain": e.domain,
+             "title": e.title, "valid": e.valid, "invalid_reason": e.invalid_reason,
+             "hint": e.hint, "source": e.source, "source_sha256": e.source_sha256,
+             "class_name": e.class_name, "max_turns": e.max_turns, "fixed_pool": e.fixed_pool,
+             "benchmark_seeds": list(e.benchmark_seeds)} for e in envs], columns=ENVIRONMENT_COLUMNS)
+        ep_df = pd.DataFrame(eps, columns=EPISODE_COLUMNS)
+        for df, cols in ((env_df, ("valid", "fixed_pool")), (ep_df, ("hinted", "self_play"))):
+            for c in cols:
+                df[c] = df[c].astype(bool)
+        # tables()'s canonical order: seeded bootstraps draw by position
+        env_df = env_df.sort_values("env_id", kind="stable").reset_index(drop=True)
+        ep_df = ep_df.sort_values(["env_id", "solver", "seed", "trial", "hinted"],
+                                  kind="stable").reset_index(drop=True)
+        return Tables(players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
+                      environments=env_df, episodes=ep_df)
+
+    def episode_index(self, after_rowid: int = 0) -> list[dict[str, Any]]:
+        """Episodes written after `after_rowid` (every one by default), oldest first, without
+        their transcripts: `rowid` plus every `EpisodeRow` field but `transcript`. A replaced
+        episode (an `error` retried) comes back under a new, larger rowid, so a caller that
+        keeps the largest rowid seen and asks again gets exactly what changed."""
+        cols = [c for c in EPISODE_COLUMNS if c != "transcript"]
+        rows = self._query(f"SELECT rowid, {', '.join(cols)} FROM episodes WHERE rowid > ?"
+                           " ORDER BY rowid", (after_rowid,))
+        out = []
+        for r in rows:
+            d = dict(zip(["rowid", *cols], r, strict=True))
+            d["hinted"], d["self_play"] = bool(d["hinted"]), bool(d["self_play"])
+            out.append(d)
+        return out
+
+    def environments_stamp(self) -> tuple[int, int]:
+        """(count, largest rowid) of the environments table: it changes whenever an
+        environment is written (a replaced row takes a new rowid)."""
+        (n, m), = self._query("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM environments")
+        return int(n), int(m)
+
+    def episode(self, episode_key: str) -> EpisodeRow | None:
+        """One episode with its transcript, or None."""
+        rows = self._query("SELECT * FROM episodes WHERE episode_key = ?", (episode_key,))
+        return _episode_row(rows[0]) if rows else None
+
+    def usage_by_player_role(self, after_rowid: int = 0) -> list[dict[str, Any]]:
+        """Per (player, role), over the calls recorded after `after_rowid` (all by default):
+        calls, input and output tokens, cost, provider retries, and `last_rowid`, the largest
+        rowid counted. Calls are never replaced, so sums over successive `after_rowid` windows
+        add up to the whole."""
+        rows = self._query(
+            "SELECT player, role, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd),"
+            " SUM(COALESCE(json_extract(record, '$.retries'), 0)), MAX(rowid) FROM calls"
+            " WHERE rowid > ? GROUP BY player, role ORDER BY player, role", (after_rowid,))
+        return [{"player": p, "role": r, "calls": int(n), "input_tokens": int(i or 0),
+                 "output_tokens": int(o or 0), "cost_usd": float(c or 0), "retries": int(t or 0),
+                 "last_rowid": int(m)}
+                for p, r, n, i, o, c, t, m in rows]
 
 
 def _temp_missing_tables(db: sqlite3.Connection) -> None:

@@ -246,6 +246,7 @@ def _run_locked(cfg: RunConfig, pool_specs: list[Any], *, unsafe_no_sandbox: boo
     summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no episodes"
     print(f"{cfg.name}: {summary}; {progress.tokens:,} tokens and ${progress.cost_usd:.4f} this "
           f"session; results in {cfg.run_dir}")
+    print(f"watch it live: envduels view {cfg.run_dir}")
     if result.budget_reached:
         print("budget reached: raise budget.max_usd or budget.max_tokens and run again to go on",
               file=sys.stderr)
@@ -324,6 +325,8 @@ def status_command(run_dir: Path) -> int:
         table.add_row(f"  {name}", f"{plural(u.calls, 'call')}, {plural(u.tokens, 'token')}, "
                       f"${u.cost_usd:.4f}")
     console.print(table)
+    console.print(f"watch it live: envduels view {run_dir}", markup=False, highlight=False,
+                  soft_wrap=True)
     store.close()
     return 0
 

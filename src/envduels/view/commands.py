@@ -1,0 +1,115 @@
+"""`envduels view`: serve the viewer for run folders until interrupted."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from envduels.errors import UserError
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (127.0.0.0/8, ::1 or localhost)."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port); port 0 picks a free one. UserError when it cannot."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535 (got {port}); 0 picks a free port")
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise UserError(f"cannot resolve --host {host} ({err.strerror}); use 127.0.0.1") from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # inherited by accepted connections: a response written in two sends (head, body) is not
+    # held back by Nagle's algorithm waiting for the client's delayed ACK (40 ms on Linux)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind(addr)
+    except OSError as err:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port} ({err.strerror}); pick another --port, "
+                        "or --port 0 for a free one") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def view_command(run_dirs: list[Path], *, host: str = "127.0.0.1", port: int = 0) -> int:
+    """Serve the viewer for `run_dirs` on host:port, print its URL, and run until interrupted.
+
+    Never writes to a run folder. Bound to loopback unless `host` says otherwise, in which case
+    a warning says that anyone who can reach that address can read every prompt, reply and
+    environment of these runs.
+    """
+    import uvicorn
+
+    from envduels.view._app import close_app, create_app
+
+    if not run_dirs:
+        raise UserError("give at least one run folder: envduels view RUN_DIR [RUN_DIR ...]")
+    hosts = None if is_loopback(host) else ["*"]
+    app = create_app(run_dirs, allowed_hosts=hosts)
+    try:
+        sock = bind(host, port)
+        if hosts is not None:
+            print(f"WARNING: serving on {host}, not loopback: anyone who can reach it can read "
+                  "every prompt, reply, hint and environment of these runs (there is no login)")
+        print(f"envduels view: {url_of(sock)}  (Ctrl-C to stop)", flush=True)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            sock.close()
+    finally:
+        close_app(app)
+    return 0
+
+
+@contextmanager
+def running(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve `app` with uvicorn in a background thread for the block; yields its URL. For
+    tests, benchmarks and screenshots: the same server `envduels view` runs, on a real socket."""
+    import time
+
+    import uvicorn
+
+    sock = bind(host, port)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                           lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        yield url_of(sock)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        if hasattr(app.state, "pool"):
+            from envduels.view._app import close_app
+
+            close_app(app)
