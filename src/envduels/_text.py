@@ -1,8 +1,9 @@
 """Untrusted text made safe to keep and to show.
 
 Environment code and model servers are untrusted: their text may hold lone surrogates (which no
-UTF-8 encoder, JSON file or SQLite column accepts) and terminal control sequences (an ESC
-sequence can clear the screen, retitle the window or write the clipboard). Two helpers, used at
+UTF-8 encoder, JSON file or SQLite column accepts), terminal control sequences (an ESC
+sequence can clear the screen, retitle the window or write the clipboard) and Unicode format
+characters (a bidi override shows "exe.txt" for "txt.exe"). Two helpers, used at
 the boundaries where such text enters (`valid_text`) or reaches a terminal (`printable`); and
 `last_boxed`, the one rule (SPEC §2) for which part of a reply is the action, shared by the
 engine and the analysis.
@@ -10,7 +11,10 @@ engine and the analysis.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
+import unicodedata
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 controls except \t and \n, DEL, and the C1 controls (CSI, OSC, ... as single code points).
@@ -28,10 +32,30 @@ def valid_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
+@functools.cache
+def _format_chars() -> re.Pattern[str]:
+    """Every Unicode format character (category Cf) of this Python's Unicode database: bidi
+    overrides and isolates (U+202A-202E, U+2066-2069) reorder what a terminal shows, zero-width
+    ones (U+200B-200D, U+2060, U+FEFF) hide text. Built on first use (~0.2 s), not at import."""
+    chars = "".join(chr(c) for c in range(sys.maxunicode + 1)
+                    if unicodedata.category(chr(c)) == "Cf")
+    return re.compile(f"[{re.escape(chars)}]")
+
+
 def printable(text: str) -> str:
     """`text` safe to print on a terminal: C0/C1 control characters and DEL removed (\\n and \\t
-    kept), lone surrogates replaced by U+FFFD. Ordinary text comes back unchanged."""
-    return _CONTROL.sub("", valid_text(text))
+    kept), Unicode format characters (category Cf: bidi overrides, zero-width characters)
+    removed, lone surrogates replaced by U+FFFD. Ordinary text comes back unchanged.
+
+    It does not neutralise Rich markup or emoji codes: print the result as a `rich.text.Text`
+    (or with markup and emoji off), never inside a markup string."""
+    return _format_chars().sub("", _CONTROL.sub("", valid_text(text)))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`n` and `word` agreeing in number: plural(1, "seed") -> "1 seed", plural(2, "seed") ->
+    "2 seeds", plural(3, "retry", "retries") -> "3 retries"."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 _BOXED = "\\boxed{"

@@ -1,37 +1,86 @@
 """The `envduels` command line: parses arguments, calls one function per command, prints.
 
 Every command's work lives in its package's `commands` module; imports are lazy so that
-`envduels --help` stays fast. A `UserError` becomes one line on stderr and a non-zero exit.
+`envduels --help` stays fast. A `UserError` becomes one line on stderr and a non-zero exit; a
+usage mistake becomes the usage line and one error line, exit 2 (see `main`).
+
+Every argument and every option that takes a value names its `metavar` (CONFIG, RUN_DIR, N, ...):
+without one, Typer's help shows its internal placeholders (`{config}`, `<list[Path]>`).
+Help is plain text (`rich_markup_mode=None`), which also keeps `<bool>` off flags, and every
+command is a `_Command`, whose usage line writes `CONFIG` where Typer 0.29 writes `{CONFIG}`.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from envduels.errors import UserError
 
-app = typer.Typer(
+
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line names arguments the usual way (`CONFIG`, `[NAME]`,
+    `RUN_DIR...`): Typer 0.29 writes a required one as `{CONFIG}`."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [re.sub(r"^\{([^{}]*)\}", r"\1", piece)
+                for piece in super().collect_usage_pieces(ctx)]
+
+
+class _Typer(typer.Typer):
+    """`typer.Typer` whose commands are `_Command`s unless a command names its own class."""
+
+    def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or _Command, **kwargs)
+
+
+app = _Typer(
     name="envduels",
     help="Language models author environments with privileged hints and solve each other's.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-library_app = typer.Typer(help="The reference environments shipped with envduels.", no_args_is_help=True)
-models_app = typer.Typer(help="Check the players of a config before a long run.", no_args_is_help=True)
+library_app = _Typer(help="The reference environments shipped with envduels.",
+                          no_args_is_help=True, rich_markup_mode=None)
+models_app = _Typer(help="Check the players of a config before a long run.",
+                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(library_app, name="library")
 app.add_typer(models_app, name="models")
 
 UNSAFE_HELP = "Run environment code WITHOUT the bubblewrap sandbox. Only for code you trust."
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"envduels {version('envduels')}")
+        except PackageNotFoundError:   # run from a source tree that was never installed
+            print("envduels (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    _show_version: Annotated[bool, typer.Option(
+        "--version", help="Print the version and exit.", callback=_version,
+        is_eager=True)] = False,
+) -> None:
+    """Language models author environments with privileged hints and solve each other's."""
+
+
 @app.command()
 def run(
-    config: Annotated[Path, typer.Argument(help="YAML run configuration (SPEC §6).")],
+    config: Annotated[Path, typer.Argument(metavar="CONFIG", help="YAML run configuration (SPEC §6).")],
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live display.")] = False,
     no_cache: Annotated[bool, typer.Option(
@@ -47,7 +96,7 @@ def run(
 
 
 @app.command()
-def status(run_dir: Annotated[Path, typer.Argument(help="A run folder (holds run.db).")]) -> None:
+def status(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder (holds run.db).")]) -> None:
     """What is done, left and failed in a run; tokens and cost so far."""
     from envduels.engine.commands import status_command
 
@@ -56,14 +105,19 @@ def status(run_dir: Annotated[Path, typer.Argument(help="A run folder (holds run
 
 @app.command()
 def report(
-    run_dirs: Annotated[list[Path] | None, typer.Argument(help="One run folder, or several to compare.")] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write the SPEC §8 JSON here.")] = None,
-    html_path: Annotated[Path | None, typer.Option("--html", help="Write the HTML report here.")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap draws for intervals.")] = 1000,
+    # Hidden from the Arguments list (it stays in the usage line): Typer would list it with its
+    # type, `<list[Path]>`; the docstring says what RUN_DIR is.
+    run_dirs: Annotated[list[Path] | None, typer.Argument(metavar="RUN_DIR", hidden=True)] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE", help="Write the SPEC §8 JSON here.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write the HTML report here.")] = None,
+    bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
     episodes: Annotated[Path | None, typer.Option(
-        "--episodes", help="Rate a JSON Lines file of episodes recorded by another harness instead of a run.")] = None,
+        "--episodes", metavar="FILE",
+        help="Rate a JSON Lines file of episodes recorded by another harness instead of a run.")] = None,
 ) -> None:
-    """Compute every metric of SPEC §5; write JSON and a self-contained HTML report."""
+    """Compute every metric of SPEC §5 for RUN_DIR (several run folders: compared side by
+    side) or for --episodes FILE; write JSON and a self-contained HTML report (default:
+    ./NAME-report.json/.html)."""
     from envduels.report.commands import report_command, report_episodes_command
 
     if episodes is not None:
@@ -76,8 +130,8 @@ def report(
 
 @app.command()
 def leaderboard(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap draws for intervals.")] = 1000,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
+    bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
 ) -> None:
     """The duel, author and solver ratings as terminal tables."""
     from envduels.report.commands import leaderboard_command
@@ -87,11 +141,11 @@ def leaderboard(
 
 @app.command()
 def validate(
-    path: Annotated[str, typer.Argument(help="An environment .py file, an EnvDuels export folder, or a library name.")],
-    seeds: Annotated[int, typer.Option(help="How many benchmark seeds to check.")] = 4,
+    path: Annotated[str, typer.Argument(metavar="PATH", help="An environment .py file, an EnvDuels export folder, or a library name.")],
+    seeds: Annotated[int, typer.Option(metavar="N", help="How many benchmark seeds to check.")] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable verdict.")] = False,
     require_oracle: Annotated[bool, typer.Option("--require-oracle", help="An environment without oracle_action is invalid.")] = False,
-    hint_max_chars: Annotated[int, typer.Option(help="Longest hint allowed.")] = 600,
+    hint_max_chars: Annotated[int, typer.Option(metavar="N", help="Longest hint allowed.")] = 600,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Validate an environment file or an EnvDuels export folder; exit 0 only if valid."""
@@ -111,12 +165,12 @@ def validate(
 
 @app.command()
 def play(
-    path: Annotated[str, typer.Argument(help="An environment .py file, an export folder's environment id, or a library name.")],
-    config: Annotated[Path | None, typer.Option("--config", help="Config holding the player.")] = None,
-    player: Annotated[str | None, typer.Option("--player", help="Name of the player in --config.")] = None,
+    path: Annotated[str, typer.Argument(metavar="PATH", help="An environment .py file, an export folder's environment id, or a library name.")],
+    config: Annotated[Path | None, typer.Option("--config", metavar="CONFIG", help="Config holding the player.")] = None,
+    player: Annotated[str | None, typer.Option("--player", metavar="NAME", help="Name of the player in --config.")] = None,
     human: Annotated[bool, typer.Option("--human", help="Play it yourself.")] = False,
     hint: Annotated[bool, typer.Option("--hint", help="Show the privileged hint.")] = False,
-    seed: Annotated[int, typer.Option(help="Environment seed.")] = 0,
+    seed: Annotated[int, typer.Option(metavar="N", help="Environment seed.")] = 0,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Play one episode in the terminal, printing the transcript as it goes."""
@@ -137,15 +191,15 @@ def play(
 
 @app.command()
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write.")],
-    fmt: Annotated[str, typer.Option("--format", help="envduels | jsonl | hf")] = "envduels",
-    author: Annotated[list[str] | None, typer.Option(help="Keep these authors (repeatable).")] = None,
-    round_: Annotated[list[int] | None, typer.Option("--round", help="Keep these rounds (repeatable).")] = None,
-    flag: Annotated[list[str] | None, typer.Option(help="Keep environments with this flag (repeatable).")] = None,
-    min_pass: Annotated[float | None, typer.Option(help="Lowest panel no-hint pass rate kept.")] = None,
-    max_pass: Annotated[float | None, typer.Option(help="Highest panel no-hint pass rate kept.")] = None,
-    target: Annotated[str | None, typer.Option(help="Keep what this model fails without the hint and passes with it.")] = None,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT_DIR", help="Folder to write.")],
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="envduels | jsonl | hf")] = "envduels",
+    author: Annotated[list[str] | None, typer.Option(metavar="NAME", help="Keep these authors (repeatable).")] = None,
+    round_: Annotated[list[int] | None, typer.Option("--round", metavar="N", help="Keep these rounds (repeatable).")] = None,
+    flag: Annotated[list[str] | None, typer.Option(metavar="FLAG", help="Keep environments with this flag (repeatable).")] = None,
+    min_pass: Annotated[float | None, typer.Option(metavar="RATE", help="Lowest panel no-hint pass rate kept.")] = None,
+    max_pass: Annotated[float | None, typer.Option(metavar="RATE", help="Highest panel no-hint pass rate kept.")] = None,
+    target: Annotated[str | None, typer.Option(metavar="NAME", help="Keep what this model fails without the hint and passes with it.")] = None,
 ) -> None:
     """Write a run's valid environments as RL training data."""
     from envduels.export import export_command
@@ -167,10 +221,10 @@ def export(
 
 @app.command()
 def correlate(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
-    gains: Annotated[Path, typer.Option("--gains", help="CSV of measured training gains per author pool or environment.")],
-    out: Annotated[Path | None, typer.Option(help="Folder for the JSON and the scatter plot.")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap draws.")] = 2000,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
+    gains: Annotated[Path, typer.Option("--gains", metavar="CSV", help="CSV of measured training gains per author pool or environment.")],
+    out: Annotated[Path | None, typer.Option(metavar="DIR", help="Folder for the JSON and the scatter plot.")] = None,
+    bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws.")] = 2000,
 ) -> None:
     """Correlate hint lift and other predictors with measured training gains."""
     from envduels.report.correlate import correlate_command
@@ -188,7 +242,7 @@ def library_list() -> None:
 
 @library_app.command("show")
 def library_show(
-    name: Annotated[str, typer.Argument(help="A library environment name.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A library environment name.")],
     source: Annotated[bool, typer.Option("--source", help="Print only the source, e.g. to save it as a file.")] = False,
 ) -> None:
     """Print a reference environment's source, hint and description."""
@@ -198,7 +252,7 @@ def library_show(
 
 
 @models_app.command("check")
-def models_check(config: Annotated[Path, typer.Argument(help="YAML run configuration.")]) -> None:
+def models_check(config: Annotated[Path, typer.Argument(metavar="CONFIG", help="YAML run configuration.")]) -> None:
     """One short call to every player: latency, tokens, or the error."""
     from envduels.players.commands import check_command
 
@@ -218,19 +272,19 @@ def estimate(
 
 @app.command()
 def plan(
-    config: Annotated[Path | None, typer.Argument(help="YAML run configuration (or use --players).")] = None,
-    players: Annotated[int | None, typer.Option(help="Players who all author and solve (without CONFIG).")] = None,
-    envs_per_author: Annotated[int | None, typer.Option(help="Environments per author per round.")] = None,
-    seeds: Annotated[int | None, typer.Option(help="Seeds per environment.")] = None,
-    rounds: Annotated[int | None, typer.Option(help="Rounds.")] = None,
-    trials: Annotated[int | None, typer.Option(help="Trials per seed.")] = None,
+    config: Annotated[Path | None, typer.Argument(metavar="CONFIG", help="YAML run configuration (or use --players).")] = None,
+    players: Annotated[int | None, typer.Option(metavar="N", help="Players who all author and solve (without CONFIG).")] = None,
+    envs_per_author: Annotated[int | None, typer.Option(metavar="N", help="Environments per author per round.")] = None,
+    seeds: Annotated[int | None, typer.Option(metavar="N", help="Seeds per environment.")] = None,
+    rounds: Annotated[int | None, typer.Option(metavar="N", help="Rounds.")] = None,
+    trials: Annotated[int | None, typer.Option(metavar="N", help="Trials per seed.")] = None,
     spread: Annotated[list[float] | None, typer.Option(
-        help="Ability spread in logits (half-width; repeatable). Default: 0.4 and 1.5.")] = None,
-    cycle: Annotated[float, typer.Option(help="Size in logits of the planted 3-cycle for cycle power.")] = 2.0,
-    replicates: Annotated[int, typer.Option(help="Simulated tournaments per spread and truth.")] = 20,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap draws per simulated tournament.")] = 200,
-    seed: Annotated[int, typer.Option(help="Simulation seed.")] = 0,
-    jobs: Annotated[int, typer.Option(help="Worker processes (figures do not depend on it).")] = 2,
+        metavar="LOGITS", help="Ability spread in logits (half-width; repeatable). Default: 0.4 and 1.5.")] = None,
+    cycle: Annotated[float, typer.Option(metavar="LOGITS", help="Size in logits of the planted 3-cycle for cycle power.")] = 2.0,
+    replicates: Annotated[int, typer.Option(metavar="N", help="Simulated tournaments per spread and truth.")] = 20,
+    bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws per simulated tournament.")] = 200,
+    seed: Annotated[int, typer.Option(metavar="N", help="Simulation seed.")] = 0,
+    jobs: Annotated[int, typer.Option(metavar="N", help="Worker processes (figures do not depend on it).")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Before spending money: the exact cost of a design and, by simulation, whether it can
@@ -244,9 +298,9 @@ def plan(
 
 @app.command()
 def view(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One run folder or several.")],
-    host: Annotated[str, typer.Option(help="Address to listen on; loopback unless you mean it.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on; 0 picks a free one.")] = 0,
+    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR", help="One run folder or several.")],
+    host: Annotated[str, typer.Option(metavar="HOST", help="Address to listen on; loopback unless you mean it.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on; 0 picks a free one.")] = 0,
 ) -> None:
     """Serve a live local web viewer of runs, environments and transcripts (read-only)."""
     from envduels.view.commands import view_command
@@ -254,28 +308,63 @@ def view(
     raise typer.Exit(view_command(run_dirs, host=host, port=port))
 
 
+INTERRUPTED = "interrupted; finished work is saved, run the same command again to resume"
+
+
+def _mro_names(err: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(err).__mro__}
+
+
+def _did_you_mean(err: Exception) -> None:
+    """Add "Did you mean 'run'?" to "No such command 'runn'." (click does not suggest)."""
+    ctx = getattr(err, "ctx", None)
+    message = getattr(err, "message", "")
+    if ctx is None or not message.startswith("No such command ") or "Did you mean" in message:
+        return
+    name = message[len("No such command "):].rstrip(".").strip("'\"")
+    close = difflib.get_close_matches(name, ctx.command.list_commands(ctx), n=1, cutoff=0.6)
+    if close:
+        err.message = f"{message} Did you mean {close[0]!r}?"
+
+
 def main() -> None:
-    """Console entry point: user errors are one line and a non-zero exit, never a traceback."""
+    """Console entry point: a user error is one line, a usage mistake the usage line and one
+    error line, both with a non-zero exit (2 for usage), never a traceback; Ctrl-C exits 130.
+
+    Typer's own exception classes move between releases (0.12-0.15 raise click's, 0.16 and
+    later their vendored copy `typer._click`, and no longer install click), so they are told
+    apart by what every version shares: a usage/click error has `show()` and an `exit_code`
+    (class `ClickException` in its MRO), `Abort` is a Ctrl-C or end of input at a prompt,
+    `Exit` carries an exit code. The tested range is pinned in pyproject.toml;
+    tests/test_cli_usage.py runs every mistake through the installed console script.
+    """
     try:
-        rc = app(standalone_mode=False)
+        rc = app(prog_name="envduels", standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
     except UserError as err:
         print(f"error: {err.message}", file=sys.stderr)
         sys.exit(err.exit_code)
-    except typer.Exit as ex:
-        sys.exit(ex.exit_code)
     except KeyboardInterrupt:
-        print("interrupted; finished work is saved, run the same command again to resume", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         sys.exit(130)
-    except Exception as err:  # click's own usage errors
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        if isinstance(err, click.exceptions.Abort):
-            print("interrupted; finished work is saved, run the same command again to resume", file=sys.stderr)
+    except Exception as err:
+        names = _mro_names(err)
+        if "ClickException" in names:
+            _did_you_mean(err)
+            ctx = getattr(err, "ctx", None)
+            if ctx is not None and "NoArgsIsHelpError" not in names:
+                # The usage line and one error line (SPEC §11): click's own `show()` adds a
+                # "Try ... --help" line and a blank one, and its layout changes between releases.
+                print(ctx.get_usage(), file=sys.stderr)
+                print(f"Error: {err.format_message()}", file=sys.stderr)  # type: ignore[attr-defined]
+            else:   # a group called without a command: its help
+                err.show()  # type: ignore[attr-defined]
+            sys.exit(int(getattr(err, "exit_code", 2)))
+        if "Abort" in names:
+            print(INTERRUPTED, file=sys.stderr)
             sys.exit(130)
+        if "Exit" in names:
+            sys.exit(int(getattr(err, "exit_code", 0)))
         raise
 
 

@@ -384,7 +384,7 @@ def export_command(
     from envduels.store import Store
 
     filters = Filters(list(authors), list(rounds), list(flags), min_pass, max_pass, target)
-    with Store(run_dir, create=False) as store:
+    with Store.open_readonly(run_dir, live=False) as store:
         tables = store.tables()
         rows = store.environments()
     valid = int(tables.environments["valid"].sum()) if len(tables.environments) else 0

@@ -7,7 +7,8 @@
     obs, reward, terminated, truncated, info = env.step("I guess \\boxed{42}")
 
 Contract (what a trainer may rely on):
-- Observations and actions are strings (`gymnasium.spaces.Text`). By default an action is the
+- Observations and actions are strings (`gymnasium.spaces.Text`); either space contains any
+  Unicode text up to its length (actions: the engine's `REPLY_PARSE_MAX_CHARS`). By default an action is the
   policy's whole reply and the environment receives its last balanced `\\boxed{...}` (wrapper
   included), exactly as in a duel; a reply without one costs the turn and observes the duel's
   format-error message (`parse_reply=False` passes the action through untouched).
@@ -39,10 +40,14 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
+from envduels._text import REPLY_PARSE_MAX_CHARS
 from envduels.engine.solving import FORMAT_ERROR, last_boxed
 from envduels.errors import UserError
 
-ACTION_MAX_CHARS = 4096
+# The engine searches the last REPLY_PARSE_MAX_CHARS characters of a reply for its answer; the
+# action space holds any Unicode text up to that length (a longer reply is still stepped, its
+# tail searched, as in a duel, but it is outside the space).
+ACTION_MAX_CHARS = REPLY_PARSE_MAX_CHARS
 ACTION_CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
 NAMESPACE = "envduels"
 _SEED_HIGH = 2**63 - 1
@@ -90,7 +95,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         # the cap already includes the sandbox's truncation marker slack; the hint adds its prefix
         obs_max = self.limits.observation_max_chars + len(hint_prefix(spec.hint)) + 256
         self.observation_space = AnyText(max_length=obs_max, min_length=0, charset=ACTION_CHARSET)
-        self.action_space = spaces.Text(max_length=action_max_length, min_length=0, charset=ACTION_CHARSET)
+        self.action_space = AnyText(max_length=action_max_length, min_length=0, charset=ACTION_CHARSET)
         self._instance: Any | None = None
         self._turn = 0
         self._done = True

@@ -16,6 +16,8 @@ record, so a kill loses at most the work in flight:
   table is created on open, so a run database from before audits exists gains it empty.
 
 Readers (analysis, report, export) use `Store.tables()`; nothing outside this module runs SQL.
+Commands that only read open the database with `Store.open_readonly`, which writes nothing in
+the run folder.
 """
 
 from __future__ import annotations
@@ -258,6 +260,7 @@ class Store:
             ) from None
         self._lock = threading.Lock()
         self._totals: Totals | None = None
+        self.readonly = False
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -277,6 +280,8 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        if self.readonly:
+            raise UserError(f"{self.path} was opened read-only; this command only reads it")
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -437,6 +442,24 @@ class Store:
             for e, a, au, r, v, rs, vd, rp in rows
         ]
 
+    def put_authoring_error(self, env_id: str, *, author: str, round: int) -> None:
+        """Note that authoring `env_id` ended in `error` (a provider kept failing, a sandbox
+        could not start): nothing else is recorded for it, and `status` must still say so.
+        A later success records the environment, which `authoring_errors` then leaves out."""
+        with self._tx() as db:
+            rows = db.execute("SELECT value FROM meta WHERE key = 'authoring_errors'").fetchall()
+            errors = json.loads(rows[0][0]) if rows else {}
+            errors[valid_text(env_id)] = {"author": _text(author), "round": round}
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('authoring_errors', ?)",
+                       (_json(errors, sort_keys=True),))
+
+    def authoring_errors(self) -> dict[str, dict[str, Any]]:
+        """Authoring jobs whose last try ended in `error` and that have no environment yet:
+        env_id -> {"author", "round"}. A resumed run retries them."""
+        errors = self.get_meta("authoring_errors") or {}
+        recorded = {r[0] for r in self._query("SELECT env_id FROM environments")}
+        return {k: v for k, v in errors.items() if k not in recorded}
+
     # -- episodes ---------------------------------------------------------------------------
 
     def put_episode(self, ep: EpisodeRow) -> None:
@@ -567,31 +590,56 @@ class Store:
     # -- read-only opening and the viewer's reads -------------------------------------------
 
     @classmethod
-    def open_readonly(cls, run_dir: str | Path) -> Store:
-        """The run database of `run_dir` opened read-only (SQLite `mode=ro`): it never writes,
-        never creates a file and never takes a write lock, so a tournament writing to the same
-        database is not blocked. Reads are autocommit (no long transaction). UserError when the
-        folder holds no run database or it cannot be read."""
-        self = cls.__new__(cls)
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / DB_NAME
-        if not self.path.is_file():
+    def open_readonly(cls, run_dir: str | Path, *, live: bool = True) -> Store:
+        """The run database of `run_dir`, opened read-only: no write, no lock a writer waits
+        on; any write method raises a UserError. Works on a folder the user cannot write (a
+        colleague's results, a read-only mount). UserError when there is no run database.
+
+        `live=True` (a long-lived reader such as `envduels view`): SQLite's read-only mode
+        (`mode=ro`), which follows what a running `envduels run` commits while it is open. On a
+        writable folder SQLite may create `run.db-wal`/`run.db-shm` for that (its shared index,
+        never data of this reader). On a folder it cannot write, with no `-wal` there (so no
+        writer: a run writing there would have one), `immutable=1` instead.
+
+        `live=False` (a short command: `status`, `report`, `leaderboard`, `export`): nothing is
+        created or changed in the folder (no side file, no mtime). With a `-wal` present (a run
+        is writing now, or one was killed) `mode=ro`, which reads the log and so every committed
+        record; the `-shm` must then exist or be creatable, and the error says to copy the
+        folder when a killed run left only a `-wal` on a read-only mount. Without one (every
+        run that ended folded its log into `run.db`) `immutable=1`: `run.db` is read as a file
+        nothing writes. A run started in that moment is not seen; its first records go to a new
+        log, which such a short read does not look at.
+        """
+        store = cls.__new__(cls)
+        store.run_dir = Path(run_dir)
+        store.path = store.run_dir / DB_NAME
+        if not store.path.is_file():
             raise UserError(
-                f"{self.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
-                "started with `envduels run CONFIG`"
-            )
+                f"{store.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
+                "started with `envduels run CONFIG`")
+        has_log = store.path.with_name(DB_NAME + "-wal").exists()
+        follow = has_log or (live and os.access(store.run_dir, os.W_OK))
+        mode = "mode=ro" if follow else "immutable=1"
+        from urllib.parse import quote
+
+        uri = f"file:{quote(str(store.path.resolve()))}?{mode}"
         try:
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                       check_same_thread=False, isolation_level=None,
-                                       timeout=30.0)
-            self._db.execute("SELECT COUNT(*) FROM meta").fetchall()
-            self._migrate(write=False)
+            store._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                        isolation_level=None, timeout=30.0)
+            store._db.execute("SELECT COUNT(*) FROM meta").fetchall()  # opens it: fails here
+            _temp_missing_tables(store._db)
+            store._migrate(write=False)
         except sqlite3.Error as err:
-            raise UserError(f"cannot read the run database {self.path} ({err}); check that the "
-                            "file is a run database you may read") from None
-        self._lock = threading.Lock()
-        self._totals = None
-        return self
+            with contextlib.suppress(Exception):
+                store._db.close()
+            fix = ("a killed run left its write-ahead log and SQLite cannot read it without "
+                   "creating run.db-shm; copy the folder somewhere writable and read the copy"
+                   if has_log else "check that it is a run database you may read")
+            raise UserError(f"cannot read the run database {store.path} ({err}); {fix}") from None
+        store._lock = threading.Lock()
+        store._totals = None
+        store.readonly = True
+        return store
 
     def data_version(self) -> int:
         """A number that changes whenever another connection has committed to this database
@@ -697,6 +745,17 @@ def _sums(columns: set[str], *, per_call: bool = False) -> str:
 def _totals(row: tuple) -> Totals:
     n, i, o, c, r, w, reasoning, saved = row
     return Totals(int(n), int(i), int(o), float(c), int(r), int(w), int(reasoning), float(saved))
+
+
+def _temp_missing_tables(db: sqlite3.Connection) -> None:
+    """On a read-only connection to a database written by an older envduels (a table added
+    since, such as `audits`, is missing and cannot be created in the file), the missing tables
+    as empty TEMP tables: readers see "nothing recorded" instead of "no such table"."""
+    existing = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for statement in _SCHEMA.split(";"):
+        name = statement.split("EXISTS", 1)[-1].split("(", 1)[0].strip()
+        if "CREATE TABLE" in statement and name not in existing:
+            db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
 
 
 class CallRecorder:

@@ -52,7 +52,7 @@ def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does()
     assert cost["players"]["w"]["episodes"] == 0 and cost["players"]["s1"]["environments"] == 0
     # the scheduler's own task list for the same environments gives the same episodes and turn caps
     sched = Tournament.__new__(Tournament)
-    sched.cfg, sched.fingerprint = cfg, "f"
+    sched.cfg, sched.fingerprint, sched._draw_salt = cfg, "f", "f|secret"
     authored = [pool_row(s, run_seed=0, seeds_per_env=3) for s in pools]
     from dataclasses import replace
 

@@ -267,6 +267,7 @@ def test_the_terminal_leaderboard_prints_an_open_bound():
     from envduels.report.terminal import rating_table
 
     row = {"model": "a", "rating": 1400.0, "ci_low": 1100.0, "ci_high": None, "rank": 1, "points": 3.0, "games": 3.0}
+    other = {"model": "b", "rating": 600.0, "ci_low": None, "ci_high": 900.0, "rank": 2, "points": 0.0, "games": 3.0}
     console = Console(width=100, record=True)
-    console.print(rating_table("duel", [row]))
+    console.print(rating_table("duel", [row, other]))
     assert "1100 – ∞" in console.export_text()

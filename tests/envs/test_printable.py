@@ -41,7 +41,7 @@ def test_validate_strips_escape_sequences_from_reasons_and_ids(tmp_path):
     assert run.returncode == 1
     assert "\x1b" not in run.stdout and "\x07" not in run.stdout
     first, reason = run.stdout.splitlines()
-    assert first == "INVALID  evil[2J  (class Hostile, oracle skipped, 1 seeds, no hint supplied)"
+    assert first == "INVALID  evil[2J  (class Hostile, oracle skipped, 1 seed, no hint supplied)"
     assert reason.startswith("  - seed ")
     assert "in step (turn 1): step raised ValueError: ]52;c;aGFja2Vk[2Jboom" in reason
     as_json = subprocess.run([ENVDUELS, "validate", str(path), "--seeds", "1", "--json"],

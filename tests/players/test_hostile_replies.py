@@ -62,4 +62,4 @@ async def test_anthropic_names_its_own_usage_field(monkeypatch) -> None:
         await chat_through(["usage_negative"] * 2, "anthropic", monkeypatch, max_retries=1)
     assert str(caught.value) == (
         "player 'tester': malformed response (usage input_tokens is -1600000000, not a token "
-        "count); still failing after 1 retries")
+        "count); still failing after 1 retry")

@@ -19,18 +19,21 @@ def run_dir(tmp_path_factory):
     return small_run(tmp_path_factory.mktemp("run") / "sim")
 
 
-def test_report_writes_spec_json_and_one_html_file_next_to_the_run(run_dir, capsys):
+def test_report_writes_spec_json_and_one_html_file_in_the_current_folder_not_the_run(
+        run_dir, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     assert report_command([run_dir], json_path=None, html_path=None, bootstrap=50) == 0
-    j = json.loads((run_dir / "report.json").read_text())
+    assert not (run_dir / "report.json").exists() and not (run_dir / "report.html").exists()
+    j = json.loads((tmp_path / "sim-report.json").read_text())
     assert j["run"]["name"] == "sim" and j["run"]["history"] == "all"
     assert j["run"]["players"] == ["m00", "m01", "m02", "m03", "m04"]
     assert j["run"]["cost_usd"] == pytest.approx(0.25 * (1 + 2 + 3 + 4 + 5))
     assert {"solvers", "authors", "ratings", "transitivity", "divergence", "environments"} <= set(j)
     assert any(e["hint"] == HOSTILE_HINT for e in j["environments"])
-    html = (run_dir / "report.html").read_text()
+    html = (tmp_path / "sim-report.html").read_text()
     assert html.startswith("<!DOCTYPE html>")
     out = capsys.readouterr().out
-    assert "report.json" in out and "report.html" in out
+    assert "sim-report.json" in out and "sim-report.html" in out
     assert "Best solver by rating" in out or "Solvers are" in out or "No single best solver" in out
 
 

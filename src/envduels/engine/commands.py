@@ -10,18 +10,20 @@ on); 4 some work ended in `error` because a provider kept failing or a sandbox c
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from envduels._text import printable
+from envduels._text import plural, printable
 from envduels.config import RunConfig, load_config
 from envduels.engine._bad_requests import guard_bad_requests
 from envduels.engine._keys import changed_setting, fingerprint, result_settings
@@ -76,20 +78,78 @@ def load_pools(cfg: RunConfig) -> list[Any]:
     return specs
 
 
-def check_reachable(cfg: RunConfig, timeout_s: float = 3.0) -> None:
-    """Fail fast, before any work, when a player's server does not accept connections."""
+def _unreachable_url(base_url: str, timeout_s: float) -> str | None:
+    """Why `base_url`'s server does not accept connections, or None."""
+    url = urlparse(base_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "localhost", port), timeout=timeout_s):
+            pass
+    except OSError as err:
+        return str(err.strerror or err)
+    return None
+
+
+def _server_problems(cfg: RunConfig, timeout_s: float) -> dict[str, str]:
+    """First player's name on each unreachable server -> one line naming every player on it
+    (one server shared by four players is one problem, said once)."""
+    users: dict[str, list[str]] = {}
     for p in cfg.players:
-        if p.provider == "local" or not p.base_url:
-            continue
-        url = urlparse(p.base_url)
-        port = url.port or (443 if url.scheme == "https" else 80)
+        if p.provider != "local" and p.base_url:
+            users.setdefault(p.base_url, []).append(p.name)
+    problems = {}
+    for url, names in users.items():
+        if (why := _unreachable_url(url, timeout_s)) is not None:
+            who = (f"player {names[0]!r}" if len(names) == 1
+                   else "players " + ", ".join(repr(n) for n in names))
+            problems[names[0]] = (f"{who}: cannot reach {url} ({why}); start the server or fix "
+                                  "players[].base_url")
+    return problems
+
+
+def _raise_all(problems: list[str]) -> None:
+    if len(problems) == 1:
+        raise UserError(problems[0])
+    if problems:
+        raise UserError(f"{len(problems)} problems; fix them all, then run again:\n  "
+                        + "\n  ".join(problems))
+
+
+def check_reachable(cfg: RunConfig, timeout_s: float = 3.0) -> None:
+    """Fail fast, before any work, when a player's server does not accept connections; every
+    unreachable server is named, in config order."""
+    _raise_all(list(_server_problems(cfg, timeout_s).values()))
+
+
+def check_players(cfg: RunConfig, timeout_s: float = 3.0) -> None:
+    """Every player's preconditions at once (its server accepts connections, its key is set,
+    its model file or runtime exists), reported together in config order; players with the
+    same problem (one server, one unset variable) share one line. Raises one UserError."""
+    from envduels.players import build_player
+
+    servers = _server_problems(cfg, timeout_s)
+    grouped: dict[str, list[str]] = {}   # problem without its "player 'x': " -> players
+    for p in cfg.players:
+        found = [servers[p.name]] if p.name in servers else []
         try:
-            with socket.create_connection((url.hostname or "localhost", port), timeout=timeout_s):
-                pass
-        except OSError as err:
-            raise UserError(
-                f"player {p.name!r}: cannot reach {p.base_url} ({err.strerror or err}); start the "
-                "server or fix players[].base_url") from None
+            build_player(p, cache=None, run_seed=cfg.seed).discard()
+        except UserError as err:
+            found.append(err.message)
+        prefix = f"player {p.name!r}: "
+        for message in found:
+            if not message.startswith(prefix):   # already names its players: kept as it is
+                grouped[message] = []
+                continue
+            grouped.setdefault(message[len(prefix):], []).append(p.name)
+    lines = []
+    for rest, names in grouped.items():
+        if not names:
+            lines.append(rest)
+        elif len(names) == 1:
+            lines.append(f"player {names[0]!r}: {rest}")
+        else:
+            lines.append(f"players {', '.join(repr(n) for n in names)}: {rest}")
+    _raise_all(lines)
 
 
 def check_estimate(cfg: RunConfig, pool_specs: list[Any]) -> None:
@@ -135,14 +195,12 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     still recorded, a repeat as a repeat). Finished work is still never redone; what a resume
     replays (episodes in `error` or cut by a kill, unfinished authoring) is paid again.
     """
-    from envduels.players import build_players
     from envduels.sandbox import SandboxLimits, check_sandbox
 
     # Every precondition is checked before anything is created in RUN_DIR.
     cfg = load_config(config)
     pool_specs = load_pools(cfg)
-    check_reachable(cfg)
-    build_players(cfg, cache=None, run_seed=cfg.seed)  # a missing key fails before any write
+    check_players(cfg)   # unreachable servers, missing keys: all of them, before any write
     check_estimate(cfg, pool_specs)
     if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
         check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
@@ -212,8 +270,8 @@ def _run_locked(cfg: RunConfig, pool_specs: list[Any], *, unsafe_no_sandbox: boo
               file=sys.stderr)
         return EXIT_BUDGET
     if result.errors:
-        print(f"{result.errors} unit(s) of work ended in provider or sandbox errors; run again "
-              "to retry them", file=sys.stderr)
+        print(f"{plural(result.errors, 'unit')} of work ended in provider or sandbox errors; "
+              "run again to retry them", file=sys.stderr)
         return EXIT_ERRORS
     return EXIT_OK
 
@@ -247,13 +305,15 @@ def expected_episodes(cfg: dict, envs: list[Any]) -> int:
 
 def status_command(run_dir: Path) -> int:
     """Print what a run has done, left and failed, and its tokens and cost, from its database."""
-    store = Store(run_dir, create=False)
+    store = Store.open_readonly(run_dir, live=False)
     cfg = store.get_meta("config") or {}
     envs = store.environments()
     counts = store.episode_counts()
     done = sum(v for k, v in counts.items() if k != "error")
     expected = expected_episodes(cfg, envs)
-    rounds_seen = max((e.round for e in envs if not e.fixed_pool), default=0)
+    authoring_errors = store.authoring_errors()
+    rounds_seen = max([e.round for e in envs if not e.fixed_pool]
+                      + [int(v.get("round", 0)) for v in authoring_errors.values()], default=0)
     totals = store.totals()
     console = Console()
     table = Table(title=f"run {cfg.get('name', run_dir)} ({run_dir})", show_header=False)
@@ -263,6 +323,9 @@ def status_command(run_dir: Path) -> int:
     table.add_row("environments", f"{sum(e.valid for e in envs)} valid, "
                   f"{sum(not e.valid for e in envs)} invalid "
                   f"({sum(e.fixed_pool for e in envs)} from fixed pools)")
+    if authoring_errors:
+        table.add_row("authoring", f"{plural(len(authoring_errors), 'authoring job')} to retry "
+                      "(error): run the same config again")
     table.add_row("episodes", f"{done} done, {max(0, expected - done)} left, "
                   f"{counts.get('error', 0)} to retry (error)")
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-")
@@ -278,8 +341,8 @@ def status_command(run_dir: Path) -> int:
     table.add_row("input", _input_split(totals))
     table.add_row("cost", f"${totals.cost_usd:.4f} (prompt caching saved ${totals.saved_usd:.4f})")
     for name, u in sorted(store.usage_by_player().items(), key=lambda kv: str(kv[0])):
-        table.add_row(f"  {name}", f"{u.calls} calls, {u.tokens:,} tokens, ${u.cost_usd:.4f}"
-                      f" (saved ${u.saved_usd:.4f})")
+        table.add_row(f"  {name}", f"{plural(u.calls, 'call')}, {plural(u.tokens, 'token')}, "
+                      f"${u.cost_usd:.4f} (saved ${u.saved_usd:.4f})")
     console.print(table)
     console.print(f"watch it live: envduels view {run_dir}", markup=False, highlight=False,
                   soft_wrap=True)
@@ -306,19 +369,56 @@ class _Typed:
     cached: bool = False
 
 
-class HumanSolver:
-    """A person at the terminal: each turn reads one line; `\\boxed{}` is added when missing."""
+class StdinClosed(BaseException):
+    """The person at `play --human` closed standard input (Ctrl-D): the episode stops.
 
-    def __init__(self, read_line: Any = None) -> None:
-        self._read = read_line or sys.stdin.readline
+    A BaseException, like KeyboardInterrupt: the person ended it, so it is no solver failure
+    for the episode's last-resort guard (`except Exception`) to record as an `error`."""
+
+
+class HumanSolver:
+    """A person at the terminal: each turn reads one line; `\\boxed{}` is added when missing.
+
+    A line is read from the file descriptor as the event loop sees it become readable, not by
+    a blocking `readline` in a thread: Ctrl-C then ends `play` at once (a thread blocked in
+    `readline` kept the process alive until Enter). An in-memory stream (tests) or a regular
+    file, which never blocks, is read directly. End of input raises `StdinClosed`.
+    """
+
+    def __init__(self, stdin: Any = None) -> None:
+        self._stdin = stdin
+        self._pending = b""
+
+    async def _readline(self) -> str:
+        stream = self._stdin if self._stdin is not None else sys.stdin
+        try:
+            fd = stream.fileno()
+        except (OSError, ValueError, AttributeError):
+            return stream.readline()
+        loop = asyncio.get_running_loop()
+        while b"\n" not in self._pending:
+            ready: asyncio.Future[None] = loop.create_future()
+            try:
+                loop.add_reader(fd, lambda f=ready: f.done() or f.set_result(None))
+            except (OSError, ValueError, NotImplementedError):   # a regular file: never blocks
+                chunk = os.read(fd, 65536)
+            else:
+                try:
+                    await ready
+                finally:
+                    loop.remove_reader(fd)
+                chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self._pending += chunk
+        line, sep, self._pending = self._pending.partition(b"\n")
+        return (line + sep).decode("utf-8", "replace")
 
     async def chat(self, messages: list[dict[str, str]], **_: Any) -> _Typed:
-        from envduels.players import ProviderError
-
         print("your action> ", end="", flush=True)
-        line = await asyncio.get_running_loop().run_in_executor(None, self._read)
+        line = await self._readline()
         if not line:
-            raise ProviderError("you closed standard input; episode stopped")
+            raise StdinClosed
         action = line.strip()
         if "\\boxed{" not in action:
             action = f"\\boxed{{{action}}}"
@@ -353,34 +453,48 @@ def resolve_env(path: str) -> Any:
 
 def _printer(console: Console) -> Any:
     """Print transcript entries. Observations, environment errors and model replies are
-    untrusted: control characters (ESC sequences that clear the screen, retitle the window or
-    write the clipboard) are removed before rich sees them, and markup is escaped."""
-    def shown(text: Any) -> str:
-        return escape(printable(str(text)))
+    untrusted: control and format characters (ESC sequences that clear the screen, retitle the
+    window or write the clipboard; bidi overrides and zero-width characters that disguise text)
+    are removed, and the text is printed as a plain `Text`, so neither Rich markup (`[bold]`)
+    nor emoji codes (`:smile:`) in it take effect: it cannot forge a transcript line."""
+    def line(label: str, style: str, text: Any = "", text_style: str = "") -> None:
+        console.print(Text.assemble((label, style), (printable(str(text)), text_style)))
 
     def show(entry: dict[str, Any]) -> None:
         role = entry.get("role")
         if role == "system":
-            console.print(f"[dim]system: {shown(entry['content'])}[/dim]")
+            line("system: ", "dim", entry["content"], "dim")
         elif role == "user":
-            console.print(f"[bold cyan]environment ->[/bold cyan] {shown(entry['content'])}")
+            line("environment -> ", "bold cyan", entry["content"])
         elif role == "assistant":
-            console.print(f"[bold green]solver ->[/bold green] {shown(entry['content'])}")
+            line("solver -> ", "bold green", entry["content"])
         elif role == "env":
             if "fault" in entry:
-                console.print(f"[red]environment fault: {shown(entry['fault'])}[/red]")
+                line("environment fault: ", "red", entry["fault"], "red")
             else:
-                console.print(f"[dim]step {shown(entry['action'])}: reward {entry['reward']:g}, "
-                              f"terminated {entry['terminated']}, truncated {entry['truncated']}"
-                              "[/dim]")
+                line("step ", "dim", f"{entry['action']}: reward {entry['reward']:g}, terminated "
+                     f"{entry['terminated']}, truncated {entry['truncated']}", "dim")
         elif role == "outcome":
-            console.print(f"[bold]{shown(entry['content'])}[/bold]")
+            line("", "", entry["content"], "bold")
     return show
+
+
+def _exit_at_once(code: int) -> NoReturn:
+    """End the process now: atexit handlers run (they remove the sandbox's cgroups) and output
+    is flushed, but the interpreter's teardown of every loaded module is skipped. That teardown
+    is pure CPU, over a second on a loaded machine, and Ctrl-C must end `play` within one."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def play_command(path: str, *, config: Path | None, player: str | None, human: bool, hint: bool,
                  seed: int, unsafe_no_sandbox: bool) -> int:
-    """Play one episode in the terminal; exit 0 on success, 1 otherwise."""
+    """Play one episode in the terminal; exit 0 on success, 1 otherwise (also when the person
+    at `--human` closes standard input); Ctrl-C ends the process at once with exit 130."""
     from envduels.sandbox import EnvPool, SandboxLimits
 
     if human == (player is not None) or (player is not None and config is None):
@@ -404,7 +518,7 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
         limits = SandboxLimits.from_config(cfg.sandbox)
     task = EpisodeTask(key=f"play:{spec.id}:{seed}:{int(hint)}", env=spec, solver=str(name),
                        seed=seed, trial=0, hinted=hint, max_turns=max_turns)
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False, markup=False)
 
     async def main() -> Any:
         pool = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
@@ -417,5 +531,12 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
                 await solver.aclose()
             await pool.aclose()
 
-    result = asyncio.run(main())
+    try:
+        result = asyncio.run(main())
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        _exit_at_once(130)
+    except StdinClosed:
+        print("\nyou closed standard input; episode stopped", file=sys.stderr)
+        return 1
     return 0 if result.outcome == "success" else 1

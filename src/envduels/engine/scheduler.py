@@ -32,6 +32,7 @@ executor only needs the same `map`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import secrets
@@ -218,7 +219,6 @@ class Tournament:
             envs = [e for e in authored if e.valid]
             if rnd == 1:
                 envs = [e for e in self.store.environments() if e.fixed_pool] + envs
-            self.progress.phase = "solving"
             await self._play(self._tasks(envs))
         return RunResult(complete=not self._budget_reached, budget_reached=self._budget_reached,
                          errors=self._errors)
@@ -286,6 +286,7 @@ class Tournament:
                         seeds=benchmark_seeds(self.cfg.seed, job.env_id, t.seeds_per_env))
                 if row is None and not self.budget_reached():
                     self._errors += 1
+                    self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
                 return row
 
             async def guarded(job: AuthoringJob) -> EnvironmentRow | None:
@@ -296,6 +297,8 @@ class Tournament:
                 except Exception as err:  # last resort: never cancels the other jobs
                     log.error("authoring %s failed unexpectedly: %s", job.env_id, _exc(err))
                     self._errors += 1
+                    with contextlib.suppress(Exception):   # `status` says it; never raises here
+                        self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
                     return None
 
             async for row in self.executor.map(guarded, todo):
@@ -336,9 +339,7 @@ class Tournament:
     async def _play(self, tasks: list[EpisodeTask]) -> None:
         finished = self.store.finished_episode_keys()
         todo = [task for task in tasks if task.key not in finished]
-        self.progress.episodes_planned = len(tasks)
-        self.progress.episodes_done = len(tasks) - len(todo)
-        self.progress.episodes_resumed += len(tasks) - len(todo)
+        self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         # this batch and at most one replay per episode: no worker started for nothing
         self.pool.expect(len(todo) * (2 if self.audit else 1))
         async for _ in self.executor.map(self._episode, todo):

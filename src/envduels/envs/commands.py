@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from envduels._text import printable
+from envduels._text import plural, printable
 from envduels.envs._export import load_env_file, load_export
 from envduels.envs._library import library_dir, library_env, library_names
 from envduels.envs._spec import EnvSpec, Verdict, benchmark_seeds
@@ -137,14 +137,14 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
         # Ids, class names and reasons carry environment text: no escape sequence reaches the
         # terminal (JSON output needs nothing: json.dumps escapes every control character).
         console.print(f"{mark}  {_shown(spec.id)}  [dim](class {_shown(str(verdict.class_name))}, "
-                      f"oracle {verdict.oracle}, {len(verdict.seeds)} seeds, {hint})[/]")
+                      f"oracle {verdict.oracle}, {plural(len(verdict.seeds), 'seed')}, {hint})[/]")
         for reason in verdict.reasons:
             console.print(f"  [red]-[/] {_shown(reason)}")
         for warning, flag in zip(verdict.warnings, verdict.flags, strict=False):
             console.print(f"  [yellow]warning[/] ({_shown(flag)}): {_shown(warning)}")
     if kind == "folder":
         ok = sum(v.valid for v in verdicts)
-        console.print(f"{ok} of {len(verdicts)} environments valid")
+        console.print(f"{ok} of {plural(len(verdicts), 'environment')} valid")
     return 0 if valid else 1
 
 

@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from envduels._text import valid_text
+from envduels._text import plural, valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._cache import ResponseCache, request_key
@@ -171,6 +171,9 @@ def request_seed(run_seed: int, player: str, call_id: str) -> int:
     return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF
 
 
+_PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
+
+
 def resolve_key(cfg: PlayerConfig, default_env: str | None) -> str | None:
     """The API key from the variable `cfg.api_key_env` (else `default_env`); UserError if unset."""
     var = cfg.api_key_env or default_env
@@ -178,8 +181,11 @@ def resolve_key(cfg: PlayerConfig, default_env: str | None) -> str | None:
         return None
     key = os.environ.get(var, "").strip()
     if not key:
+        # Say what the key is for: a self-hosted server's key is not "your openai API key".
+        what = (f"the API key of this player's server {cfg.base_url}" if cfg.base_url
+                else f"your {_PROVIDER_NAMES.get(cfg.provider, cfg.provider)} API key")
         raise UserError(
-            f"player {cfg.name!r}: set {var} to your {cfg.provider} API key "
+            f"player {cfg.name!r}: set {var} to {what} "
             f"(export {var}=...), or name another variable with api_key_env"
         )
     return key
@@ -329,17 +335,20 @@ class Player:
                 if attempt > self.config.max_retries:
                     raise ProviderError(
                         f"player {self.name!r}: {reason}; still failing after "
-                        f"{self.config.max_retries} retries") from None
+                        f"{plural(self.config.max_retries, 'retry', 'retries')}") from None
                 wait = self.retry_policy.delay(attempt, self._rng, err.retry_after_s)
                 log.warning("player %s: %s; retry %d/%d in %.2f s", self.name, reason, attempt,
                             self.config.max_retries, wait)
                 await asyncio.sleep(wait)
 
     def scrub(self, text: str) -> str:
-        """`text` with every secret this player holds replaced by ***."""
-        for secret in self._secrets:
-            if secret:
-                text = text.replace(secret, "***")
+        """`text` with every secret this player holds replaced by ***, where it stands as a
+        whole token: not inside a longer run of letters, digits, `-` or `_`, nor part of a
+        dotted name, number or path (`127.0.0.1`, `llama3.1-8b`, `/v1`). A key can only appear
+        in a message as a whole token, and a short key (`VLLM_API_KEY=x`, common for local
+        servers) must not cut up the words around it ("player" stays "player")."""
+        for secret in sorted(filter(None, self._secrets), key=len, reverse=True):
+            text = re.sub(rf"(?<![\w./-]){re.escape(secret)}(?![\w-]|\.\w)", "***", text)
         return text
 
     def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:

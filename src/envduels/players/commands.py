@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from envduels._text import plural
 from envduels.config import load_config
 from envduels.players._build import CheckRow, check_models
 
@@ -44,7 +45,7 @@ def check_command(config_path: str | Path) -> int:
         line = r.error if r.error.startswith("player ") else f"player {r.player!r}: {r.error}"
         console.print(Text(line), soft_wrap=True)
     if failed:
-        console.print(f"{len(failed)} of {len(rows)} player(s) failed; fix them before a run.",
+        console.print(f"{len(failed)} of {plural(len(rows), 'player')} failed; fix them before a run.",
                       markup=False)
         return 1
     return 0

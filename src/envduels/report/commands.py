@@ -18,7 +18,7 @@ def _load(run_dir: Path) -> tuple[Any, str, str | None]:
     if not (run_dir / DB_NAME).is_file():
         raise UserError(f"{run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
                         "started with `envduels run CONFIG`")
-    store = Store(run_dir, create=False)
+    store = Store.open_readonly(run_dir, live=False)
     try:
         tables = store.tables()
         config = store.get_meta("config") or {}
@@ -49,7 +49,9 @@ def report_command(run_dirs: list[Path], *, json_path: Path | None, html_path: P
                    bootstrap: int) -> int:
     """Analyse one run (or several side by side) and write the SPEC §8 JSON and the HTML report.
 
-    Without --json/--html both go next to the first run's database (report.json, report.html).
+    Without --json/--html both go to the current folder as `<first run folder's name>-report.json`
+    and `-report.html`: `report` only reads a run folder (SPEC §11), so it can report on a run
+    the user cannot write (a colleague's, a read-only mount) and never changes a run's files.
     Several runs: the JSON is `{"runs": [<§8 object>, ...], "comparison": {...}}`.
     """
     from envduels.analysis import analyze, compare_runs
@@ -65,8 +67,8 @@ def report_command(run_dirs: list[Path], *, json_path: Path | None, html_path: P
         analyses.append(analyze(tables, bootstrap=bootstrap, name=name, history=history))
     comparison = compare_runs([a.json for a in analyses]) if len(analyses) > 1 else None
     if json_path is None and html_path is None:
-        json_path = Path(run_dirs[0]) / "report.json"
-        html_path = Path(run_dirs[0]) / "report.html"
+        stem = f"{Path(run_dirs[0]).resolve().name}-report"
+        json_path, html_path = Path(f"{stem}.json"), Path(f"{stem}.html")
     written = []
     if json_path is not None:
         doc: Any = analyses[0].json if comparison is None else {"runs": [a.json for a in analyses], "comparison": comparison}
