@@ -37,7 +37,9 @@ def test_tables_have_the_documented_columns_and_types(tmp_path):
     store.put_episode(_episode("e1"))
     t = store.tables()
     assert list(t.players.columns) == ["name", "provider", "model", "params_b", "roles",
-                                       "cost_usd", "input_tokens", "output_tokens"]
+                                       "cost_usd", "input_tokens", "output_tokens",
+                                       "cache_read_tokens", "cache_write_tokens",
+                                       "reasoning_tokens", "saved_usd"]
     a = t.players.set_index("name").loc["a"]
     assert (a.cost_usd, a.input_tokens, a.output_tokens, a.roles) == (0.25, 10, 5, ["author"])
     assert t.players.set_index("name").loc["b"].cost_usd == 0.0

@@ -260,6 +260,17 @@ def models_check(config: Annotated[Path, typer.Argument(metavar="CONFIG", help="
 
 
 @app.command()
+def estimate(
+    config: Annotated[Path, typer.Argument(help="YAML run configuration.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """What a run of CONFIG will cost: calls, tokens, dollars and wall time, low-high."""
+    from envduels.engine.estimate import estimate_command
+
+    raise typer.Exit(estimate_command(config, json_out=json_out))
+
+
+@app.command()
 def plan(
     config: Annotated[Path | None, typer.Argument(metavar="CONFIG", help="YAML run configuration (or use --players).")] = None,
     players: Annotated[int | None, typer.Option(metavar="N", help="Players who all author and solve (without CONFIG).")] = None,

@@ -23,10 +23,24 @@ class _Strict(BaseModel):
 
 
 class Price(_Strict):
-    """US dollars per million tokens."""
+    """US dollars per million tokens. Input read from the provider's prompt cache is billed at
+    `cached_input_per_mtok`, input written to it at `cache_write_per_mtok`; each defaults to
+    `input_per_mtok` (`cached_input`, `cache_write` give the figure in force)."""
 
     input_per_mtok: float = Field(0.0, ge=0)
     output_per_mtok: float = Field(0.0, ge=0)
+    cached_input_per_mtok: float | None = Field(None, ge=0)
+    cache_write_per_mtok: float | None = Field(None, ge=0)
+
+    @property
+    def cached_input(self) -> float:
+        """Dollars per million input tokens read from the prompt cache."""
+        return self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+
+    @property
+    def cache_write(self) -> float:
+        """Dollars per million input tokens written to the prompt cache."""
+        return self.input_per_mtok if self.cache_write_per_mtok is None else self.cache_write_per_mtok
 
 
 class PlayerConfig(_Strict):
@@ -50,6 +64,9 @@ class PlayerConfig(_Strict):
     params_b: float | None = Field(None, gt=0)
     roles: list[Literal["author", "solver"]] = Field(default_factory=lambda: ["author", "solver"])
     price: Price = Field(default_factory=Price)
+    # Ask the provider's prompt cache to hold the conversation (docs/players.md); never
+    # changes an answer, only what it is billed.
+    cache: bool = True
 
     @field_validator("name")
     @classmethod

@@ -5,7 +5,9 @@ record, so a kill loses at most the work in flight:
 
 - `meta`: the config JSON, its fingerprint and the result-affecting settings (for resume checks).
 - `calls`: every model call by request key (the `players.ResponseCache`): a resumed run asks the
-  cache first and never pays twice.
+  cache first and never pays twice. Its bill is in columns: tokens (input split into uncached,
+  cache read and cache write; reasoning within output), cost and what prompt caching saved; a
+  database written before the split is migrated when opened.
 - `environments`: one row per environment (authored, or from a fixed pool), final once written.
 - `validations`: every authoring attempt with the validator's verdict.
 - `episodes`: one row per episode key with its transcript, outcome and reason.
@@ -47,7 +49,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY, player TEXT, role TEXT, call_id TEXT,
     record TEXT NOT NULL, input_tokens INTEGER, output_tokens INTEGER,
-    cost_usd REAL, latency_s REAL, created REAL);
+    cost_usd REAL, latency_s REAL, created REAL, cache_read_tokens INTEGER DEFAULT 0,
+    cache_write_tokens INTEGER DEFAULT 0, reasoning_tokens INTEGER DEFAULT 0,
+    saved_usd REAL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS environments (
     env_id TEXT PRIMARY KEY, author TEXT, round INTEGER, slot INTEGER, domain TEXT, title TEXT,
     valid INTEGER, invalid_reason TEXT, hint TEXT, hints TEXT, source TEXT, source_sha256 TEXT,
@@ -70,7 +74,13 @@ AUDIT_REASON = "replay audit"
 the episode that did not replay, and (in `Store.tables`) every other episode of that environment."""
 
 PLAYER_COLUMNS = ["name", "provider", "model", "params_b", "roles", "cost_usd", "input_tokens",
-                  "output_tokens"]
+                  "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
+                  "saved_usd"]
+
+# Columns of `calls` added after the first release, with what an older row holds: a run
+# database written before them is migrated when opened (its calls read as uncached).
+_CALL_SPLIT = {"cache_read_tokens": "INTEGER DEFAULT 0", "cache_write_tokens": "INTEGER DEFAULT 0",
+               "reasoning_tokens": "INTEGER DEFAULT 0", "saved_usd": "REAL DEFAULT 0"}
 ENVIRONMENT_COLUMNS = ["env_id", "author", "round", "domain", "title", "valid", "invalid_reason",
                        "hint", "source", "source_sha256", "class_name", "max_turns", "fixed_pool",
                        "benchmark_seeds"]
@@ -95,7 +105,8 @@ class Tables:
     """The analysis view of a run: pandas DataFrames, one row per item.
 
     players:      name, provider, model, params_b, roles (list), cost_usd, input_tokens,
-                  output_tokens (totals over every call recorded in the run)
+                  output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
+                  saved_usd (totals over every call recorded in the run; see `Totals`)
     environments: env_id, author, round, domain, title, valid (bool), invalid_reason, hint, source,
                   source_sha256, class_name, max_turns, fixed_pool (bool), benchmark_seeds (list)
     episodes:     episode_key, env_id, author, solver, round, domain, seed, trial, hinted (bool),
@@ -158,14 +169,35 @@ class EpisodeRow:
 
 @dataclass(frozen=True)
 class Totals:
+    """Calls and what they were billed. `input_tokens` is whole prompts, of which
+    `cache_read_tokens` were read from and `cache_write_tokens` written to the provider's prompt
+    cache; `reasoning_tokens` are within `output_tokens`; `saved_usd` is what the prompt cache
+    saved against billing every input token at the input price."""
+
     calls: int
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    saved_usd: float = 0.0
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
+
+    def plus(self, other: Totals) -> Totals:
+        return Totals(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+def _fields(t: Totals) -> tuple:
+    return (t.calls, t.input_tokens, t.output_tokens, t.cost_usd, t.cache_read_tokens,
+            t.cache_write_tokens, t.reasoning_tokens, t.saved_usd)
 
 
 @contextmanager
@@ -221,6 +253,7 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            self._migrate()
         except (OSError, sqlite3.Error) as err:
             raise UserError(
                 f"cannot open the run database {self.path} ({err}); choose a writable output_dir"
@@ -230,6 +263,20 @@ class Store:
         self.readonly = False
 
     # -- plumbing ---------------------------------------------------------------------------
+
+    def _migrate(self, *, write: bool = True) -> None:
+        """Add the columns a database written by an older envduels lacks. Where it cannot (or,
+        without `write`, may not) be written, its missing columns read as zeros."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
+        for column, kind in _CALL_SPLIT.items():
+            if column not in have and write:
+                try:
+                    self._db.execute(f"ALTER TABLE calls ADD COLUMN {column} {kind}")
+                    have.add(column)
+                except sqlite3.OperationalError:
+                    pass
+        self._sums = _sums(have)
+        self._each = _sums(have, per_call=True)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -288,6 +335,10 @@ class Store:
         inp = int(record.get("input_tokens", usage.get("input_tokens", 0)) or 0)
         out = int(record.get("output_tokens", usage.get("output_tokens", 0)) or 0)
         cost = float(record.get("cost_usd", usage.get("cost_usd", 0.0)) or 0.0)
+        read = int(usage.get("cache_read_tokens", 0) or 0)
+        written = int(usage.get("cache_write_tokens", 0) or 0)
+        reasoning = int(usage.get("reasoning_tokens", 0) or 0)
+        saved = float(record.get("saved_usd", 0.0) or 0.0)
         with self._tx() as db:
             if repeat:
                 (n,), = db.execute(   # KEY and every KEY#n ('$' sorts right after '#')
@@ -297,17 +348,19 @@ class Store:
                     key = f"{key}#{n + 1}"
             cur = db.execute(
                 "INSERT OR IGNORE INTO calls (key, player, role, call_id, record, input_tokens,"
-                " output_tokens, cost_usd, latency_s, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                " output_tokens, cost_usd, latency_s, created, cache_read_tokens,"
+                " cache_write_tokens, reasoning_tokens, saved_usd)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (key, _text(record.get("player")), _text(record.get("role")),
                  _text(record.get("call_id")), _json(record, sort_keys=True, default=str),
                  inp, out, cost,
-                 float(record.get("latency_s", 0.0) or 0.0), time.time()),
+                 float(record.get("latency_s", 0.0) or 0.0), time.time(), read, written,
+                 reasoning, saved),
             )
             inserted = cur.rowcount == 1
         if inserted and self._totals is not None:
-            t = self._totals
-            self._totals = Totals(t.calls + 1, t.input_tokens + inp, t.output_tokens + out,
-                                  t.cost_usd + cost)
+            self._totals = self._totals.plus(
+                Totals(1, inp, out, cost, read, written, reasoning, saved))
 
     def recorder(self) -> CallRecorder:
         """This database as a `players.ResponseCache` that records every call and answers none."""
@@ -317,13 +370,19 @@ class Store:
         """Every recorded call, oldest first."""
         return [json.loads(r[0]) for r in self._query("SELECT record FROM calls ORDER BY rowid")]
 
+    def call_usage(self) -> list[tuple[str, str, str, Totals, float]]:
+        """(player, role, call_id, its `Totals`, latency_s) of every recorded call, oldest first,
+        without reading the bulky records (the estimate reads a whole run's history)."""
+        rows = self._query(f"SELECT player, role, call_id, {self._each}, latency_s FROM calls"
+                           " ORDER BY rowid")
+        return [(p, r, c, _totals(row[3:-1]), float(row[-1] or 0.0)) for row in rows
+                for p, r, c in [row[:3]]]
+
     def totals(self) -> Totals:
         """Calls, tokens and cost over every call recorded in this run (all sessions)."""
         if self._totals is None:
-            (n, i, o, c), = self._query(
-                "SELECT COUNT(*), COALESCE(SUM(input_tokens),0), COALESCE(SUM(output_tokens),0),"
-                " COALESCE(SUM(cost_usd),0) FROM calls")
-            self._totals = Totals(int(n), int(i), int(o), float(c))
+            (row,) = self._query(f"SELECT {self._sums} FROM calls")
+            self._totals = _totals(row)
         return self._totals
 
     def solving_span(self) -> tuple[float, float] | None:
@@ -334,10 +393,9 @@ class Store:
         return None if start is None or end is None else (float(start), float(end))
 
     def usage_by_player(self) -> dict[str, Totals]:
-        rows = self._query(
-            "SELECT player, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(cost_usd)"
-            " FROM calls GROUP BY player")
-        return {p: Totals(int(n), int(i or 0), int(o or 0), float(c or 0)) for p, n, i, o, c in rows}
+        """`Totals` per player over every call recorded in this run."""
+        rows = self._query(f"SELECT player, {self._sums} FROM calls GROUP BY player")
+        return {r[0]: _totals(r[1:]) for r in rows}
 
     # -- environments and validations -------------------------------------------------------
 
@@ -419,6 +477,13 @@ class Store:
         """Keys of episodes that need no replay: every outcome except `error`."""
         return {r[0] for r in self._query("SELECT episode_key FROM episodes WHERE outcome != 'error'")}
 
+    def finished_by_env_and_solver(self) -> dict[tuple[str, str], int]:
+        """How many episodes that need no replay (every outcome but `error`) each (environment,
+        solver) has, without reading transcripts."""
+        rows = self._query("SELECT env_id, solver, COUNT(*) FROM episodes WHERE outcome != 'error'"
+                           " GROUP BY env_id, solver")
+        return {(e, s): int(n) for e, s, n in rows}
+
     def episode_counts(self) -> dict[str, int]:
         return dict(self._query("SELECT outcome, COUNT(*) FROM episodes GROUP BY outcome"))
 
@@ -483,7 +548,9 @@ class Store:
                 "name": p["name"], "provider": p.get("provider"), "model": p.get("model"),
                 "params_b": p.get("params_b"), "roles": list(p.get("roles", ["author", "solver"])),
                 "cost_usd": u.cost_usd, "input_tokens": u.input_tokens,
-                "output_tokens": u.output_tokens,
+                "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
         envs = [
             {"env_id": e.env_id, "author": e.author, "round": e.round, "domain": e.domain,
@@ -561,6 +628,7 @@ class Store:
                                         isolation_level=None, timeout=30.0)
             store._db.execute("SELECT COUNT(*) FROM meta").fetchall()  # opens it: fails here
             _temp_missing_tables(store._db)
+            store._migrate(write=False)
         except sqlite3.Error as err:
             with contextlib.suppress(Exception):
                 store._db.close()
@@ -602,7 +670,9 @@ class Store:
                 "name": p["name"], "provider": p.get("provider"), "model": p.get("model"),
                 "params_b": p.get("params_b"), "roles": list(p.get("roles", ["author", "solver"])),
                 "cost_usd": u.cost_usd, "input_tokens": u.input_tokens,
-                "output_tokens": u.output_tokens,
+                "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
         env_df = pd.DataFrame([
             {"env_id": e.env_id, "author": e.author, "round": e.round, "domain": e.domain,
@@ -660,6 +730,21 @@ class Store:
                  "output_tokens": int(o or 0), "cost_usd": float(c or 0), "retries": int(t or 0),
                  "last_rowid": int(m)}
                 for p, r, n, i, o, c, t, m in rows]
+
+
+def _sums(columns: set[str], *, per_call: bool = False) -> str:
+    """The SELECT list of a `Totals` over `calls` (or of each call's own, `per_call`); a column
+    the table lacks reads as 0."""
+    items = [("0" if c not in columns else f"COALESCE({c},0)" if per_call
+              else f"COALESCE(SUM({c}),0)")
+             for c in ("input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
+                       "cache_write_tokens", "reasoning_tokens", "saved_usd")]
+    return ", ".join(["1" if per_call else "COUNT(*)", *items])
+
+
+def _totals(row: tuple) -> Totals:
+    n, i, o, c, r, w, reasoning, saved = row
+    return Totals(int(n), int(i), int(o), float(c), int(r), int(w), int(reasoning), float(saved))
 
 
 def _temp_missing_tables(db: sqlite3.Connection) -> None:

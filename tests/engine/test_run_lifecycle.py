@@ -35,7 +35,9 @@ def test_budget_stops_with_exit_3_and_a_larger_budget_resumes_to_the_full_result
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     with ScriptedServer(respond, api_key=KEY) as server:
         run_dir = tmp_path / "run"
-        cfg = config(server.base_url, str(run_dir), extra={"budget": {"max_usd": 0.0005}})
+        # over the estimate's low end ($0.0047: `run` would refuse to start below it) and under
+        # what the authors spend ($0.0064), so the run stops after authoring
+        cfg = config(server.base_url, str(run_dir), extra={"budget": {"max_usd": 0.005}})
         assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == EXIT_BUDGET
         assert Store(run_dir, create=False).episodes() == []
         paid = server.request_count

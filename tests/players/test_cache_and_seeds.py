@@ -93,7 +93,8 @@ async def test_identical_reruns_send_byte_identical_requests() -> None:
             await player.aclose()
         sent.append([(r["model"], r["messages"], r["params"]) for r in srv.requests])
     assert sent[0] == sent[1]
-    params = sent[0][0][2]
+    params = dict(sent[0][0][2])
+    assert params.pop("prompt_cache_key").startswith("envduels-")   # docs/players.md
     assert params == {"seed": request_seed(42, "tester", "a"), "temperature": 0.7,
                       "max_tokens": 1024, "top_p": 0.9}
     assert sent[0][1][2]["seed"] == request_seed(42, "tester", "b")

@@ -10,7 +10,8 @@ from envduels.players import MemoryCache, ProviderError, build_player
 from envduels.testing import ScriptedServer
 
 EXPECTED = "scripted-1 heard: Say hello"
-HOSTILE = ["usage_inf", "usage_negative", "usage_fraction", "deep", "finish_error"]
+HOSTILE = ["usage_inf", "usage_negative", "usage_fraction", "deep", "finish_error",
+           "usage_cached_over"]
 
 
 async def chat_through(faults: list[str], provider: str, monkeypatch, **overrides):
@@ -37,7 +38,9 @@ async def test_a_hostile_200_is_retried_and_the_real_answer_is_recorded(fault, p
     assert [r["fault"] for r in srv.requests] == [fault, None]
     usage = player.usage["solver"]
     assert (usage.calls, usage.retries, usage.input_tokens, usage.output_tokens) == (1, 1, 5, 4)
-    assert cache.get(result.request_key)["usage"] == {"input_tokens": 5, "output_tokens": 4}
+    assert cache.get(result.request_key)["usage"] == {
+        "input_tokens": 5, "output_tokens": 4, "cache_read_tokens": 0, "cache_write_tokens": 0,
+        "reasoning_tokens": 0}
 
 
 @pytest.mark.parametrize(("fault", "reason"), [

@@ -146,3 +146,57 @@ def test_deep_and_finish_error_faults_are_hostile_200s() -> None:
     assert (deep.status_code, deep.content) == (200, b"[" * 100_000 + b"]" * 100_000)
     assert openai_error["choices"][0]["finish_reason"] == "error"
     assert anthropic_error["stop_reason"] == "error"
+
+
+def test_it_bills_openai_prompt_caching_and_reasoning_in_openai_usage_fields() -> None:
+    with ScriptedServer(lambda m, msgs: "a b c", prompt_cache=True, reasoning_words=5) as srv:
+        c = httpx.Client(base_url=srv.base_url)
+        first = [{"role": "system", "content": "s1 s2"}, {"role": "user", "content": "u1 u2 u3"}]
+        one = c.post("/chat/completions", json={"model": "m", "messages": first}).json()
+        more = [*first, {"role": "assistant", "content": "a b c"}, {"role": "user", "content": "x"}]
+        two = c.post("/chat/completions", json={"model": "m", "messages": more,
+                                                "prompt_cache_key": "k1"}).json()
+        other = c.post("/chat/completions", json={"model": "n", "messages": more}).json()
+    assert one["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+    assert two["usage"]["prompt_tokens"] == 9
+    assert two["usage"]["prompt_tokens_details"] == {"cached_tokens": 5}   # the first request
+    assert two["usage"]["completion_tokens"] == 3 + 5
+    assert two["usage"]["completion_tokens_details"] == {"reasoning_tokens": 5}
+    assert other["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}  # a model's own cache
+    assert srv.requests[1]["body"]["prompt_cache_key"] == "k1"
+    assert srv.requests[1]["usage"] == two["usage"]
+
+
+def test_it_bills_anthropic_breakpoints_as_cache_reads_and_writes() -> None:
+    def block(text: str, mark: bool = False) -> dict:
+        return {"type": "text", "text": text, **({"cache_control": {"type": "ephemeral"}}
+                                                  if mark else {})}
+
+    with ScriptedServer(lambda m, msgs: "ok", prompt_cache=True, cache_min_tokens=3) as srv:
+        c = httpx.Client(base_url=srv.base_url)
+        first = {"model": "c", "max_tokens": 9, "system": [block("s1 s2", True)],
+                 "messages": [{"role": "user", "content": [block("u1 u2 u3", True)]}]}
+        one = c.post("/messages", json=first).json()["usage"]
+        later = {**first, "messages": [
+            {"role": "user", "content": "u1 u2 u3"}, {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [block("next turn", True)]}]}
+        two = c.post("/messages", json=later).json()["usage"]
+    # the system prompt alone (2 words) is under the minimum of 3: never cached
+    assert (one["input_tokens"], one["cache_read_input_tokens"],
+            one["cache_creation_input_tokens"]) == (0, 0, 5)
+    # read back by lookback from the new breakpoint; only the new turns are written
+    assert (two["input_tokens"], two["cache_read_input_tokens"],
+            two["cache_creation_input_tokens"]) == (0, 5, 3)
+    assert srv.requests[0]["messages"][1] == {"role": "user", "content": "u1 u2 u3"}
+    assert srv.requests[0]["body"]["messages"][0]["content"][0]["cache_control"] == {
+        "type": "ephemeral"}
+
+
+def test_a_refused_parameter_gets_a_400_naming_it() -> None:
+    with ScriptedServer(refuse_params=["prompt_cache_key"]) as srv:
+        c = _client(srv.base_url)
+        with pytest.raises(openai.BadRequestError, match="prompt_cache_key"):
+            c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                      extra_body={"prompt_cache_key": "k"})
+        ok = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    assert ok.choices[0].message.content == "OK"

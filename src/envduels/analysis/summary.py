@@ -114,7 +114,10 @@ def flagged_lead(tables: TablesLike, duel_rows: list[dict[str, Any]], flags: dic
 
 
 def _costs(players: pd.DataFrame) -> list[dict[str, Any]]:
-    cols = ["cost_usd", "input_tokens", "output_tokens"]
+    # cache reads, writes and reasoning are parts of input and output tokens; saved_usd is what
+    # prompt caching saved against billing every input token at the input price
+    cols = ["cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
+            "cache_write_tokens", "reasoning_tokens", "saved_usd"]
     out = []
     for r in players.to_dict("records"):
         out.append({"model": r["name"]} | {c: r.get(c) for c in cols})

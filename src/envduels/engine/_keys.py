@@ -15,7 +15,8 @@ from envduels.config import RunConfig
 # Settings that never change a result: how fast, how often retried, how much it may cost, where
 # the results go, and metadata used only by reports. Everything else is fingerprinted.
 _PLAYER_FREE = {"base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency",
-                "requests_per_minute", "tokens_per_minute", "params_b", "price"}
+                "requests_per_minute", "tokens_per_minute", "params_b", "price",
+                "cache"}
 _TOURNAMENT_FREE = {"rounds"}  # more (or fewer) rounds extend a run; earlier rounds are unchanged
 _SANDBOX_KEPT = {"observation_max_chars"}
 

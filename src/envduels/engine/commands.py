@@ -152,6 +152,23 @@ def check_players(cfg: RunConfig, timeout_s: float = 3.0) -> None:
     _raise_all(lines)
 
 
+def check_estimate(cfg: RunConfig, pool_specs: list[Any]) -> None:
+    """Print the run's estimated cost; refuse (UserError) when even its low end is over
+    `budget.max_usd`, before anything is spent."""
+    from envduels.engine.estimate import dollars, estimate_for, usd
+
+    estimate = estimate_for(cfg, pool_specs)
+    cost = estimate.total("usd")
+    spent = f", {usd(estimate.spent_usd)} of it spent" if estimate.spent_usd else ""
+    print(f"estimated cost {dollars(cost)}{spent} (`envduels estimate` for the detail)",
+          flush=True)
+    limit = cfg.budget.max_usd
+    if limit is not None and cost.low > limit:
+        raise UserError(f"the estimated cost is at least {usd(cost.low)}{spent}, over "
+                        f"budget.max_usd {usd(limit)}; raise budget.max_usd or shrink the design "
+                        "(rounds, seeds_per_env, trials_per_seed, max_turns)")
+
+
 def open_run(cfg: RunConfig) -> tuple[Store, str]:
     """Open (or create) the run database and refuse a config that would change its results."""
     settings = result_settings(cfg)
@@ -184,6 +201,7 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     cfg = load_config(config)
     pool_specs = load_pools(cfg)
     check_players(cfg)   # unreachable servers, missing keys: all of them, before any write
+    check_estimate(cfg, pool_specs)
     if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
         check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
     else:
@@ -320,15 +338,23 @@ def status_command(run_dir: Path) -> int:
                       f"nondeterministic: {escape(printable(detail))}")
     table.add_row("calls", f"{totals.calls} ({totals.input_tokens:,} in + "
                   f"{totals.output_tokens:,} out tokens)")
-    table.add_row("cost", f"${totals.cost_usd:.4f}")
+    table.add_row("input", _input_split(totals))
+    table.add_row("cost", f"${totals.cost_usd:.4f} (prompt caching saved ${totals.saved_usd:.4f})")
     for name, u in sorted(store.usage_by_player().items(), key=lambda kv: str(kv[0])):
         table.add_row(f"  {name}", f"{plural(u.calls, 'call')}, {plural(u.tokens, 'token')}, "
-                      f"${u.cost_usd:.4f}")
+                      f"${u.cost_usd:.4f} (saved ${u.saved_usd:.4f})")
     console.print(table)
     console.print(f"watch it live: envduels view {run_dir}", markup=False, highlight=False,
                   soft_wrap=True)
     store.close()
     return 0
+
+
+def _input_split(t: Any) -> str:
+    """Input tokens as billed: uncached, read from and written to the prompt cache; reasoning."""
+    return (f"{t.uncached_input_tokens:,} uncached + {t.cache_read_tokens:,} cache read + "
+            f"{t.cache_write_tokens:,} cache write; {t.reasoning_tokens:,} of the output "
+            "tokens reasoning")
 
 
 # -- play -------------------------------------------------------------------------------------

@@ -3,7 +3,10 @@
 The Messages API takes the system prompt apart from the turns, has no seed and (for current
 models) no temperature or top_p, so a rerun is reproducible only through the response cache;
 `reasoning_effort` maps to ``output_config.effort``. Consecutive turns of one role are merged, since
-the API requires user and assistant turns to alternate.
+the API requires user and assistant turns to alternate. With `cache: true` the request carries
+`cache_control` breakpoints (`cache_breakpoints`); they are added when sending, not to the
+request that keys the response cache. Thinking is billed within `output_tokens`; the API
+reports no reasoning count apart, so `reasoning_tokens` stays 0 here.
 """
 
 from __future__ import annotations
@@ -43,6 +46,49 @@ def split_system(messages: list[dict[str, str]]) -> tuple[str, list[dict[str, st
         else:
             turns.append({"role": role, "content": m["content"]})
     return system, turns
+
+
+MIN_CACHEABLE_TOKENS = 1024
+"""The smallest prefix the Messages API caches (Sonnet and Opus; Haiku needs more). A
+breakpoint on a shorter prefix would be ignored by the API, so none is placed."""
+
+CHARS_PER_TOKEN_GUESS = 3
+"""A generous guess (code and text run 3-4 characters per token): placing a breakpoint the API
+then ignores costs nothing, missing one costs the cache."""
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def cache_breakpoints(system: str, turns: list[dict[str, str]]
+                      ) -> tuple[str | list[dict], list[dict]]:
+    """`system` and `turns` with `cache_control` breakpoints, as the Messages API takes them.
+
+    At most three of the API's four: the system prompt (the same for every conversation of a
+    role), the first user turn (the solver's hint and first observation, or the author's task
+    prompt with its worked examples) and the latest user turn (so the next call reads this
+    whole conversation back; the API finds the previous call's breakpoint by its 20-block
+    lookback). A breakpoint is placed only where the prefix ending there holds at least
+    `MIN_CACHEABLE_TOKENS` (guessed from its length); content without one is sent unchanged.
+    """
+    def block(text: str) -> dict:
+        return {"type": "text", "text": text, "cache_control": dict(_EPHEMERAL)}
+
+    minimum = MIN_CACHEABLE_TOKENS * CHARS_PER_TOKEN_GUESS
+    sized = len(system)
+    system_out: str | list[dict] = [block(system)] if system and sized >= minimum else system
+    marked: set[int] = set()
+    ends = []
+    for turn in turns:
+        sized += len(turn["content"])
+        ends.append(sized)
+    users = [i for i, t in enumerate(turns) if t["role"] == "user"]
+    for i in users[:1] + users[-1:]:
+        # the API refuses an empty text block, and a breakpoint needs one
+        if ends[i] >= minimum and turns[i]["content"].strip():
+            marked.add(i)
+    turns_out = [{"role": t["role"], "content": [block(t["content"])]} if i in marked else dict(t)
+                 for i, t in enumerate(turns)]
+    return system_out, turns_out
 
 
 class AnthropicPlayer(Player):
@@ -91,12 +137,15 @@ class AnthropicPlayer(Player):
             request["system"] = system
         return request
 
-    async def _send(self, request: dict) -> Answer:
-        extra = {"system": request["system"]} if "system" in request else {}
+    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+        system, messages = request.get("system", ""), request["messages"]
+        if conversation is not None:   # `cache: true`
+            system, messages = cache_breakpoints(system, messages)
+        extra = {"system": system} if system else {}
         failure: Exception | None = None
         try:
             reply = await self.client().messages.create(
-                model=request["model"], messages=request["messages"], **request["params"], **extra)
+                model=request["model"], messages=messages, **request["params"], **extra)
         except anthropic.APIStatusError as err:
             failure = self._classify(err)
         except anthropic.APITimeoutError:
@@ -116,10 +165,16 @@ class AnthropicPlayer(Player):
                                   if getattr(b, "type", "") == "text"))
         finish_reason = check_finish(valid_text(str(getattr(reply, "stop_reason", None) or "unknown")))
         usage = getattr(reply, "usage", None)
-        return Answer(text=text,
-                      input_tokens=token_count(getattr(usage, "input_tokens", None), "input_tokens"),
+        # The API's input_tokens are only what followed the last cache hit or write; the bill
+        # (and our input_tokens) is the whole prompt.
+        uncached = token_count(getattr(usage, "input_tokens", None), "input_tokens")
+        read = token_count(getattr(usage, "cache_read_input_tokens", None), "cache_read_input_tokens")
+        written = token_count(getattr(usage, "cache_creation_input_tokens", None),
+                              "cache_creation_input_tokens")
+        return Answer(text=text, input_tokens=uncached + read + written,
                       output_tokens=token_count(getattr(usage, "output_tokens", None), "output_tokens"),
-                      finish_reason=finish_reason)
+                      finish_reason=finish_reason, cache_read_tokens=read,
+                      cache_write_tokens=written)
 
     def _classify(self, err: anthropic.APIStatusError) -> Exception:
         status = err.status_code

@@ -22,7 +22,7 @@ from envduels._text import plural, valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._cache import ResponseCache, request_key
-from envduels.players._cost import Usage, cost_usd
+from envduels.players._cost import Usage, cost_usd, saved_usd
 from envduels.players._ratelimit import RateLimiter
 from envduels.players._retry import Retryable, RetryPolicy
 
@@ -35,7 +35,10 @@ ROLES = ("author", "solver")
 class ChatResult:
     """One answer. `cost_usd` is what this call cost now (0.0 when `cached`); `latency_s` and
     the token counts are the original call's, so a cached rerun reads exactly like the first run;
-    `retries` counts extra attempts; `request_key` is the cache key of the request."""
+    `retries` counts extra attempts; `request_key` is the cache key of the request.
+    `input_tokens` is the whole prompt, of which `cache_read_tokens` were read from the
+    provider's prompt cache and `cache_write_tokens` written to it; `reasoning_tokens` are
+    within `output_tokens` (0 where the provider does not report them apart)."""
 
     text: str
     input_tokens: int
@@ -46,6 +49,9 @@ class ChatResult:
     cached: bool
     retries: int
     request_key: str
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class ContextOverflow(Exception):
@@ -82,12 +88,22 @@ class ProviderError(Exception):
 
 @dataclass(frozen=True)
 class Answer:
-    """What a provider returns for one successful attempt."""
+    """What a provider returns for one successful attempt; token fields as in `ChatResult`."""
 
     text: str
     input_tokens: int
     output_tokens: int
     finish_reason: str
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        # A hostile or broken server could claim more cached than sent, or more reasoning than
+        # output: the bill would go negative. A malformed answer, retried.
+        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens or (
+                self.reasoning_tokens > self.output_tokens):
+            raise Retryable("malformed response (usage parts exceed their totals)")
 
 
 MAX_TOKENS_PER_CALL = 1_000_000_000
@@ -121,13 +137,32 @@ def check_finish(finish_reason: str) -> str:
 
 
 def _from_record(record: dict, key: str) -> ChatResult:
-    """A cache hit: the original answer, tokens and latency; nothing new to pay."""
+    """A cache hit: the original answer, tokens and latency; nothing new to pay. Records
+    written before the prompt-cache split read as all input uncached."""
+    usage = record["usage"]
     return ChatResult(text=valid_text(record["reply"]["text"]),  # a record cached before replies were cleaned
-                      input_tokens=int(record["usage"]["input_tokens"]),
-                      output_tokens=int(record["usage"]["output_tokens"]),
+                      input_tokens=int(usage["input_tokens"]),
+                      output_tokens=int(usage["output_tokens"]),
                       finish_reason=record["reply"]["finish_reason"],
                       latency_s=float(record["latency_s"]), cost_usd=0.0, cached=True,
-                      retries=0, request_key=key)
+                      retries=0, request_key=key,
+                      cache_read_tokens=int(usage.get("cache_read_tokens", 0)),
+                      cache_write_tokens=int(usage.get("cache_write_tokens", 0)),
+                      reasoning_tokens=int(usage.get("reasoning_tokens", 0)))
+
+
+_TURN_SUFFIX = re.compile(r":(turn|attempt):\d+$")
+
+
+def conversation_id(call_id: str, messages: list[dict[str, str]]) -> str:
+    """The conversation a call belongs to, for the provider's prompt cache: an episode's turns
+    (`ep:KEY:turn:N`) share `ep:KEY`; an author's calls share the task prompt they start
+    from (the same for every environment it writes in a round); any other call is its own."""
+    if call_id.startswith("author:"):
+        first = next((m.get("content", "") for m in messages if m.get("role") == "user"), "")
+        return "author-task:" + hashlib.sha256(
+            str(first).encode("utf-8", "surrogatepass")).hexdigest()
+    return _TURN_SUFFIX.sub("", call_id)
 
 
 def request_seed(run_seed: int, player: str, call_id: str) -> int:
@@ -252,31 +287,39 @@ class Player:
     async def _answer_fresh(self, request: dict, key: str, messages: list[dict[str, str]],
                             role: str, call_id: str) -> tuple[ChatResult, dict]:
         estimate = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 16
+        # Prompt-cache hints go with the request but not into it: they never change the
+        # answer, so the request key (and every call recorded before them) stays valid.
+        conversation = conversation_id(call_id, messages) if self.config.cache else None
         async with self._semaphore:
-            answer, latency, retries = await self._send_with_retries(request, estimate)
+            answer, latency, retries = await self._send_with_retries(request, estimate,
+                                                                     conversation)
         self._limiter.settle(estimate, answer.input_tokens + answer.output_tokens)
-        cost = cost_usd(self.config.price, answer.input_tokens, answer.output_tokens)
-        usage = self._usage[role]
-        usage.calls += 1
-        usage.input_tokens += answer.input_tokens
-        usage.output_tokens += answer.output_tokens
-        usage.cost_usd += cost
-        usage.retries += retries
+        split = {"cache_read_tokens": answer.cache_read_tokens,
+                 "cache_write_tokens": answer.cache_write_tokens}
+        price = self.config.price
+        cost = cost_usd(price, answer.input_tokens, answer.output_tokens, **split)
+        saved = saved_usd(price, answer.input_tokens, answer.output_tokens, **split)
+        self._usage[role].add(Usage(
+            calls=1, input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
+            cost_usd=cost, retries=retries, reasoning_tokens=answer.reasoning_tokens,
+            saved_usd=saved, **split))
         result = ChatResult(text=answer.text, input_tokens=answer.input_tokens,
                             output_tokens=answer.output_tokens,
                             finish_reason=answer.finish_reason, latency_s=latency,
-                            cost_usd=cost, cached=False, retries=retries, request_key=key)
+                            cost_usd=cost, cached=False, retries=retries, request_key=key,
+                            reasoning_tokens=answer.reasoning_tokens, **split)
         record = {
             "request": request,
             "reply": {"text": answer.text, "finish_reason": answer.finish_reason},
-            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
-            "cost_usd": cost, "latency_s": latency, "retries": retries,
+            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens,
+                      "reasoning_tokens": answer.reasoning_tokens, **split},
+            "cost_usd": cost, "saved_usd": saved, "latency_s": latency, "retries": retries,
             "player": self.name, "role": role, "call_id": call_id}
         if self.cache is not None:
             self.cache.put(key, record)
         return result, record
 
-    async def _send_with_retries(self, request: dict, estimate: int
+    async def _send_with_retries(self, request: dict, estimate: int, conversation: str | None
                                  ) -> tuple[Answer, float, int]:
         attempt = 0
         while True:
@@ -284,7 +327,7 @@ class Player:
             try:
                 await self._ready()
                 started = time.monotonic()
-                answer = await self._send(request)
+                answer = await self._send(request, conversation)
                 return answer, time.monotonic() - started, attempt
             except Retryable as err:
                 attempt += 1
@@ -315,8 +358,11 @@ class Player:
     async def _ready(self) -> None:
         """Prepare to send (e.g. start a model server), outside the latency measurement."""
 
-    async def _send(self, request: dict) -> Answer:
-        """Send `request` once. Raise `Retryable`, `ContextOverflow` or `UserError`."""
+    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+        """Send `request` once. Raise `Retryable`, `ContextOverflow` or `UserError`.
+
+        `conversation` (None when `cache` is off) names the conversation the call belongs to
+        (`conversation_id`), for the provider's prompt cache."""
         raise NotImplementedError
 
     def discard(self) -> None:

@@ -281,11 +281,15 @@ class LocalPlayer(OpenAIPlayer):
     async def _ready(self) -> None:
         await self.client()
 
-    async def _send(self, request: dict) -> Answer:
+    def prompt_cache_key(self, conversation: str | None) -> str | None:
+        # llama.cpp reuses its KV cache by itself and bills nothing: no key to send.
+        return None
+
+    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
         server = self.server
         async with server.slot():
             try:
-                return await super()._send(request)
+                return await super()._send(request, conversation)
             except Retryable:
                 if server.process is not None and not server.alive():
                     raise Retryable(f"local model server died (exit code "

@@ -7,7 +7,9 @@ run can do about them: transient ones are `Retryable`, an overlong conversation 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import re
 
 import httpx
@@ -28,6 +30,8 @@ from envduels.players._cache import ResponseCache
 from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
 
 OPENAI_URL = "https://api.openai.com/v1"
+
+log = logging.getLogger("envduels.players")
 
 _OVERFLOW = re.compile(
     r"context[_ ]length|maximum context|context window|too many tokens|prompt is too long"
@@ -57,6 +61,16 @@ def server_message(err: openai.APIStatusError) -> str:
     return str(err.message)
 
 
+class _CacheKeyRefused(Exception):
+    """The server refused `prompt_cache_key` (handled in `_send`, never raised out of it)."""
+
+
+def _refuses_cache_key(err: openai.APIStatusError) -> bool:
+    """Is this a 400/422 that names `prompt_cache_key` as the parameter it does not accept?"""
+    return err.status_code in (400, 422) and (
+        "prompt_cache_key" in server_message(err) or getattr(err, "param", None) == "prompt_cache_key")
+
+
 class OpenAIPlayer(Player):
     """A player served by an OpenAI-compatible endpoint (`base_url`, default api.openai.com).
 
@@ -73,6 +87,7 @@ class OpenAIPlayer(Player):
         if self._api_key:
             self._secrets.append(self._api_key)
         self._sdk: openai.AsyncOpenAI | None = None
+        self._cache_key_refused = False
 
     def _default_key_env(self) -> str | None:
         """The key variable used without `api_key_env`: only the hosted API needs one."""
@@ -114,9 +129,21 @@ class OpenAIPlayer(Player):
     def _cache_endpoint(self) -> str:
         return self.endpoint
 
-    async def _send(self, request: dict) -> Answer:
+    def prompt_cache_key(self, conversation: str | None) -> str | None:
+        """The `prompt_cache_key` sent for a conversation: a hash of the player and the
+        conversation, so an episode's turns share one and two episodes never do; None when
+        caching is off or this server refused the parameter earlier in the session."""
+        if conversation is None or self._cache_key_refused:
+            return None
+        digest = hashlib.sha256(f"{self.name}\x00{conversation}".encode("utf-8", "surrogatepass"))
+        return "envduels-" + digest.hexdigest()[:32]
+
+    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
         sdk = await self.client()
         body = {"model": request["model"], "messages": request["messages"], **request["params"]}
+        cache_key = self.prompt_cache_key(conversation)
+        if cache_key is not None:
+            body["prompt_cache_key"] = cache_key
         failure: Exception | None = None
         try:
             # The SDK's generic `post` keeps its auth, errors and connection pool but skips the
@@ -124,7 +151,10 @@ class OpenAIPlayer(Player):
             # which cost about 1 ms of CPU per call: our messages are plain JSON already.
             reply = await sdk.post("/chat/completions", cast_to=dict, body=body)
         except openai.APIStatusError as err:
-            failure = self._classify(err)
+            if cache_key is not None and _refuses_cache_key(err):
+                failure = _CacheKeyRefused()
+            else:
+                failure = self._classify(err)
         except openai.APITimeoutError:
             failure = Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)")
         except openai.APIConnectionError as err:
@@ -132,6 +162,13 @@ class OpenAIPlayer(Player):
         except (json.JSONDecodeError, ValueError, RecursionError) as err:
             # RecursionError: a body of deeply nested arrays exhausts the JSON parser.
             failure = Retryable(f"malformed response ({type(err).__name__})")
+        if isinstance(failure, _CacheKeyRefused):
+            # An OpenAI-compatible server that does not know the parameter (vLLM, older
+            # proxies): ask again without it, now and for the rest of the session.
+            self._cache_key_refused = True
+            log.warning("player %s: %s refuses prompt_cache_key; sending without it", self.name,
+                        self.endpoint)
+            return await self._send(request, conversation)
         if failure is not None:
             # Raised outside the handler: SDK errors hold the request, headers and key
             # included, and must not ride along as __context__.
@@ -158,9 +195,16 @@ class OpenAIPlayer(Player):
         text = valid_text(text)  # JSON may carry a lone surrogate (\ud800), which UTF-8 refuses
         finish_reason = check_finish(valid_text(str(choices[0].get("finish_reason") or "unknown")))
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        prompt = usage.get("prompt_tokens_details")
+        completion = usage.get("completion_tokens_details")
+        prompt = prompt if isinstance(prompt, dict) else {}
+        completion = completion if isinstance(completion, dict) else {}
         return Answer(text=text, input_tokens=token_count(usage.get("prompt_tokens"), "prompt_tokens"),
                       output_tokens=token_count(usage.get("completion_tokens"), "completion_tokens"),
-                      finish_reason=finish_reason)
+                      finish_reason=finish_reason,
+                      cache_read_tokens=token_count(prompt.get("cached_tokens"), "cached_tokens"),
+                      reasoning_tokens=token_count(completion.get("reasoning_tokens"),
+                                                   "reasoning_tokens"))
 
     def _classify(self, err: openai.APIStatusError) -> Exception:
         status = err.status_code

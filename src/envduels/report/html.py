@@ -229,7 +229,8 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              f"clusters cut at cosine {conv.get('cluster_similarity')}.", why["design"]),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
-            (plots.cost_plot(j["costs"] or []), "Spend per player over the whole run (authoring and solving).", why["cost"]),
+            (plots.cost_plot(j["costs"] or []), "Spend per player over the whole run (authoring and solving); "
+             "the lighter part of a bar is what prompt caching saved.", why["cost"]),
             (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given.", why["scale"]),
         ]},
     ]

@@ -237,7 +237,13 @@ def cost_plot(costs: list[dict[str, Any]]) -> str | None:
     use_cost = any((c.get("cost_usd") or 0) > 0 for c in rows)
     vals = [float((c.get("cost_usd") if use_cost else (c.get("input_tokens") or 0) + (c.get("output_tokens") or 0)) or 0) for c in rows]
     fig, ax = plt.subplots(figsize=(6.4, 0.3 * len(rows) + 1.0))
-    ax.barh([_short(c["model"]) for c in rows], vals, color="#55a868")
+    names = [_short(c["model"]) for c in rows]
+    ax.barh(names, vals, color="#55a868", label="billed")
+    saved = [max(0.0, float(c.get("saved_usd") or 0)) for c in rows]
+    if use_cost and any(saved):
+        # what the bill would have added without the provider's prompt cache
+        ax.barh(names, saved, left=vals, color="#c9e4d0", label="saved by prompt caching")
+        ax.legend(fontsize=7, frameon=False, loc="best")
     ax.set_xlabel("cost (USD)" if use_cost else "tokens (no prices configured)")
     ax.set_title("What each player cost")
     return _png(fig)

@@ -6,12 +6,23 @@ tests exercise real sockets, real retries and real parsing instead of mocked cli
 
 Routes: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` (Anthropic),
 ``GET /v1/models`` and ``GET /health``. Token usage counts whitespace-separated words.
+
+With ``prompt_cache=True`` it also bills like a provider with a prompt cache, in each wire
+format's own usage fields: OpenAI-style, a request whose leading messages were all sent before
+reports those words as ``prompt_tokens_details.cached_tokens`` (within ``prompt_tokens``);
+Anthropic-style, the longest prefix ending at a ``cache_control`` breakpoint that an earlier
+request wrote is ``cache_read_input_tokens``, the rest up to its last breakpoint is written
+(``cache_creation_input_tokens``) and only what follows is ``input_tokens``. Prefixes shorter than
+``cache_min_tokens`` are never cached. ``reasoning_words`` adds hidden reasoning to every answer:
+``completion_tokens_details.reasoning_tokens`` (within ``completion_tokens``), or a ``thinking``
+block counted in Anthropic's ``output_tokens``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -35,6 +46,8 @@ FAULTS = {
     "usage_inf": "a 200 whose prompt (input) token count is the JSON number 1e400 (infinite)",
     "usage_negative": "a 200 whose prompt (input) token count is -1600000000",
     "usage_fraction": "a 200 whose prompt (input) token count is 2.5",
+    "usage_cached_over": "a 200 claiming more cached tokens than the whole prompt (Anthropic: "
+                         "-5 cache-read tokens)",
     "deep": "a 200 whose body is 100,000 nested JSON arrays (no parser recursion survives it)",
     "finish_error": "a 200 whose finish_reason (Anthropic: stop_reason) is 'error'",
     "400": "bad request (an invalid parameter)",
@@ -76,8 +89,12 @@ class ScriptedServer:
     without ``Authorization: Bearer <api_key>`` (or ``x-api-key``) get 401; with `models` set,
     other model names get 404. `latency_s` delays every normal answer.
 
-    `requests` records every request received (model, messages, params, path, fault applied;
-    never the credentials); `request_count` counts all HTTP requests, faulted ones included.
+    `requests` records every request received (model, messages, params, path, fault applied,
+    the JSON `body` as sent and, for a normal answer, the `usage` it billed; never the
+    credentials); `request_count` counts all HTTP
+    requests, faulted ones included. `refuse_params` names body parameters the server does not
+    know: a request carrying one gets a 400 naming it, like vLLM's. See the module docstring
+    for `prompt_cache`, `cache_min_tokens` and `reasoning_words`.
     Use it as a context manager, or `start()` (returns the base URL) and `stop()`.
     """
 
@@ -92,6 +109,10 @@ class ScriptedServer:
         hang_s: float = 3600.0,
         port: int = 0,
         record: bool = True,
+        prompt_cache: bool = False,
+        cache_min_tokens: int = 0,
+        reasoning_words: int = 0,
+        refuse_params: Sequence[str] = (),
     ) -> None:
         for f in faults:
             if f.split(":")[0] not in FAULTS:
@@ -103,6 +124,11 @@ class ScriptedServer:
         self.models = set(models) if models is not None else None
         self.hang_s = hang_s
         self.record = record
+        self.prompt_cache = prompt_cache
+        self.cache_min_tokens = cache_min_tokens
+        self.reasoning_words = reasoning_words
+        self.refuse_params = tuple(refuse_params)
+        self._cached_prefixes: set[str] = set()
         self.requests: list[dict] = []
         self.request_count = 0
         self.base_url = ""
@@ -267,15 +293,25 @@ class ScriptedServer:
         with self._lock:
             fault = self.faults.pop(0) if self.faults else None
         model = str(request.get("model", ""))
-        messages = list(request.get("messages") or [])
+        # The responder and `requests` see text; content blocks (cache_control) are in `body`.
+        messages = [{**m, "content": _message_text(m.get("content"))} if isinstance(m, dict)
+                    and isinstance(m.get("content"), list) else m
+                    for m in request.get("messages") or []]
         if anthropic and request.get("system"):
             messages = [{"role": "system", "content": _message_text(request["system"])}, *messages]
+        entry: dict[str, Any] = {}
         if self.record:
             params = {k: v for k, v in request.items() if k not in ("model", "messages", "system")}
-            self.requests.append({"path": path, "model": model, "messages": messages,
-                                  "params": params, "fault": fault})
+            entry = {"path": path, "model": model, "messages": messages, "params": params,
+                     "fault": fault, "body": request}
+            self.requests.append(entry)
         if fault is None:
             fault = self._policy_fault(headers, model)
+        if fault is None:
+            refused = next((p for p in self.refuse_params if p in request), None)
+            if refused is not None:
+                return _error(400, f"Unrecognized request argument supplied: {refused}",
+                              "invalid_request_error", "unknown_parameter", anthropic)
         if fault is not None:
             reply = _fault_reply(fault, anthropic)
             if reply is not None:
@@ -296,7 +332,59 @@ class ScriptedServer:
             return _json(200, {"id": "x", "object": "chat.completion", "model": model,
                                "usage": {"prompt_tokens": n_in, "completion_tokens": 0,
                                          "total_tokens": n_in}})
-        return _json(200, _completion(model, text, n_in, n_out, anthropic))
+        answer = _completion(model, text, n_in, n_out, anthropic)
+        if self.prompt_cache or self.reasoning_words:
+            with self._lock:
+                cache = (self._bill_cache(model, request, anthropic) if self.prompt_cache
+                         else (0, 0))
+            answer = _billed(answer, cache, self.reasoning_words, anthropic)
+        entry["usage"] = answer["usage"]   # what this answer billed, for hand computations
+        return _json(200, answer)
+
+    def _bill_cache(self, model: str, request: dict, anthropic: bool) -> tuple[int, int]:
+        """(words read from the cache, words written to it) for one request; updates it. Each
+        model has its own cache, as at a provider."""
+        if anthropic:
+            return self._bill_breakpoints(model, request)
+        prefixes = _message_prefixes(model, request.get("messages") or [])
+        read = 0
+        for digest, words in prefixes:
+            if digest in self._cached_prefixes and words >= self.cache_min_tokens:
+                read = words
+        self._cached_prefixes.update(d for d, _ in prefixes)
+        return read, 0
+
+    def _bill_breakpoints(self, model: str, request: dict) -> tuple[int, int]:
+        blocks: list[tuple[str, str, bool]] = []  # (role, text, has a breakpoint), in order
+        system = request.get("system")
+        for b in system if isinstance(system, list) else [{"text": system or ""}]:
+            blocks.append(("system", str(b.get("text", "")), "cache_control" in b))
+        for m in request.get("messages") or []:
+            content = m.get("content")
+            parts = content if isinstance(content, list) else [{"text": content or ""}]
+            for b in parts:
+                blocks.append((str(m.get("role")), str(b.get("text", "")), "cache_control" in b))
+        # Like the Messages API: each breakpoint reads the longest cached prefix ending at it
+        # or at one of the 20 blocks before it, and writes its own prefix when not cached.
+        digests, counts = [], []
+        digest, words = model, 0
+        for role, text, _ in blocks:
+            digest = _sha(f"{digest}\x00{role}\x00{text}")
+            words += _words(text)
+            digests.append(digest)
+            counts.append(words)
+        read = written = 0
+        for i, (_, _, breakpoint) in enumerate(blocks):
+            if not breakpoint or counts[i] < self.cache_min_tokens:
+                continue
+            for j in range(i, max(-1, i - 21), -1):
+                if digests[j] in self._cached_prefixes:
+                    read = max(read, counts[j])
+                    break
+            if digests[i] not in self._cached_prefixes:
+                written = max(written, counts[i])
+                self._cached_prefixes.add(digests[i])
+        return read, max(0, written - read)
 
     def _policy_fault(self, headers: dict[str, str], model: str) -> str | None:
         if self.api_key is not None:
@@ -347,7 +435,8 @@ def _fault_reply(fault: str, anthropic: bool) -> _Reply | None:
     return None  # truncated / drop / nochoices: shaped after the normal answer
 
 
-_HOSTILE = ("usage_inf", "usage_negative", "usage_fraction", "deep", "finish_error")
+_HOSTILE = ("usage_inf", "usage_negative", "usage_fraction", "deep", "finish_error",
+            "usage_cached_over")
 _PLACEHOLDER = "__envduels_raw_number__"
 
 
@@ -356,6 +445,12 @@ def _hostile_reply(fault: str, normal: dict, anthropic: bool) -> _Reply:
     it (1e400)."""
     if fault == "deep":
         return _Reply(200, b"[" * 100_000 + b"]" * 100_000)
+    if fault == "usage_cached_over":
+        over = 10 ** 6
+        if anthropic:   # its usage parts add up to the prompt: only a bad count is malformed
+            normal["usage"]["cache_read_input_tokens"] = -5
+            return _json(200, normal)
+        return _json(200, _billed(normal, (over, 0), 0, anthropic))
     if fault == "finish_error":
         if anthropic:
             normal["stop_reason"] = "error"
@@ -366,6 +461,42 @@ def _hostile_reply(fault: str, normal: dict, anthropic: bool) -> _Reply:
     normal["usage"]["input_tokens" if anthropic else "prompt_tokens"] = _PLACEHOLDER
     body = json.dumps(normal).replace(json.dumps(_PLACEHOLDER), raw)
     return _Reply(200, body.encode())
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _message_prefixes(model: str, messages: list) -> list[tuple[str, int]]:
+    """(digest, words) of every leading run of whole messages."""
+    out, digest, words = [], model, 0
+    for m in messages:
+        text = _message_text(m.get("content")) if isinstance(m, dict) else ""
+        digest = _sha(digest + "\x00" + json.dumps(m, sort_keys=True))
+        words += _words(text)
+        out.append((digest, words))
+    return out
+
+
+def _billed(normal: dict, cache: tuple[int, int], reasoning: int, anthropic: bool) -> dict:
+    """A normal answer billed with a prompt cache and hidden reasoning, in the wire format's
+    own usage fields."""
+    read, written = cache
+    usage = normal["usage"]
+    if anthropic:
+        usage["input_tokens"] -= read + written
+        usage["cache_read_input_tokens"] = read
+        usage["cache_creation_input_tokens"] = written
+        if reasoning:
+            normal["content"].insert(0, {"type": "thinking", "thinking": "hmm " * reasoning,
+                                         "signature": "scripted"})
+            usage["output_tokens"] += reasoning
+        return normal
+    usage["prompt_tokens_details"] = {"cached_tokens": read}
+    usage["completion_tokens"] += reasoning
+    usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return normal
 
 
 def _completion(model: str, text: str, n_in: int, n_out: int, anthropic: bool) -> dict:
