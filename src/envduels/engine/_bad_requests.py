@@ -7,7 +7,11 @@ this run (this session, or a call recorded by an earlier one), the same refusal 
 request, e.g. a content filter on one environment's observation: aborting would stop the run
 and every resume would repeat the request forever. So it becomes a `ProviderError`, and the
 episode (or authoring job) is `error` with the reason, like any provider failure (exit 4).
-Other refusals (key, model, quota) stay immediate aborts. docs/engine.md.
+Other refusals (key, model, quota) stay immediate aborts. A solver's request refused for its
+content (`ContentRefused`: a content filter on the environment's text) is neither: it is the
+episode's outcome, `incomplete`, the author's fault, so an environment can neither stop a run by
+tripping a filter on a solver's first request nor drop a lost pair by tripping it on a win.
+docs/engine.md.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ class AnsweredGuard:
         return getattr(self._player, name)
 
     async def chat(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
-        from envduels.players import BadRequest, ProviderError
+        from envduels.players import BadRequest, ContentRefused, ProviderError
 
         try:
             result = await self._player.chat(messages, **kwargs)
         except BadRequest as err:
+            if isinstance(err, ContentRefused) and kwargs.get("role") == "solver":
+                raise   # about the environment's text, answered or not: the episode's outcome
             if self.answered:
                 raise ProviderError(f"{err} (this request only: the player has answered others "
                                     "in this run)") from None

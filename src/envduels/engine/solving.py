@@ -103,7 +103,7 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
     transcript entry as it is appended (the `play` command prints them).
     """
     from envduels.errors import UserError
-    from envduels.players import ContextOverflow, ProviderError
+    from envduels.players import ContentRefused, ContextOverflow, ProviderError
     from envduels.sandbox import EnvFault, SandboxStartError
 
     transcript: list[dict[str, Any]] = []
@@ -140,6 +140,8 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                                           role="solver")
             except ContextOverflow as err:
                 return done("failure", f"context overflow: {err}", turns - 1)
+            except ContentRefused as err:   # the environment's text: its author's fault
+                return done("incomplete", f"content refused: {err}", turns - 1)
             except ProviderError as err:
                 return done("error", f"provider error: {err}", turns - 1)
             except UserError:

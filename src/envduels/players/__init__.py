@@ -9,6 +9,7 @@ from envduels.players._anthropic import AnthropicPlayer
 from envduels.players._base import (
     BadRequest,
     ChatResult,
+    ContentRefused,
     ContextOverflow,
     Player,
     ProviderError,
@@ -24,6 +25,7 @@ from envduels.players._retry import RetryPolicy
 __all__ = [
     "AnthropicPlayer",
     "BadRequest",
+    "ContentRefused",
     "LocalPlayer",
     "OpenAIPlayer",
     "ChatResult",

@@ -21,6 +21,7 @@ from envduels.players._base import (
     Answer,
     Player,
     check_finish,
+    is_content_refusal,
     refusal,
     resolve_key,
     token_count,
@@ -187,7 +188,8 @@ class AnthropicPlayer(Player):
         if status in (401, 403):
             var = self.config.api_key_env or "ANTHROPIC_API_KEY"
             return UserError(f"{who}: the server rejected the API key ({status}); check the key in {var}")
-        return refusal(who, status, message, overflow=is_overflow(message))
+        return refusal(who, status, message, overflow=is_overflow(message),
+                       content=is_content_refusal(message))
 
     async def aclose(self) -> None:
         if self._sdk is not None:

@@ -70,14 +70,38 @@ class BadRequest(UserError):
         self.status = status
 
 
-def refusal(who: str, status: int, message: str, *, overflow: bool) -> Exception:
+class ContentRefused(BadRequest):
+    """The server refused this request for what the conversation says (a content filter or
+    moderation policy), not for how it was asked. In an episode the conversation is the
+    environment's text (docs/engine.md): the engine records `incomplete`, the author's fault,
+    whether or not the player has answered before, so an environment can neither stop a run
+    nor escape a loss by sending text a provider refuses."""
+
+
+_CONTENT_FILTER = re.compile(
+    r"content[_ ]filter|content management policy|content[_ ]policy|usage polic|"
+    r"flagged (as|by|for)|moderation|safety system", re.IGNORECASE)
+
+
+def is_content_refusal(message: str, code: object = None) -> bool:
+    """Does a 400's code or message say the content itself was refused?"""
+    return code in ("content_filter", "content_policy_violation", "moderation_blocked") or bool(
+        _CONTENT_FILTER.search(message or ""))
+
+
+def refusal(who: str, status: int, message: str, *, overflow: bool,
+            content: bool = False) -> Exception:
     """The error for a request the server refused that no retry can fix (a 404 or a 4xx bad
-    request), shared by the providers: `overflow` says the message reports a context overflow."""
+    request), shared by the providers: `overflow` says the message reports a context overflow,
+    `content` that a content filter refused what the conversation says."""
     if status == 404:
         return UserError(f"{who}: unknown model or wrong base_url (404): {message}; check "
                          "model and base_url")
     if status in (400, 413, 422) and overflow:
         return ContextOverflow(f"{who}: the conversation does not fit the context: {message}")
+    if status in (400, 422) and content:
+        return ContentRefused(f"{who}: the provider refused the conversation's content "
+                              f"({status}): {message}", status)
     return BadRequest(f"{who}: bad request ({status}): {message}; fix the player's parameters",
                       status)
 

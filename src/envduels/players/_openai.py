@@ -22,6 +22,7 @@ from envduels.players._base import (
     Answer,
     Player,
     check_finish,
+    is_content_refusal,
     refusal,
     resolve_key,
     token_count,
@@ -223,7 +224,8 @@ class OpenAIPlayer(Player):
             var = self.config.api_key_env or self._default_key_env()
             fix = f"check the key in {var}" if var else "set api_key_env to the variable holding its key"
             return UserError(f"{who}: the server rejected the API key ({status}); {fix}")
-        return refusal(who, status, message, overflow=is_overflow(message, code))
+        return refusal(who, status, message, overflow=is_overflow(message, code),
+                       content=is_content_refusal(message, code))
 
     async def aclose(self) -> None:
         if self._sdk is not None:

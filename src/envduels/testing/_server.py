@@ -93,7 +93,9 @@ class ScriptedServer:
     the JSON `body` as sent and, for a normal answer, the `usage` it billed; never the
     credentials); `request_count` counts all HTTP
     requests, faulted ones included. `refuse_params` names body parameters the server does not
-    know: a request carrying one gets a 400 naming it, like vLLM's. See the module docstring
+    know: a request carrying one gets a 400 naming it, like vLLM's. A request with a message
+    containing a string of `refuse_content` gets a 400 `content_filter`, as a hosted provider's
+    moderation answers. See the module docstring
     for `prompt_cache`, `cache_min_tokens` and `reasoning_words`.
     Use it as a context manager, or `start()` (returns the base URL) and `stop()`.
     """
@@ -113,6 +115,7 @@ class ScriptedServer:
         cache_min_tokens: int = 0,
         reasoning_words: int = 0,
         refuse_params: Sequence[str] = (),
+        refuse_content: Sequence[str] = (),
     ) -> None:
         for f in faults:
             if f.split(":")[0] not in FAULTS:
@@ -128,6 +131,7 @@ class ScriptedServer:
         self.cache_min_tokens = cache_min_tokens
         self.reasoning_words = reasoning_words
         self.refuse_params = tuple(refuse_params)
+        self.refuse_content = tuple(refuse_content)
         self._cached_prefixes: set[str] = set()
         self.requests: list[dict] = []
         self.request_count = 0
@@ -312,6 +316,11 @@ class ScriptedServer:
             if refused is not None:
                 return _error(400, f"Unrecognized request argument supplied: {refused}",
                               "invalid_request_error", "unknown_parameter", anthropic)
+            if any(word in str(m.get("content", "")) for word in self.refuse_content
+                   for m in messages if isinstance(m, dict)):
+                return _error(400, "The response was filtered due to the prompt triggering "
+                              "the content management policy.", "invalid_request_error",
+                              "content_filter", anthropic)
         if fault is not None:
             reply = _fault_reply(fault, anthropic)
             if reply is not None:
