@@ -539,6 +539,12 @@ class Store:
 
     def tables(self) -> Tables:
         """Players, environments and episodes as DataFrames (see `Tables`)."""
+        return self._frames([{c: getattr(e, c) for c in EPISODE_COLUMNS} for e in self.episodes()])
+
+    def _frames(self, eps: list[dict[str, Any]]) -> Tables:
+        """The analysis tables around `eps` (episode records with every EPISODE_COLUMNS key):
+        the one place that decides what analysis sees of a run, for `tables()` and
+        `summary_tables()` alike."""
         config = self.get_meta("config") or {}
         usage = self.usage_by_player()
         players = []
@@ -559,9 +565,6 @@ class Store:
              "class_name": e.class_name, "max_turns": e.max_turns, "fixed_pool": e.fixed_pool,
              "benchmark_seeds": list(e.benchmark_seeds)}
             for e in self.environments()
-        ]
-        eps = [
-            {c: getattr(e, c) for c in EPISODE_COLUMNS} for e in self.episodes()
         ]
         # an environment the replay audit caught is its author's fault in every episode: none
         # of them is a success or failure for anyone (SPEC §4: incomplete)
@@ -653,43 +656,13 @@ class Store:
         episode's `transcript` is `[]`): all that analysis reads of transcripts is the winning
         action of a hinted success (the `hint_leak` flag), so the analysis of both is the same,
         and on a large run this loads in a fraction of the time."""
-        config = self.get_meta("config") or {}
-        envs = self.environments()
         rows = self._query(
             "SELECT episode_key, env_id, author, solver, round, domain, seed, trial, hinted,"
             " outcome, reason, turns, self_play,"
             " CASE WHEN hinted AND outcome = 'success' THEN transcript END"
             " FROM episodes ORDER BY rowid")
-        eps = [dict(zip(EPISODE_COLUMNS, (*r[:13], json.loads(r[13]) if r[13] else []),
-                        strict=True)) for r in rows]
-        usage = self.usage_by_player()
-        players = []
-        for p in config.get("players", []):
-            u = usage.get(p["name"], Totals(0, 0, 0, 0.0))
-            players.append({
-                "name": p["name"], "provider": p.get("provider"), "model": p.get("model"),
-                "params_b": p.get("params_b"), "roles": list(p.get("roles", ["author", "solver"])),
-                "cost_usd": u.cost_usd, "input_tokens": u.input_tokens,
-                "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
-                "cache_write_tokens": u.cache_write_tokens,
-                "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
-            })
-        env_df = pd.DataFrame([
-            {"env_id": e.env_id, "author": e.author, "round": e.round, "domain": e.domain,
-             "title": e.title, "valid": e.valid, "invalid_reason": e.invalid_reason,
-             "hint": e.hint, "source": e.source, "source_sha256": e.source_sha256,
-             "class_name": e.class_name, "max_turns": e.max_turns, "fixed_pool": e.fixed_pool,
-             "benchmark_seeds": list(e.benchmark_seeds)} for e in envs], columns=ENVIRONMENT_COLUMNS)
-        ep_df = pd.DataFrame(eps, columns=EPISODE_COLUMNS)
-        for df, cols in ((env_df, ("valid", "fixed_pool")), (ep_df, ("hinted", "self_play"))):
-            for c in cols:
-                df[c] = df[c].astype(bool)
-        # tables()'s canonical order: seeded bootstraps draw by position
-        env_df = env_df.sort_values("env_id", kind="stable").reset_index(drop=True)
-        ep_df = ep_df.sort_values(["env_id", "solver", "seed", "trial", "hinted"],
-                                  kind="stable").reset_index(drop=True)
-        return Tables(players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
-                      environments=env_df, episodes=ep_df)
+        return self._frames([dict(zip(EPISODE_COLUMNS, (*r[:13], json.loads(r[13]) if r[13]
+                                                        else []), strict=True)) for r in rows])
 
     def episode_index(self, after_rowid: int = 0) -> list[dict[str, Any]]:
         """Episodes written after `after_rowid` (every one by default), oldest first, without

@@ -124,3 +124,15 @@ def test_the_analysis_goes_on_in_process_when_its_worker_dies(run):
     assert not a.pending and "hint_leak" in a.envs[leaky]["flags"] and reader.pool is None
     reader.close()
     pool.shutdown(wait=False)
+
+
+def test_an_environment_the_audit_caught_reads_alike_in_the_summary_and_the_full_tables(run):
+    store, _ = run
+    eps = store.episodes()
+    caught = next(e for e in eps if e.outcome in ("success", "failure"))
+    store.put_audit(caught.episode_key, caught.env_id, passed=False, detail="turn 1 differs")
+    full, summary = store.tables(), store.summary_tables()
+    mine = full.episodes[full.episodes.env_id == caught.env_id]
+    assert set(mine.outcome) <= {"incomplete", "error"}     # every episode: the author's fault
+    cols = [c for c in full.episodes.columns if c != "transcript"]
+    assert summary.episodes[cols].equals(full.episodes[cols])
