@@ -118,7 +118,7 @@ def load_run_tables(run_dir: Path) -> Any:
         raise UserError(f"{run_dir} holds no run.db; pass the output_dir of an `envduels run`")
     from envduels.store import Store
 
-    with Store(run_dir, create=False) as store:
+    with Store.open_readonly(run_dir, live=False) as store:
         return store.tables()
 
 

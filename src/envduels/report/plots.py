@@ -31,8 +31,11 @@ def _png(fig: plt.Figure) -> str:
 
 
 def _short(name: Any, n: int = 24) -> str:
+    """A label for a plot: cut to `n` characters, with `$` escaped (matplotlib reads `$…$` as
+    math, and a model-written name such as `a$\\frac{$` would crash the report)."""
     s = str(name)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    s = s if len(s) <= n else s[: n - 1] + "…"
+    return s.replace("$", r"\$")
 
 
 def ratings_plot_figure(rows: list[dict[str, Any]], title: str) -> plt.Figure | None:

@@ -169,7 +169,11 @@ def leader(kind: str, j: dict[str, Any]) -> str:
         s = f"No single best {role}: {names(level)} share the top {kind} rating ({top['rating']:.0f})"
     else:
         s = f"Best {role} by rating: {top['model']} ({_interval(top)})"
-    if top.get("rank") is None:
+    method = (j.get("rating_methods") or {}).get(kind) or {}
+    if top.get("rank") is None and top.get("ci_low") is not None and method.get("rank_note"):
+        # intervals were computed, ranks withheld (author ranks: docs/analysis.md)
+        s += f"; no rank is claimed: {method['rank_note'].rstrip('.')}."
+    elif top.get("rank") is None:
         if j["run"].get("bootstrap") == 0:
             reason = "intervals were not computed because --bootstrap is 0"
         else:

@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from envduels._text import printable
+
 TITLES = {
     "duel": "Duel rating (author vs solver, both directions)",
     "author": "Author rating (higher lift on common solvers)",
@@ -60,6 +62,6 @@ def print_summary(lines: list[str], paths: list[str], console: Console | None = 
         console.print(title, style="bold", markup=False, emoji=False)
     for line in lines:
         # sentences quote model-written text (invalid reasons, environment ids): never markup
-        console.print(f"• {line}", markup=False, emoji=False, highlight=False)
+        console.print(f"• {printable(line)}", markup=False, emoji=False, highlight=False)
     for p in paths:
         console.print(f"wrote {p}", style="green")

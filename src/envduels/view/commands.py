@@ -15,6 +15,23 @@ from envduels.errors import UserError
 LOOPBACK_NAMES = ("localhost",)
 
 
+def allowed_hosts(host: str) -> list[str]:
+    """The Host headers the viewer answers: loopback names, the address it listens on and, when
+    that is beyond loopback, this machine's own names and addresses. Never "*": any web page the
+    user opens could then read the runs through DNS rebinding."""
+    import socket
+
+    hosts = ["127.0.0.1", "localhost", "[::1]", "::1", host.strip("[]")]
+    if not is_loopback(host):
+        name = socket.gethostname()
+        hosts += [name, socket.getfqdn()]
+        try:
+            hosts += socket.gethostbyname_ex(name)[2]
+        except OSError:
+            pass
+    return list(dict.fromkeys(h for h in hosts if h))
+
+
 def is_loopback(host: str) -> bool:
     """Whether `host` names this machine only (127.0.0.0/8, ::1 or localhost)."""
     if host in LOOPBACK_NAMES:
@@ -69,11 +86,10 @@ def view_command(run_dirs: list[Path], *, host: str = "127.0.0.1", port: int = 0
 
     if not run_dirs:
         raise UserError("give at least one run folder: envduels view RUN_DIR [RUN_DIR ...]")
-    hosts = None if is_loopback(host) else ["*"]
-    app = create_app(run_dirs, allowed_hosts=hosts)
+    app = create_app(run_dirs, allowed_hosts=allowed_hosts(host))
     try:
         sock = bind(host, port)
-        if hosts is not None:
+        if not is_loopback(host):
             print(f"WARNING: serving on {host}, not loopback: anyone who can reach it can read "
                   "every prompt, reply, hint and environment of these runs (there is no login)")
         print(f"envduels view: {url_of(sock)}  (Ctrl-C to stop)", flush=True)
