@@ -23,6 +23,9 @@ class ReplayHostError(Exception):
     episode stays unaudited and is audited again on resume."""
 
 
+REPLAY_FAULT_PREFIX = "the replay faulted"
+
+
 @dataclass(frozen=True)
 class AuditResult:
     """`passed`, or the first difference in one line: turn, field, played vs replayed."""
@@ -86,7 +89,7 @@ async def replay_episode(transcript: list[dict[str, Any]], *, seed: int, hint: s
     except SandboxStartError as err:   # the host lost the sandbox (a cluster node): no verdict
         raise ReplayHostError(err.reason) from None
     except EnvFault as fault:
-        return AuditResult(False, f"turn {turn}: the replay faulted where the play did not "
+        return AuditResult(False, f"{REPLAY_FAULT_PREFIX} at turn {turn} where the play did not "
                                   f"({fault.reason})")
     finally:
         if env is not None:

@@ -508,7 +508,7 @@ def estimate_for(cfg: RunConfig, pools: list[Any]) -> Estimate:
 
     store = None
     if (Path(cfg.run_dir) / DB_NAME).is_file():
-        store = Store(cfg.run_dir, create=False)
+        store = Store.open_readonly(cfg.run_dir, live=False)
     try:
         return estimate(cfg, pools=pools, store=store)
     finally:

@@ -42,7 +42,12 @@ from typing import Any, Protocol, TypeVar
 
 from envduels.config import RunConfig
 from envduels.engine._keys import authored_env_id, episode_key
-from envduels.engine.audit import AuditResult, ReplayHostError, replay_episode
+from envduels.engine.audit import (
+    REPLAY_FAULT_PREFIX,
+    AuditResult,
+    ReplayHostError,
+    replay_episode,
+)
 from envduels.engine.authoring import (
     AuthoringJob,
     SandboxDown,
@@ -408,6 +413,12 @@ class Tournament:
                 verdict = await replay_episode(transcript, seed=seed,
                                                hint=env.hint if hinted else None,
                                                open_env=self._opener(env))
+                if not verdict.passed and verdict.detail.startswith(REPLAY_FAULT_PREFIX):
+                    # a fault where the play had none may be the host's (a deadline missed
+                    # under load): condemn the environment only if a second replay agrees
+                    verdict = await replay_episode(transcript, seed=seed,
+                                                   hint=env.hint if hinted else None,
+                                                   open_env=self._opener(env))
         except ReplayHostError as err:
             log.error("episode %s not audited: the sandbox could not start (%s)", key, err)
             self._errors += 1

@@ -30,7 +30,8 @@ from typing import Any
 from ._instance import StepResult
 from ._limits import EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
 
-DEFAULT_SANDBOXES_PER_CPU = 4   # episodes mostly wait for the model; a waiting sandbox is frozen
+DEFAULT_SANDBOXES_PER_CPU = 4
+HOST_START_TIMEOUT_S = 120.0   # episodes mostly wait for the model; a waiting sandbox is frozen
 
 
 class SandboxLost(SandboxStartError):
@@ -203,7 +204,7 @@ class RemoteEnvInstance:
         self.pid = pid           # on its node, for diagnostics
         self.node = host.node
         self._lock = asyncio.Lock()
-        self._dead: str | None = None
+        self._dead: tuple[Any, ...] | None = None   # the reply that ended it
         self._output = ""
         self._closed = False
 
@@ -219,10 +220,15 @@ class RemoteEnvInstance:
     async def _call(self, op: str, arg: Any) -> tuple[Any, ...]:
         async with self._lock:
             if self._dead is not None:
-                raise EnvFault(self._dead)
-            reply = await self._pool._remote(self._host, self._host.actor.call, self._iid, op, arg)
+                _raise(self._dead)   # the same fault again: the host's stays the host's
+            try:
+                reply = await self._pool._remote(self._host, self._host.actor.call, self._iid,
+                                                 op, arg)
+            except SandboxLost as err:
+                self._dead = ("lost", err.reason)
+                raise
             if reply[0] != "ok":
-                self._dead = reply[1]
+                self._dead = reply
                 _raise(reply)
             return reply
 
@@ -304,8 +310,14 @@ class RayEnvPool:
         for node in ray.nodes():
             if not node.get("Alive"):
                 continue
-            cpus = max(1, int(node.get("Resources", {}).get("CPU", 1)))
+            resources = node.get("Resources", {})
+            cpus = int(resources.get("CPU", 0))
+            if cpus < 1:
+                continue   # e.g. a head started with --num-cpus=0: nothing may run there
             capacity = self.capacity_per_node or self.sandboxes_per_cpu * cpus
+            # never ask for more memory than the node has: the host would wait forever
+            capacity = max(1, min(capacity, int(resources.get("memory", 0))
+                                  // (self.limits.memory_mb * 2**20) or capacity))
             actor = host_cls.options(
                 num_cpus=cpus, memory=capacity * self.limits.memory_mb * 2**20,
                 max_concurrency=max(64, 4 * capacity), max_restarts=0,
@@ -314,8 +326,17 @@ class RayEnvPool:
             self._hosts.append(_Host(actor, node["NodeID"], capacity))
         if not self._hosts:
             raise SandboxStartError("the Ray cluster has no alive node")
-        replies = await asyncio.gather(*(self._remote(h, h.actor.check) for h in self._hosts),
-                                       return_exceptions=True)
+        try:
+            replies = await asyncio.wait_for(
+                asyncio.gather(*(self._remote(h, h.actor.check) for h in self._hosts),
+                               return_exceptions=True), HOST_START_TIMEOUT_S)
+        except TimeoutError:
+            from envduels.errors import UserError
+            raise UserError(
+                f"the Ray cluster did not start a sandbox host on every node within "
+                f"{HOST_START_TIMEOUT_S:.0f} s (each asks for its node's CPUs and "
+                "sandboxes_per_cpu x sandbox.memory_mb of memory; another job may hold them): "
+                "free the cluster or lower executor.sandboxes_per_cpu") from None
         for reply in replies:
             if isinstance(reply, SandboxLost):   # that node is gone already: the others work
                 continue
@@ -338,6 +359,10 @@ class RayEnvPool:
             host.dead = f"the cluster lost the sandbox's node or process ({type(err).__name__})"
             self._slot_freed()
             raise SandboxLost(host.dead) from None
+        except ray.exceptions.RayError as err:
+            # anything else Ray raises (a host that broke, disk or object store full, an RPC
+            # failure) is the cluster's fault for this call, never the environment's
+            raise SandboxLost(f"the cluster failed this call ({type(err).__name__})") from None
 
     def _slot_freed(self) -> None:
         if self._room is not None:

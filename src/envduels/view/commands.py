@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 import threading
@@ -25,10 +26,8 @@ def allowed_hosts(host: str) -> list[str]:
     if not is_loopback(host):
         name = socket.gethostname()
         hosts += [name, socket.getfqdn()]
-        try:
+        with contextlib.suppress(OSError):
             hosts += socket.gethostbyname_ex(name)[2]
-        except OSError:
-            pass
     return list(dict.fromkeys(h for h in hosts if h))
 
 
