@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,31 +12,17 @@ import pytest
 from envduels.analysis import analyze, simulate_tournament
 from envduels.report.html import render_html
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from browser_helpers import chromium  # noqa: E402
+
 pytestmark = pytest.mark.browser
 
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 PLOT_SECTIONS = ["ratings", "lift", "divergence", "transitivity", "learning", "design", "costs"]
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.skip("headless Chromium is not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-                "--window-size=1280,1600", "--disable-dev-shm-usage"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    yield from chromium(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ viewer served by uvicorn on a loopback port; headless Chromium."""
 from __future__ import annotations
 
 import http.server
-import shutil
 import sys
 import threading
 from pathlib import Path
@@ -15,11 +14,12 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import duel_script  # noqa: E402  (the engine tests' script: a tournament worked out by hand)
+from browser_helpers import chromium  # noqa: E402
 
 KEY = "sk-view-test-secret"
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 class Canary:
@@ -133,23 +133,4 @@ def viewer(scripted_run):
 
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory):
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.skip("headless Chromium is not installed")
-    import os
-
-    os.environ.setdefault("SE_OFFLINE", "true")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-                "--window-size=1280,1600", "--disable-dev-shm-usage"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    yield from chromium(tmp_path_factory)
