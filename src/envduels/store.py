@@ -8,14 +8,16 @@ record, so a kill loses at most the work in flight:
   cache first and never pays twice. Its bill is in columns: tokens (input split into uncached,
   cache read and cache write; reasoning within output), cost and what prompt caching saved; a
   database written before the split is migrated when opened.
-- `environments`: one row per environment (authored, or from a fixed pool), final once written.
+- `environments`: one row per environment (authored, or from a fixed pool), final once written:
+  its `EnvRecord`, one column per field (see `_TABLE_COLUMNS`).
 - `validations`: every authoring attempt with the validator's verdict.
 - `episodes`: one row per episode key with its transcript, outcome and reason.
 - `audits`: one row per audited episode (its replay `passed` or was a `mismatch`); a played
   episode (success or failure) without one is still to be audited, also after a resume. The
   table is created on open, so a run database from before audits exists gains it empty.
 
-Readers (analysis, report, export) use `Store.tables()`; nothing outside this module runs SQL.
+Readers use `Store.tables()` (analysis, report) or the records (`Store.environments()`, export,
+the viewer); nothing outside this module runs SQL.
 Commands that only read open the database with `Store.open_readonly`, which writes nothing in
 the run folder.
 """
@@ -226,12 +228,12 @@ _SPEC_COLUMNS = _columns(EnvSpec, rename={"id": "env_id"}, sort_keys=True)
 _RUN_COLUMNS = _columns(EnvRecord, skip=("spec",))
 _DERIVED_COLUMNS = ("hint", "source_sha256")
 _ENV_COLUMNS = [*_SPEC_COLUMNS, *_RUN_COLUMNS]
-ENVIRONMENT_TABLE = [c.name for c in _ENV_COLUMNS] + list(_DERIVED_COLUMNS)
+_ENV_TABLE = [c.name for c in _ENV_COLUMNS] + list(_DERIVED_COLUMNS)
 
 _FRAME_FIRST = ["env_id", "author", "round", "domain", "title", "valid", "invalid_reason", "hint",
                 "source", "source_sha256", "class_name", "max_turns", "fixed_pool",
                 "benchmark_seeds"]
-ENVIRONMENT_COLUMNS = _FRAME_FIRST + [c for c in ENVIRONMENT_TABLE if c not in _FRAME_FIRST]
+ENVIRONMENT_COLUMNS = _FRAME_FIRST + [c for c in _ENV_TABLE if c not in _FRAME_FIRST]
 """The columns of `Tables.environments`: the ones readers have always had first, then every
 other column of the record (`slot`, `hints`, `metadata`, and any field added since)."""
 
@@ -272,9 +274,14 @@ def environment_frame(envs: list[EnvRecord]) -> pd.DataFrame:
                 row[c.name] = list(value) if isinstance(value, tuple) else value
         row.update({name: getattr(env.spec, name) for name in _DERIVED_COLUMNS})
         rows.append(row)
-    df = pd.DataFrame(rows, columns=ENVIRONMENT_COLUMNS)
-    for c in ("valid", "fixed_pool"):
-        df[c] = df[c].astype(bool)
+    return _typed(pd.DataFrame(rows, columns=ENVIRONMENT_COLUMNS), _ENV_COLUMNS)
+
+
+def _typed(df: pd.DataFrame, columns: list[_Column]) -> pd.DataFrame:
+    """`df` with its columns of bool fields as bools (SQLite and an empty frame give objects)."""
+    for c in columns:
+        if c.kind is bool:
+            df[c.name] = df[c.name].astype(bool)
     return df
 
 
@@ -709,9 +716,7 @@ class Store:
                 ep["reason"] = (f"{AUDIT_REASON}: the environment is nondeterministic "
                                 f"({caught[ep['env_id']]})")
         env_df = environment_frame(self.environments())
-        ep_df = pd.DataFrame(eps, columns=EPISODE_COLUMNS)
-        for c in ("hinted", "self_play"):
-            ep_df[c] = ep_df[c].astype(bool)
+        ep_df = _typed(pd.DataFrame(eps, columns=EPISODE_COLUMNS), _EPISODE_COLUMNS)
         # A canonical order, not the order work happened to finish in: the same tournament must
         # give the same report (seeded bootstraps draw by position) on any executor.
         env_df = env_df.sort_values("env_id", kind="stable").reset_index(drop=True)
