@@ -28,7 +28,7 @@ def test_cost_of_the_open_models_example_is_counted_exactly():
 
 
 def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does():
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_pools
     from envduels.engine.scheduler import Tournament, pool_row
 
     cfg = parse_config({

@@ -15,7 +15,7 @@ from duel_script import config
 
 from envduels import cli
 from envduels.config import parse_config
-from envduels.engine.commands import open_run
+from envduels.engine.run import open_run
 from envduels.errors import UserError
 from envduels.store import Store
 from envduels.testing import ScriptedServer
@@ -130,7 +130,7 @@ def test_status_of_a_folder_without_a_run_is_one_line(tmp_path, monkeypatch, cap
 
 
 def test_a_pool_environment_id_that_collides_with_an_authored_one_is_refused(tmp_path):
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_pools
     from envduels.envs import EnvSpec, write_export
 
     write_export(tmp_path / "export", [EnvSpec(id="r1-alice-0", source="class E: pass\n",

@@ -364,7 +364,7 @@ def _spread(units: list[Figures], count: float, calls_per_unit: tuple[float, flo
 
 def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> Estimate:
     """The estimate of the whole run of `cfg` (what `store`, a run database of it, already
-    spent included); `pools` are its fixed-pool environments (`commands.load_pools`)."""
+    spent included); `pools` are its fixed-pool environments (`checks.load_pools`)."""
     from envduels.engine.authoring import author_prompt, library_examples, repair_prompt
     from envduels.engine.solving import SYSTEM_PROMPT, first_turn, next_turn
     from envduels.prompts import render
@@ -554,7 +554,7 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
     import json
 
     from envduels.config import load_config
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_pools
 
     cfg = load_config(config)
     est = estimate_for(cfg, load_pools(cfg))

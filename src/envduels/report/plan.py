@@ -173,7 +173,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from envduels.analysis.plan import plan
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_pools
 
     if replicates < 1:
         raise UserError(f"--replicates must be 1 or more (got {replicates}); 20 gives figures ± about 0.1")
