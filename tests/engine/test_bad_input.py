@@ -107,7 +107,7 @@ def test_missing_export_folder_is_named(tmp_path, monkeypatch, capsys, earlier_r
         cfg["tournament"]["environments"] = [str(tmp_path / "no-such-export")]
         code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, cfg), "-q")
         assert server.request_count == 0
-    _assert_one_line(code, err, "no-such-export", "neither an export folder")
+    _assert_one_line(code, err, "no-such-export", "is not an environment file, an EnvDuels export folder or a library name")
     _unchanged(earlier_run)
 
 

@@ -179,7 +179,7 @@ def test_play_an_environment_of_an_export_folder_by_id(tmp_path, monkeypatch, ca
     with pytest.raises(UserError, match="holds 2 environments; name one as"):
         play_command(str(tmp_path / "export"), config=None, player=None, human=True,
                      hint=False, seed=0, unsafe_no_sandbox=False)
-    with pytest.raises(UserError, match="neither an environment .py file"):
+    with pytest.raises(UserError, match="is not an environment file, an EnvDuels export folder or a library name"):
         play_command("no_such_env", config=None, player=None, human=True, hint=False, seed=0,
                      unsafe_no_sandbox=False)
 

@@ -8,7 +8,6 @@ once; `play` uses `check_reachable` too.
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -17,22 +16,16 @@ from envduels.errors import UserError
 
 
 def load_pools(cfg: RunConfig) -> list[Any]:
-    """The fixed-pool environments of `tournament.environments` (library names, export folders)."""
-    from envduels.envs import library_names, load_export
+    """The fixed-pool environments of `tournament.environments`: each item is read by
+    `envduels.envs.resolve` (a library name, an export folder, `FOLDER/ENV_ID`, a `.py` file)."""
+    from envduels.envs import resolve
 
     specs: list[Any] = []
-    names = set(library_names()) if cfg.tournament.environments else set()
     for item in cfg.tournament.environments:
-        if item in names:
-            from envduels.envs import library_env
-
-            specs.append(library_env(item))
-        elif Path(item).is_dir():
-            specs.extend(load_export(item))
-        else:
-            raise UserError(
-                f"tournament.environments: {item!r} is neither an export folder nor a library "
-                "environment; fix the path or pick a name from `envduels library list`")
+        try:
+            specs.extend(resolve(item).specs)
+        except UserError as err:
+            raise UserError(f"tournament.environments: {err.message}") from None
     seen: set[str] = set()
     for s in specs:
         if not s.hint.strip():

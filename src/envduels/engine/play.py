@@ -20,6 +20,7 @@ from envduels._text import printable
 from envduels.config import load_config
 from envduels.engine.checks import check_reachable
 from envduels.engine.solving import EpisodeTask, play_episode, turn_cap
+from envduels.envs import resolve
 from envduels.errors import UserError
 
 
@@ -89,32 +90,6 @@ class HumanSolver:
         return _Typed(action)
 
 
-def resolve_env(path: str) -> Any:
-    """An environment by .py path, library name, export folder (holding one environment) or
-    `EXPORT_FOLDER/ENV_ID`."""
-    from envduels.envs import library_env, library_names, load_env_file, load_export
-
-    p = Path(path)
-    if path.endswith(".py") or p.is_file():
-        return load_env_file(path)
-    if p.is_dir():
-        specs = load_export(p)
-        if len(specs) == 1:
-            return specs[0]
-        raise UserError(f"{path} holds {len(specs)} environments; name one as {path}/ENV_ID "
-                        f"(ids: {', '.join(s.id for s in specs[:8])})")
-    if p.parent.is_dir() and (p.parent / "manifest.json").is_file():
-        specs = {s.id: s for s in load_export(p.parent)}
-        if p.name in specs:
-            return specs[p.name]
-        raise UserError(f"export {p.parent} has no environment {p.name!r}; choose one of "
-                        f"{', '.join(list(specs)[:8])}")
-    if path in library_names():
-        return library_env(path)
-    raise UserError(f"{path!r} is neither an environment .py file, an export folder nor a library "
-                    "environment; fix the path or pick a name from `envduels library list`")
-
-
 def _printer(console: Console) -> Any:
     """Print transcript entries. Observations, environment errors and model replies are
     untrusted: control and format characters (ESC sequences that clear the screen, retitle the
@@ -163,7 +138,7 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
 
     if human == (player is not None) or (player is not None and config is None):
         raise UserError("choose who plays: --human, or --config CONFIG --player NAME")
-    spec = resolve_env(path)
+    spec = resolve(path).one()
     if hint and not spec.hint:
         raise UserError(f"{path} has no hint to show; play without --hint")
     max_turns = spec.max_turns
