@@ -130,7 +130,7 @@ def test_status_of_a_folder_without_a_run_is_one_line(tmp_path, monkeypatch, cap
 
 
 def test_a_pool_environment_id_that_collides_with_an_authored_one_is_refused(tmp_path):
-    from envduels.engine.checks import load_pools
+    from envduels.engine.checks import load_fixed_envs
     from envduels.envs import EnvSpec, write_export
 
     write_export(tmp_path / "export", [EnvSpec(id="r1-alice-0", source="class E: pass\n",
@@ -138,7 +138,7 @@ def test_a_pool_environment_id_that_collides_with_an_authored_one_is_refused(tmp
     cfg = config("http://127.0.0.1:1/v1", str(tmp_path / "run"))
     cfg["tournament"]["environments"] = [str(tmp_path / "export")]
     with pytest.raises(UserError, match="'r1-alice-0' is also an id this run's authors write"):
-        load_pools(parse_config(cfg))
+        load_fixed_envs(parse_config(cfg))
 
 
 @pytest.mark.parametrize("broken", ["missing", "no namespaces"])

@@ -17,7 +17,7 @@ import pytest
 
 from envduels import gym
 from envduels.config import parse_config
-from envduels.engine.checks import load_pools
+from envduels.engine.checks import load_fixed_envs
 from envduels.engine.play import play_command
 from envduels.envs import EnvSpec, library_env, resolve, write_export
 from envduels.errors import UserError
@@ -69,7 +69,7 @@ def _pool_ids(text: str) -> list[str]:
     cfg = parse_config({"name": "t", "players": [{"name": "a", "provider": "openai", "model": "m",
                                                   "api_key_env": "K"}],
                         "tournament": {"environments": [text]}})
-    return [s.id for s in load_pools(cfg)]
+    return [s.id for s in load_fixed_envs(cfg)]
 
 
 def test_a_bare_library_name_that_is_also_a_folder_here_is_refused_by_every_entry_point(

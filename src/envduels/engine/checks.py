@@ -7,15 +7,15 @@ once; `play` uses `check_reachable` too.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 from urllib.parse import urlparse
 
+from envduels._net import unreachable
 from envduels.config import RunConfig
 from envduels.errors import UserError
 
 
-def load_pools(cfg: RunConfig) -> list[Any]:
+def load_fixed_envs(cfg: RunConfig) -> list[Any]:
     """The fixed-pool environments of `tournament.environments`: each item is read by
     `envduels.envs.resolve` (a library name, an export folder, `FOLDER/ENV_ID`, a `.py` file)."""
     from envduels.envs import resolve
@@ -54,12 +54,7 @@ def _unreachable_url(base_url: str, timeout_s: float) -> str | None:
     """Why `base_url`'s server does not accept connections, or None."""
     url = urlparse(base_url)
     port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "localhost", port), timeout=timeout_s):
-            pass
-    except OSError as err:
-        return str(err.strerror or err)
-    return None
+    return unreachable(url.hostname or "localhost", port, timeout_s)
 
 
 def _server_problems(cfg: RunConfig, timeout_s: float) -> dict[str, str]:
@@ -124,12 +119,12 @@ def check_players(cfg: RunConfig, timeout_s: float = 3.0) -> None:
     _raise_all(lines)
 
 
-def check_estimate(cfg: RunConfig, pool_specs: list[Any]) -> None:
+def check_estimate(cfg: RunConfig, fixed_envs: list[Any]) -> None:
     """Print the run's estimated cost; refuse (UserError) when even its low end is over
     `budget.max_usd`, before anything is spent."""
     from envduels.engine.estimate import dollars, estimate_for, usd
 
-    estimate = estimate_for(cfg, pool_specs)
+    estimate = estimate_for(cfg, fixed_envs)
     cost = estimate.total("usd")
     spent = f", {usd(estimate.spent_usd)} of it spent" if estimate.spent_usd else ""
     print(f"estimated cost {dollars(cost)}{spent} (`envduels estimate` for the detail)",

@@ -18,7 +18,7 @@ from envduels._text import plural
 from envduels.config import RunConfig, load_config
 from envduels.engine._bad_requests import guard_bad_requests
 from envduels.engine._keys import changed_setting, fingerprint, result_settings
-from envduels.engine.checks import check_estimate, check_players, load_pools
+from envduels.engine.checks import check_estimate, check_players, load_fixed_envs
 from envduels.engine.progress import LiveView, Progress
 from envduels.errors import UserError
 from envduels.store import Store, run_lock
@@ -56,20 +56,20 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
 
     # Every precondition is checked before anything is created in RUN_DIR.
     cfg = load_config(config)
-    pool_specs = load_pools(cfg)
+    fixed_envs = load_fixed_envs(cfg)
     check_players(cfg)   # unreachable servers, missing keys: all of them, before any write
-    check_estimate(cfg, pool_specs)
+    check_estimate(cfg, fixed_envs)
     if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
         check_sandbox(SandboxLimits.from_config(cfg.sandbox), unsafe_no_sandbox=unsafe_no_sandbox)
     else:
         from envduels.sandbox.ray_pool import connect
         connect(cfg.executor.address)   # an unreachable cluster fails before any write
     with run_lock(cfg.run_dir):   # one `envduels run` per folder, for the life of the run
-        return _run_locked(cfg, pool_specs, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
+        return _run_locked(cfg, fixed_envs, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
                            no_cache=no_cache)
 
 
-def _run_locked(cfg: RunConfig, pool_specs: list[Any], *, unsafe_no_sandbox: bool, quiet: bool,
+def _run_locked(cfg: RunConfig, fixed_envs: list[Any], *, unsafe_no_sandbox: bool, quiet: bool,
                 no_cache: bool) -> int:
     from envduels.players import build_players
     from envduels.sandbox import EnvPool, SandboxLimits
@@ -90,24 +90,25 @@ def _run_locked(cfg: RunConfig, pool_specs: list[Any], *, unsafe_no_sandbox: boo
         in_flight = sum(p.max_concurrency for p in cfg.players if p.solves)
         if cfg.executor.kind == "ray":
             from envduels.sandbox.ray_pool import RayEnvPool
-            pool = RayEnvPool(SandboxLimits.from_config(cfg.sandbox),
-                              unsafe_no_sandbox=unsafe_no_sandbox, address=cfg.executor.address,
-                              sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
+            sandboxes = RayEnvPool(SandboxLimits.from_config(cfg.sandbox),
+                                   unsafe_no_sandbox=unsafe_no_sandbox,
+                                   address=cfg.executor.address,
+                                   sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
         else:
-            pool = EnvPool(SandboxLimits.from_config(cfg.sandbox),
-                           unsafe_no_sandbox=unsafe_no_sandbox, warm=warm,
-                           max_warm=max(warm, min(MAX_OPEN_ENVS, in_flight)))
+            sandboxes = EnvPool(SandboxLimits.from_config(cfg.sandbox),
+                                unsafe_no_sandbox=unsafe_no_sandbox, warm=warm,
+                                max_warm=max(warm, min(MAX_OPEN_ENVS, in_flight)))
         try:
             if cfg.executor.kind == "ray":
-                await pool.start()   # a host per node, each checking its sandbox
+                await sandboxes.start()   # a host per node, each checking its sandbox
             with LiveView(progress, quiet=quiet):
-                return await Tournament(cfg, store=store, players=players, pool=pool,
-                                        fingerprint=fp, pool_specs=pool_specs,
+                return await Tournament(cfg, store=store, players=players, sandboxes=sandboxes,
+                                        fingerprint=fp, fixed_envs=fixed_envs,
                                         progress=progress).run()
         finally:
             for p in players.values():
                 await p.aclose()
-            await pool.aclose()
+            await sandboxes.aclose()
 
     try:
         result = asyncio.run(main())
