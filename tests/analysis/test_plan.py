@@ -28,8 +28,8 @@ def test_cost_of_the_open_models_example_is_counted_exactly():
 
 
 def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does():
-    from envduels.engine.commands import load_pools
-    from envduels.engine.scheduler import Tournament, pool_record
+    from envduels.engine.checks import load_fixed_envs
+    from envduels.engine.scheduler import Tournament, fixed_env_record
 
     cfg = parse_config({
         "name": "mixed", "players": [
@@ -41,11 +41,11 @@ def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does()
                        "max_turns": 5, "self_play": False, "author_repairs": 1,
                        "environments": ["nim", "number_guess"]},
     })
-    pools = load_pools(cfg)
+    pools = load_fixed_envs(cfg)
     cost = design_cost(cfg, pools)
     # authored: 2 authors × 2 × 3 rounds = 12 environments; w's are played by ws and s1, ws's by s1
     # only (self-play off): (6·2 + 6·1) × 3 seeds × 2 trials × 2 conditions = 216 episodes
-    pool_eps = sum(2 * len(pool_record(s, run_seed=0, seeds_per_env=3).benchmark_seeds) * 2 * 2 for s in pools)
+    pool_eps = sum(2 * len(fixed_env_record(s, run_seed=0, seeds_per_env=3).benchmark_seeds) * 2 * 2 for s in pools)
     assert cost["environments_authored"] == 12 and cost["pool_environments"] == 2
     assert cost["episodes"] == 216 + pool_eps
     assert cost["authoring_calls_max"] == 12 * 2
@@ -53,7 +53,7 @@ def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does()
     # the scheduler's own task list for the same environments gives the same episodes and turn caps
     sched = Tournament.__new__(Tournament)
     sched.cfg, sched.fingerprint, sched._draw_salt = cfg, "f", "f|secret"
-    authored = [pool_record(s, run_seed=0, seeds_per_env=3) for s in pools]
+    authored = [fixed_env_record(s, run_seed=0, seeds_per_env=3) for s in pools]
     from dataclasses import replace
 
     template = authored[0]

@@ -163,8 +163,8 @@ def _tasks(tmp_path, **tournament):
         {"name": "c", "provider": "openai", "model": "m", "roles": ["author"]}]})
     env = EnvRecord(EnvSpec("r1-a-0", "s", class_name="E", max_turns=9, domain="d", author="a",
                             hints={"hint": "h"}, benchmark_seeds=(11, 12)), round=1)
-    t = Tournament(cfg, store=Store(tmp_path), players={}, pool=None, fingerprint="fp",
-                   pool_specs=[], progress=Progress(rounds=1))
+    t = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+                   fixed_envs=[], progress=Progress(rounds=1))
     return t._tasks([env])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 from duel_script import AUTHOR_SYSTEM_START, config
 
-from envduels.engine.commands import run_command
+from envduels.engine.run import run_command
 from envduels.store import Store
 from envduels.testing import ScriptedServer
 

@@ -122,7 +122,7 @@ class _TrackedPlayer:
         return result
 
 
-def pool_record(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvRecord:
+def fixed_env_record(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvRecord:
     """A fixed-pool environment (library or export) as the run records it: valid, in round 1,
     its author "library" and its title its id when it names none, its benchmark seeds its own
     or, when it has none, `seeds_per_env` derived from the run seed."""
@@ -165,18 +165,20 @@ def run_draw_secret(store: Store) -> str:
 class Tournament:
     """One session of a run: plays what the store does not hold yet, round by round."""
 
-    def __init__(self, cfg: RunConfig, *, store: Store, players: dict[str, Any], pool: Any,
-                 fingerprint: str, pool_specs: list[Any], progress: Progress,
+    def __init__(self, cfg: RunConfig, *, store: Store, players: dict[str, Any], sandboxes: Any,
+                 fingerprint: str, fixed_envs: list[Any], progress: Progress,
                  executor: Executor | None = None, audit: bool | None = None) -> None:
-        """`audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
+        """`sandboxes`: the sandbox pool every environment runs in (`EnvPool`, `RayEnvPool`);
+        `fixed_envs`: the fixed-pool environments (`tournament.environments`), played in round 1;
+        `audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
         self.cfg = cfg
         self.store = store
         self.players = {n: _TrackedPlayer(p, progress) for n, p in players.items()}
-        self.pool = pool
+        self.sandboxes = sandboxes
         self.fingerprint = fingerprint
         # salts the drawn probes and condition orders: the fingerprint alone is predictable
         self._draw_salt = f"{fingerprint}|{run_draw_secret(store)}"
-        self.pool_specs = pool_specs
+        self.fixed_envs = fixed_envs
         self.progress = progress
         self.executor = executor or AsyncioExecutor()
         self._solver_slots = {p.name: asyncio.Semaphore(p.max_concurrency) for p in cfg.players}
@@ -201,7 +203,7 @@ class Tournament:
 
     async def run(self) -> RunResult:
         t = self.cfg.tournament
-        self._record_pools()
+        self._record_fixed_envs()
         await self._audit_unaudited()
         for rnd in range(1, t.rounds + 1):
             self.progress.round = rnd
@@ -209,7 +211,7 @@ class Tournament:
                 break
             self.progress.phase = "authoring"
             # workers for the episodes start while the authors write (model-bound time)
-            self.pool.expect(self._upcoming_episodes(rnd))
+            self.sandboxes.expect(self._upcoming_episodes(rnd))
             authored = await self._author_round(rnd)
             envs = [e for e in authored if e.valid]
             if rnd == 1:
@@ -235,10 +237,10 @@ class Tournament:
         solvers = sum(1 for p in self.cfg.players if p.solves)
         return left + unwritten * solvers * t.seeds_per_env * t.trials_per_seed * 2
 
-    def _record_pools(self) -> None:
-        for spec in self.pool_specs:
+    def _record_fixed_envs(self) -> None:
+        for spec in self.fixed_envs:
             if self.store.environment(spec.id) is None:
-                self.store.put_environment(pool_record(
+                self.store.put_environment(fixed_env_record(
                     spec, run_seed=self.cfg.seed, seeds_per_env=self.cfg.tournament.seeds_per_env))
 
     async def _author_round(self, rnd: int) -> list[EnvRecord]:
@@ -263,7 +265,7 @@ class Tournament:
                 from envduels.sandbox import SandboxStartError
 
                 try:
-                    return await validate_env(spec, self.pool, seeds=seeds,
+                    return await validate_env(spec, self.sandboxes, seeds=seeds,
                                               require_oracle=t.require_oracle,
                                               hint_max_chars=t.hint_max_chars,
                                               max_turns=t.max_turns,
@@ -336,7 +338,7 @@ class Tournament:
         todo = [task for task in tasks if task.key not in finished]
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         # this batch and at most one replay per episode: no worker started for nothing
-        self.pool.expect(len(todo) * (2 if self.audit else 1))
+        self.sandboxes.expect(len(todo) * (2 if self.audit else 1))
         async for _ in self.executor.map(self._episode, todo):
             pass
 
@@ -382,7 +384,7 @@ class Tournament:
 
     def _opener(self, env: Any) -> Callable[[], Awaitable[Any]]:
         async def open_env() -> Any:
-            return await self.pool.open(env.source, class_name=env.class_name,
+            return await self.sandboxes.open(env.source, class_name=env.class_name,
                                         max_turns=env.max_turns)
         return open_env
 
@@ -435,7 +437,7 @@ class Tournament:
             return
         specs = {e.env_id: e.spec for e in self.store.environments()}
         pending = [ep for ep in pending if ep.env_id in specs]
-        self.pool.expect(len(pending))
+        self.sandboxes.expect(len(pending))
 
         async def one(ep: EpisodeRow) -> None:
             await self._audit(ep.episode_key, specs[ep.env_id], seed=ep.seed, hinted=ep.hinted,

@@ -61,7 +61,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
     `calls_max` is an upper bound: every authoring attempt (`author_repairs` + 1 per
     environment) and every solver turn up to the turn cap (the tournament's `max_turns`, or a
     pool environment's own limit when lower)."""
-    from envduels.engine.scheduler import pool_record
+    from envduels.engine.scheduler import fixed_env_record
     from envduels.engine.solving import turn_cap
 
     t = cfg.tournament
@@ -79,7 +79,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
             per[s.name]["episodes"] += n
             per[s.name]["solving_calls_max"] += n * t.max_turns
     for spec in pool_specs:
-        row = pool_record(spec, run_seed=cfg.seed, seeds_per_env=t.seeds_per_env)  # as the run records it
+        row = fixed_env_record(spec, run_seed=cfg.seed, seeds_per_env=t.seeds_per_env)  # as the run records it
         seeds = len(row.benchmark_seeds)
         cap = turn_cap(row.max_turns, t.max_turns)
         for s in solvers:
@@ -173,7 +173,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from envduels.analysis.plan import plan
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_fixed_envs
 
     if replicates < 1:
         raise UserError(f"--replicates must be 1 or more (got {replicates}); 20 gives figures ± about 0.1")
@@ -188,7 +188,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     cfg = design_config(config, flags)
     if len(cfg.players) < 2:
         raise UserError(f"{config}: plan needs at least 2 players; ratings compare players")
-    cost = design_cost(cfg, load_pools(cfg))
+    cost = design_cost(cfg, load_fixed_envs(cfg))
     spreads = list(dict.fromkeys(spreads or DEFAULT_SPREADS))
     doc: dict[str, Any] = {"design": {"name": cfg.name, "players": [p.name for p in cfg.players],
                                       "tournament": cfg.tournament.model_dump(mode="json")},

@@ -298,7 +298,7 @@ class RunReader:
 
 def _progress(config: dict[str, Any], envs: list[EnvRecord], counts: Counter[str],
               usage: list[dict[str, Any]]) -> dict[str, Any]:
-    from envduels.engine.commands import expected_episodes
+    from envduels.engine.status import expected_episodes
 
     done = sum(v for k, v in counts.items() if k != "error")
     expected = max(expected_episodes(config, envs), done)
