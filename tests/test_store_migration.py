@@ -145,3 +145,17 @@ def test_a_record_written_today_into_an_old_database_reads_back_whole(tmp_path):
         store.put_environment(new)
         assert store.environment("maze-2") == new
         assert len(store.environments()) == 6
+
+
+def test_a_new_database_has_the_old_tables_column_for_column(tmp_path):
+    # so the envduels before the named columns (which read `SELECT *` by position) can still
+    # read a run database written today
+    def columns(path: Path) -> dict[str, list[tuple]]:
+        db = sqlite3.connect(path)
+        out = {t: [r[1:] for r in db.execute(f"PRAGMA table_info({t})")]
+               for t in ("meta", "calls", "environments", "validations", "episodes", "audits")}
+        db.close()
+        return out
+
+    Store(tmp_path / "new").close()
+    assert columns(tmp_path / "new" / "run.db") == columns(OLD / "run" / "run.db")

@@ -33,7 +33,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import MISSING, Field, dataclass, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
@@ -160,7 +161,7 @@ class EpisodeRow:
     reason: str
     turns: int
     self_play: bool
-    transcript: list[dict[str, Any]]
+    transcript: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -202,15 +203,18 @@ class _Column:
                          default=str)
         return _text(value) if self.kind is str else value
 
-    def decode(self, value: Any) -> Any:
-        if value is None:
-            return self.default()
+    @cached_property
+    def read(self) -> Callable[[Any], Any]:
+        """The field's value from the column's (None, as in a column added after the row was
+        written, is the field's default). One function per kind: tables read it per cell."""
+        default, loads = self.default, json.loads
         if self.kind is bool:
-            return bool(value)
-        if self.kind in (dict, list, tuple):
-            value = json.loads(value)
-            return tuple(value) if self.kind is tuple else value
-        return value
+            return lambda v: default() if v is None else bool(v)
+        if self.kind is tuple:
+            return lambda v: default() if v is None else tuple(loads(v))
+        if self.kind in (dict, list):
+            return lambda v: default() if v is None else loads(v)
+        return lambda v: default() if v is None else v
 
 
 def _columns(record: type, *, skip: tuple[str, ...] = (), rename: dict[str, str] | None = None,
@@ -256,10 +260,9 @@ def _env_values(env: EnvRecord) -> dict[str, Any]:
     return row
 
 
-def _env_record(row: dict[str, Any]) -> EnvRecord:
-    """The record of an environments row (a column missing from `row` reads as its default)."""
-    spec = EnvSpec(**{c.field: c.decode(row.get(c.name)) for c in _SPEC_COLUMNS})
-    return EnvRecord(spec, **{c.field: c.decode(row.get(c.name)) for c in _RUN_COLUMNS})
+def _env_record(values: list[Any]) -> EnvRecord:
+    """The record of the values of `_ENV_COLUMNS` (field order: spec, then the run's facts)."""
+    return EnvRecord(EnvSpec(*values[:len(_SPEC_COLUMNS)]), *values[len(_SPEC_COLUMNS):])
 
 
 def environment_frame(envs: list[EnvRecord]) -> pd.DataFrame:
@@ -285,12 +288,21 @@ def _typed(df: pd.DataFrame, columns: list[_Column]) -> pd.DataFrame:
     return df
 
 
-def _episode_row(row: dict[str, Any]) -> EpisodeRow:
-    return EpisodeRow(**{c.field: c.decode(row.get(c.name)) for c in _EPISODE_COLUMNS})
+def _episode_row(values: list[Any]) -> EpisodeRow:
+    """The episode of the values of `_EPISODE_COLUMNS` (in field order)."""
+    return EpisodeRow(*values)
 
 
+# The order of the environments table's columns in a new database: that of the first release
+# (whose `SELECT *` readers unpack by position), then any column added since.
+_FIRST_RELEASE_ORDER = ["env_id", "author", "round", "slot", "domain", "title", "valid",
+                        "invalid_reason", "hint", "hints", "source", "source_sha256", "class_name",
+                        "max_turns", "fixed_pool", "benchmark_seeds", "metadata"]
 _TABLE_COLUMNS = {
-    "environments": [(c.name, c.sql) for c in _ENV_COLUMNS] + [(n, "TEXT") for n in _DERIVED_COLUMNS],
+    "environments": sorted(
+        [(c.name, c.sql) for c in _ENV_COLUMNS] + [(n, "TEXT") for n in _DERIVED_COLUMNS],
+        key=lambda col: (_FIRST_RELEASE_ORDER.index(col[0]) if col[0] in _FIRST_RELEASE_ORDER
+                         else len(_FIRST_RELEASE_ORDER))),
     "episodes": [(c.name, c.sql) for c in _EPISODE_COLUMNS],
 }
 """The columns of the tables that store records, from the records: the schema, the migration of
@@ -436,16 +448,29 @@ class Store:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
-    def _named(self, table: str, *, where: str = "", args: tuple = (),
-               replace: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        """The rows of `table` (a record's table) as dicts by column, oldest first: every
-        column of the record this database holds (a column added after the database was
-        written is absent: the reader takes the field's default). `replace` gives an SQL
-        expression to read instead of a column."""
-        names = [n for n, _ in _TABLE_COLUMNS[table] if n in self._have[table]]
-        exprs = [f"{(replace or {}).get(n, n)} AS {n}" if n in (replace or {}) else n for n in names]
+    def _read(self, table: str, columns: list[_Column], *, where: str = "", args: tuple = (),
+              replace: dict[str, str] | None = None) -> list[list[Any]]:
+        """The values of `columns` (a record's, in field order) in the rows of `table`, oldest
+        first, read by name: a column this database lacks (added after it was written) reads as
+        its field's default. `replace` gives an SQL expression to read instead of a column."""
+        replace = replace or {}
+        present = [c for c in columns if c.name in self._have[table]]
+        exprs = [f"{replace[c.name]} AS {c.name}" if c.name in replace else c.name for c in present]
         rows = self._query(f"SELECT {', '.join(exprs)} FROM {table} {where} ORDER BY rowid", args)
-        return [dict(zip(names, r, strict=True)) for r in rows]
+        if len(present) < len(columns):   # None where a column is missing: its default
+            at = {c.name: i for i, c in enumerate(present)}
+            rows = [tuple(r[at[c.name]] if c.name in at else None for c in columns) for r in rows]
+        # convert only what needs it (bools, JSON, and None where the default is not None): a
+        # large run reads millions of cells here
+        convert = [(i, c.read) for i, c in enumerate(columns)
+                   if c.kind not in (str, int, float) or c.default() is not None]
+        out = []
+        for r in rows:
+            values = list(r)
+            for i, read in convert:
+                values[i] = read(values[i])
+            out.append(values)
+        return out
 
     @staticmethod
     def _insert(db: sqlite3.Connection, table: str, values: dict[str, Any]) -> None:
@@ -565,12 +590,12 @@ class Store:
 
     def environment(self, env_id: str) -> EnvRecord | None:
         """The recorded environment `env_id`, or None."""
-        rows = self._named("environments", where="WHERE env_id = ?", args=(env_id,))
+        rows = self._read("environments", _ENV_COLUMNS, where="WHERE env_id = ?", args=(env_id,))
         return _env_record(rows[0]) if rows else None
 
     def environments(self) -> list[EnvRecord]:
         """Every recorded environment, in the order first written (a replaced one moves last)."""
-        return [_env_record(r) for r in self._named("environments")]
+        return [_env_record(r) for r in self._read("environments", _ENV_COLUMNS)]
 
     def put_validation(self, env_id: str, attempt: int, *, author: str, round: int, valid: bool,
                        reasons: list[str], verdict: dict | None, reply: str) -> None:
@@ -637,7 +662,7 @@ class Store:
 
     def episodes(self) -> list[EpisodeRow]:
         """Every recorded episode as recorded, oldest first (a replaced one moves last)."""
-        return [_episode_row(r) for r in self._named("episodes")]
+        return [_episode_row(r) for r in self._read("episodes", _EPISODE_COLUMNS)]
 
     # -- replay audits ----------------------------------------------------------------------
 
@@ -661,8 +686,8 @@ class Store:
 
     def unaudited_episodes(self) -> list[EpisodeRow]:
         """Played episodes (success or failure) whose replay audit is not recorded yet."""
-        return [_episode_row(r) for r in self._named(
-            "episodes", where="WHERE outcome IN ('success', 'failure') AND episode_key NOT IN"
+        return [_episode_row(r) for r in self._read(
+            "episodes", _EPISODE_COLUMNS, where="WHERE outcome IN ('success', 'failure') AND episode_key NOT IN"
             " (SELECT episode_key FROM audits)")]
 
     def unaudited_count(self) -> int:
@@ -688,7 +713,8 @@ class Store:
 
     def tables(self) -> Tables:
         """Players, environments and episodes as DataFrames (see `Tables`)."""
-        return self._frames([dict(vars(e)) for e in self.episodes()])
+        return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True))
+                             for r in self._read("episodes", _EPISODE_COLUMNS)])
 
     def _frames(self, eps: list[dict[str, Any]]) -> Tables:
         """The analysis tables around `eps` (episode records with every EPISODE_COLUMNS key):
@@ -794,9 +820,9 @@ class Store:
         episode's `transcript` is `[]`): all that analysis reads of transcripts is the winning
         action of a hinted success (the `hint_leak` flag), so the analysis of both is the same,
         and on a large run this loads in a fraction of the time."""
-        rows = self._named("episodes", replace={
-            "transcript": "CASE WHEN hinted AND outcome = 'success' THEN transcript ELSE '[]' END"})
-        return self._frames([dict(vars(_episode_row(r))) for r in rows])
+        rows = self._read("episodes", _EPISODE_COLUMNS, replace={
+            "transcript": "CASE WHEN hinted AND outcome = 'success' THEN transcript END"})
+        return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True)) for r in rows])
 
     def episode_index(self, after_rowid: int = 0) -> list[dict[str, Any]]:
         """Episodes written after `after_rowid` (every one by default), oldest first, without
@@ -810,7 +836,7 @@ class Store:
         out = []
         for r in rows:
             d = dict(zip(["rowid", *names], r, strict=True))
-            out.append({"rowid": d["rowid"], **{c.name: c.decode(d.get(c.name)) for c in columns}})
+            out.append({"rowid": d["rowid"], **{c.name: c.read(d.get(c.name)) for c in columns}})
         return out
 
     def environments_stamp(self) -> tuple[int, int]:
@@ -821,7 +847,8 @@ class Store:
 
     def episode(self, episode_key: str) -> EpisodeRow | None:
         """One episode with its transcript, or None."""
-        rows = self._named("episodes", where="WHERE episode_key = ?", args=(episode_key,))
+        rows = self._read("episodes", _EPISODE_COLUMNS, where="WHERE episode_key = ?",
+                          args=(episode_key,))
         return _episode_row(rows[0]) if rows else None
 
     def usage_by_player_role(self, after_rowid: int = 0) -> list[dict[str, Any]]:
