@@ -139,3 +139,15 @@ def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):
     assert (v["reasons"], v["verdict"], v["reply"]) == (
         ["bad \ufffd action"], {"why": "bad \ufffd action"}, "```python\n\ufffd```")
     assert store.get("k\ud800") == {"player": "a", "role": "solver", "reply": "r\ufffd"}
+
+
+def test_the_environments_table_keeps_every_field_of_the_record(tmp_path):
+    store = Store(tmp_path)
+    spec = EnvSpec("maze", "class M: ...", hints={"hint_1": "walls", "hint_2": "exit east"},
+                   metadata={"split": "train"}, benchmark_seeds=(3,))
+    store.put_environment(EnvRecord(spec, round=1, slot=2, fixed_pool=True))
+    row = store.tables().environments.iloc[0]
+    assert (row.hint, row.hints, row.metadata, row.slot, row.source_sha256) == (
+        "walls", {"hint_1": "walls", "hint_2": "exit east"}, {"split": "train"}, 2,
+        spec.source_sha256)
+    assert store.environment("maze").spec == spec
