@@ -1,21 +1,41 @@
-"""The run configuration of SPEC §6: a validated pydantic schema, and nothing else.
+"""The run configuration of SPEC §6: a validated pydantic schema, and the facts about its fields.
 
 Unknown keys are errors; `load_config` turns every validation problem into a one-line
 `UserError` naming the key and the fix.
+
+Every field changes a run's results unless it is declared with `json_schema_extra=NO_RESULT_EFFECT`
+(how fast, how often retried, what it may cost, where results go, what reports show): the run
+fingerprint (`engine/_keys.result_settings`) is derived from these declarations, so a new field
+enters it by default, and a field that does not change results says so where it is declared.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from envduels.errors import UserError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+NO_RESULT_EFFECT: dict[str, Any] = {"changes_results": False}
+"""`Field(..., json_schema_extra=NO_RESULT_EFFECT)`: the field never changes a result (a run may
+resume with another value). Without it a field changes results and enters the run fingerprint."""
+
+HINT_MAX_CHARS = 600
+"""The longest hint an environment may have unless the config (`tournament.hint_max_chars`) or
+`envduels validate --hint-max-chars` says otherwise."""
+
+
+def changes_results(field: FieldInfo) -> bool:
+    """Whether a config field can change a run's results (True unless declared `NO_RESULT_EFFECT`)."""
+    extra = field.json_schema_extra
+    return not (isinstance(extra, dict) and extra.get("changes_results") is False)
 
 
 class _Strict(BaseModel):
@@ -47,8 +67,8 @@ class PlayerConfig(_Strict):
     name: str
     provider: Literal["local", "openai", "anthropic"]
     model: str
-    base_url: str | None = None
-    api_key_env: str | None = None
+    base_url: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
+    api_key_env: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
     temperature: float = Field(0.7, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int = Field(1024, ge=1, le=200_000)
@@ -56,17 +76,18 @@ class PlayerConfig(_Strict):
     author_max_tokens: int | None = Field(None, ge=1, le=200_000)
     context_tokens: int | None = Field(None, ge=256)
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    timeout_s: float = Field(120.0, gt=0)
-    max_retries: int = Field(6, ge=0, le=50)
-    max_concurrency: int = Field(4, ge=1, le=4096)
-    requests_per_minute: float | None = Field(None, gt=0)
-    tokens_per_minute: float | None = Field(None, gt=0)
-    params_b: float | None = Field(None, gt=0)
+    timeout_s: float = Field(120.0, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    max_retries: int = Field(6, ge=0, le=50, json_schema_extra=NO_RESULT_EFFECT)
+    # calls in flight at once (see `concurrency`): how fast, never what is answered
+    max_concurrency: int = Field(4, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
+    requests_per_minute: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    tokens_per_minute: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    params_b: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)   # reports' model size, nothing else
     roles: list[Literal["author", "solver"]] = Field(default_factory=lambda: ["author", "solver"])
-    price: Price = Field(default_factory=Price)
+    price: Price = Field(default_factory=Price, json_schema_extra=NO_RESULT_EFFECT)
     # Ask the provider's prompt cache to hold the conversation (docs/players.md); never
     # changes an answer, only what it is billed.
-    cache: bool = True
+    cache: bool = Field(True, json_schema_extra=NO_RESULT_EFFECT)
 
     @field_validator("name")
     @classmethod
@@ -101,7 +122,8 @@ class PlayerConfig(_Strict):
 
 
 class TournamentConfig(_Strict):
-    rounds: int = Field(1, ge=1, le=100)
+    # more (or fewer) rounds extend a run; earlier rounds do not depend on how many follow
+    rounds: int = Field(1, ge=1, le=100, json_schema_extra=NO_RESULT_EFFECT)
     envs_per_author: int = Field(1, ge=1, le=1000)
     seeds_per_env: int = Field(4, ge=1, le=1000)
     trials_per_seed: int = Field(1, ge=1, le=100)
@@ -110,38 +132,44 @@ class TournamentConfig(_Strict):
     history_chars: int = Field(6000, ge=0)
     author_repairs: int = Field(2, ge=0, le=20)
     require_oracle: bool = True
-    hint_max_chars: int = Field(600, ge=1)
+    hint_max_chars: int = Field(HINT_MAX_CHARS, ge=1)
     self_play: bool = True
     environments: list[str] = Field(default_factory=list)
 
 
 class SandboxConfig(_Strict):
-    memory_mb: int = Field(512, ge=64, le=65536)
-    step_timeout_s: float = Field(5.0, gt=0, le=600)
-    cpu_s: int = Field(60, ge=1)
-    max_procs: int = Field(64, ge=1, le=4096)
+    """The sandbox's limits (`sandbox.SandboxLimits.from_config`). The limits on resources
+    decide only how soon a misbehaving environment is stopped, never what a well-behaved one
+    does; the observation cap changes what a solver sees."""
+
+    memory_mb: int = Field(512, ge=64, le=65536, json_schema_extra=NO_RESULT_EFFECT)
+    step_timeout_s: float = Field(5.0, gt=0, le=600, json_schema_extra=NO_RESULT_EFFECT)
+    cpu_s: int = Field(60, ge=1, json_schema_extra=NO_RESULT_EFFECT)
+    max_procs: int = Field(64, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
     observation_max_chars: int = Field(8000, ge=100)
-    warm_workers: int = Field(2, ge=0, le=256)
+    warm_workers: int = Field(2, ge=0, le=256, json_schema_extra=NO_RESULT_EFFECT)
 
 
 class BudgetConfig(_Strict):
-    max_usd: float | None = Field(None, ge=0)
-    max_tokens: int | None = Field(None, ge=0)
+    """When a run stops spending; a resumed run may raise it."""
+
+    max_usd: float | None = Field(None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
+    max_tokens: int | None = Field(None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
 
 
 class ExecutorConfig(_Strict):
     """Where environment code runs (docs/engine.md, "Executors"). Never changes a result: a run
     may resume on the other executor."""
 
-    kind: Literal["local", "ray"] = "local"
-    address: str | None = None   # ray: "auto" (this machine's cluster) or HOST:PORT
-    sandboxes_per_cpu: int = Field(4, ge=1, le=256)   # ray: sandboxes a node holds per CPU
+    kind: Literal["local", "ray"] = Field("local", json_schema_extra=NO_RESULT_EFFECT)
+    address: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)   # ray: "auto" (this machine's cluster) or HOST:PORT
+    sandboxes_per_cpu: int = Field(4, ge=1, le=256, json_schema_extra=NO_RESULT_EFFECT)   # ray: sandboxes a node holds per CPU
 
 
 class RunConfig(_Strict):
-    name: str
+    name: str = Field(json_schema_extra=NO_RESULT_EFFECT)
     seed: int = 0
-    output_dir: str | None = None
+    output_dir: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
     players: list[PlayerConfig] = Field(default_factory=list)
     tournament: TournamentConfig = Field(default_factory=TournamentConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
