@@ -11,6 +11,7 @@ enters it by default, and a field that does not change results says so where it 
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -222,6 +223,43 @@ def parse_config(data: object, source: str = "config") -> RunConfig:
         return RunConfig.model_validate(data)
     except ValidationError as err:
         raise UserError(_describe(err, source)) from None
+
+
+def parse_recorded_config(data: object) -> RunConfig | None:
+    """A config a run database recorded, validated by today's schema; None if it cannot be.
+
+    The database may come from another version: keys this version does not know are dropped
+    and values it no longer accepts take today's defaults, so an older run still opens (its
+    fingerprint, recorded beside it, still decides whether it may resume). None when nothing
+    usable was recorded (no config, a required key unusable, players that no longer cohere).
+    """
+    if not isinstance(data, dict):
+        return None
+    data = copy.deepcopy(data)
+    for _ in range(64):   # each pass removes at least one key: a bound, not a tuning knob
+        try:
+            return RunConfig.model_validate(data)
+        except ValidationError as err:
+            if not any(_drop(data, e["loc"]) for e in err.errors() if e["type"] != "missing"):
+                return None
+    return None
+
+
+def _drop(data: Any, loc: tuple[int | str, ...]) -> bool:
+    """Remove the deepest key of `loc` (a pydantic error location, which may end in a union
+    member's name) that exists in the nested dicts and lists of `data`."""
+    parent: Any = None
+    key: int | str | None = None
+    for step in loc:
+        if isinstance(data, dict) and step in data or (
+                isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data)):
+            parent, key, data = data, step, data[step]
+        else:
+            break
+    if parent is None:
+        return False
+    del parent[key]
+    return True
 
 
 def load_config(path: str | Path) -> RunConfig:

@@ -20,8 +20,9 @@ Contract (what a trainer may rely on):
 - `info["envduels"]` holds `env_id`, `seed`, `hinted`, `benchmark_seeds` (reset) and `turn`,
   `success` (terminated with reward > 0), `format_error`, `fault` (step). The environment's own
   info keys are passed through beside it.
-- The turn cap is the environment's `max_turns` (or the `max_turns` given): reaching it returns
-  `truncated=True`. An environment fault (raise, timeout, limit) ends the episode with
+- The turn cap is a duel's (`envs.turn_cap`): the environment's `max_turns`, lowered to the
+  `max_turns` given; the environment is constructed with its own `max_turns`, as in a duel.
+  Reaching the cap returns `truncated=True`. An environment fault (raise, timeout, limit) ends the episode with
   `truncated=True` and the reason in `info["envduels"]["fault"]`; the next `reset` starts afresh.
 - `close()` kills the worker process tree; calling it twice is fine.
 
@@ -42,6 +43,7 @@ from gymnasium import spaces
 
 from envduels._text import REPLY_PARSE_MAX_CHARS
 from envduels.engine.solving import FORMAT_ERROR, last_boxed
+from envduels.envs import turn_cap
 from envduels.errors import UserError
 
 # The engine searches the last REPLY_PARSE_MAX_CHARS characters of a reply for its answer; the
@@ -87,7 +89,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         self.env_spec = spec
         self.hint_in_first_observation = hint_in_first_observation
         self.parse_reply = parse_reply
-        self.max_turns = max(1, int(max_turns if max_turns is not None else spec.max_turns))
+        self.max_turns = turn_cap(spec.max_turns, max_turns)
         self.limits = limits if limits is not None else SandboxLimits()
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.benchmark_seeds: list[int] = [int(s) for s in spec.benchmark_seeds]
@@ -181,7 +183,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         return open_env_sync(
             self.env_spec.source,
             class_name=self.env_spec.class_name,
-            max_turns=self.max_turns,
+            max_turns=self.env_spec.max_turns,
             limits=self.limits,
             unsafe_no_sandbox=self.unsafe_no_sandbox,
         )

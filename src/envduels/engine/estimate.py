@@ -30,6 +30,7 @@ from typing import Any
 
 from envduels.config import PlayerConfig, Price, RunConfig
 from envduels.engine._keys import authored_env_id
+from envduels.envs import turn_cap
 from envduels.players import cost_usd
 
 CHARS_PER_TOKEN = (6.0, 3.0)
@@ -291,7 +292,7 @@ def _plan(cfg: RunConfig, pools: list[Any], store: Any | None) -> _Plan:
         for env in known:
             n = _episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
             if n > 0:
-                episodes[s.name].append((n, max(1, min(env.max_turns, t.max_turns))))
+                episodes[s.name].append((n, turn_cap(env.max_turns, t.max_turns)))
         for author, count in unwritten_by_author.items():
             per_env = _episodes_per_env(cfg, s, author, t.seeds_per_env)
             if per_env:

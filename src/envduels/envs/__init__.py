@@ -2,7 +2,8 @@
 the reference library.
 
 Public surface (docs/architecture.md): EnvSpec, Verdict, benchmark_seeds, load_env_file,
-load_export, write_export, validate_env, check_hint, library_names, library_env, library_dir.
+load_export, write_export, validate_env, check_hint, turn_cap, library_names, library_env,
+library_dir.
 How validation decides and how to write a library environment: docs/environments.md.
 """
 
@@ -10,6 +11,7 @@ from ._export import load_env_file, load_export, write_export
 from ._library import library_dir, library_env, library_names
 from ._spec import EnvSpec, Verdict, benchmark_seeds
 from ._static import check_hint
+from ._turns import turn_cap
 from ._validate import validate_env
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "library_names",
     "load_env_file",
     "load_export",
+    "turn_cap",
     "validate_env",
     "write_export",
 ]
