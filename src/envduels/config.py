@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +32,38 @@ resume with another value). Without it a field changes results and enters the ru
 HINT_MAX_CHARS = 600
 """The longest hint an environment may have unless the config (`tournament.hint_max_chars`) or
 `envduels validate --hint-max-chars` says otherwise."""
+
+
+MAX_OPEN_SANDBOXES = 64
+"""Sandboxes a run keeps open at once (episodes, validations and audits together), whatever the
+players' concurrency: each is a process tree with its own memory cap."""
+
+
+@dataclass(frozen=True)
+class PlayerConcurrency:
+    """One player's concurrency limits, decided here from its `max_concurrency`.
+
+    `units`: the player's units of work in flight at once, in both roles together (an episode it
+    solves, an environment it authors: the scheduler's slots), and also its calls in flight (its
+    own semaphore: each unit holds at most one call at a time). `http_keepalive` and
+    `http_connections` size its HTTP client's pool: never under 8 kept open, so a burst does not
+    reconnect, and twice that in all, so a call retried while its old connection closes waits
+    for none."""
+
+    units: int
+    http_keepalive: int
+    http_connections: int
+
+
+@dataclass(frozen=True)
+class RunConcurrency:
+    """A run's concurrency limits (`RunConfig.concurrency`): the scheduler, the players and the
+    sandbox pool's sizing read them here, and nowhere else derives one."""
+
+    players: dict[str, PlayerConcurrency]
+    open_sandboxes: int       # sandboxes open at once (MAX_OPEN_SANDBOXES)
+    warm_sandboxes: int       # workers the pool keeps ready at least (`sandbox.warm_workers`)
+    max_warm_sandboxes: int   # ... and at most: as many as the solvers can use at once
 
 
 def changes_results(field: FieldInfo) -> bool:
@@ -114,6 +147,13 @@ class PlayerConfig(_Strict):
         return v
 
     @property
+    def concurrency(self) -> PlayerConcurrency:
+        """This player's concurrency limits (the one place that derives them)."""
+        keepalive = max(self.max_concurrency, 8)
+        return PlayerConcurrency(units=self.max_concurrency, http_keepalive=keepalive,
+                                 http_connections=2 * keepalive)
+
+    @property
     def authors(self) -> bool:
         return "author" in self.roles
 
@@ -190,6 +230,16 @@ class RunConfig(_Strict):
                 "nothing to play: give a player the author role or list tournament.environments"
             )
         return self
+
+    @property
+    def concurrency(self) -> RunConcurrency:
+        """The run's concurrency limits (the one place that derives them)."""
+        warm = self.sandbox.warm_workers
+        in_flight = sum(p.max_concurrency for p in self.players if p.solves)
+        return RunConcurrency(
+            players={p.name: p.concurrency for p in self.players},
+            open_sandboxes=MAX_OPEN_SANDBOXES, warm_sandboxes=warm,
+            max_warm_sandboxes=max(warm, min(MAX_OPEN_SANDBOXES, in_flight)))
 
     @property
     def run_dir(self) -> Path:

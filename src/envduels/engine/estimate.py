@@ -388,7 +388,7 @@ def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> E
             spent = history.spent.get((p.name, role), Figures()) if history else Figures()
             spent_total += spent.usd
             units = history.units.get((p.name, role), []) if history else []
-            est = RoleEstimate(source="library", concurrency=p.max_concurrency,
+            est = RoleEstimate(source="library", concurrency=p.concurrency.units,
                                requests_per_minute=p.requests_per_minute)
             if role == "author":
                 count = sum(plan.jobs.get(p.name, {}).values())
