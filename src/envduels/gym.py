@@ -8,8 +8,8 @@
 
 Contract (what a trainer may rely on):
 - Observations and actions are strings (`gymnasium.spaces.Text`); either space contains any
-  Unicode text up to its length (actions: the engine's `REPLY_PARSE_MAX_CHARS`). By default an action is the
-  policy's whole reply and the environment receives its last balanced `\\boxed{...}` (wrapper
+  Unicode text up to its length (actions: `ACTION_SEARCH_MAX_CHARS`, the end of a reply the
+  engine searches for the action). By default an action is the policy's whole reply and the environment receives its last balanced `\\boxed{...}` (wrapper
   included), exactly as in a duel; a reply without one costs the turn and observes the duel's
   format-error message (`parse_reply=False` passes the action through untouched).
 - Every `reset` starts a fresh sandboxed instance (closing the previous one), so episodes never
@@ -41,15 +41,15 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from envduels._text import REPLY_PARSE_MAX_CHARS
+from envduels._text import ACTION_SEARCH_MAX_CHARS
 from envduels.engine.solving import FORMAT_ERROR, last_boxed
 from envduels.envs import turn_cap
 from envduels.errors import UserError
 
-# The engine searches the last REPLY_PARSE_MAX_CHARS characters of a reply for its answer; the
+# The engine searches the last ACTION_SEARCH_MAX_CHARS characters of a reply for its answer; the
 # action space holds any Unicode text up to that length (a longer reply is still stepped, its
 # tail searched, as in a duel, but it is outside the space).
-ACTION_MAX_CHARS = REPLY_PARSE_MAX_CHARS
+ACTION_MAX_CHARS = ACTION_SEARCH_MAX_CHARS
 ACTION_CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
 NAMESPACE = "envduels"
 _SEED_HIGH = 2**63 - 1

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envduels._text import REPLY_PARSE_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
+from envduels._text import ACTION_SEARCH_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
 from envduels.envs import turn_cap  # noqa: F401 (re-exported: the episode's cap is this rule)
 from envduels.prompts import render
 
