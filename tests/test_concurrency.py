@@ -41,8 +41,8 @@ def test_the_scheduler_and_the_players_take_their_limits_from_it(tmp_path, monke
     monkeypatch.setenv("ENVDUELS_TEST_KEY", "sk-test")
     cfg = parse_config(CONFIG)
     limits = cfg.concurrency
-    tournament = Tournament(cfg, store=Store(tmp_path), players={}, pool=None, fingerprint="fp",
-                            pool_specs=[], progress=Progress(rounds=1))
+    tournament = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+                            fixed_envs=[], progress=Progress(rounds=1))
     # one slot count per player, shared by the environments it authors and the episodes it solves
     assert {n: s._value for n, s in tournament._player_slots.items()} == {
         n: c.units for n, c in limits.players.items()}

@@ -89,7 +89,7 @@ def run(
         "unfinished work.")] = False,
 ) -> None:
     """Run or resume a tournament; a kill or Ctrl-C loses nothing finished."""
-    from envduels.engine.commands import run_command
+    from envduels.engine.run import run_command
 
     raise typer.Exit(run_command(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
                                  no_cache=no_cache))
@@ -98,7 +98,7 @@ def run(
 @app.command()
 def status(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder (holds run.db).")]) -> None:
     """What is done, left and failed in a run; tokens and cost so far."""
-    from envduels.engine.commands import status_command
+    from envduels.engine.status import status_command
 
     raise typer.Exit(status_command(run_dir))
 
@@ -175,7 +175,7 @@ def play(
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Play one episode in the terminal, printing the transcript as it goes."""
-    from envduels.engine.commands import play_command
+    from envduels.engine.play import play_command
 
     raise typer.Exit(
         play_command(

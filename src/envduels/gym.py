@@ -212,20 +212,13 @@ def _reason(err: BaseException) -> str:
 
 
 def make(name_or_path: str | Path | Any, **kwargs: Any) -> EnvDuelsGymEnv:
-    """An adapter for a library name, an environment `.py` file, or an `EnvSpec`; kwargs go to
-    `EnvDuelsGymEnv`. UserError when the name or file is unknown."""
-    from envduels.envs import EnvSpec, library_env, library_names, load_env_file
+    """An adapter for an `EnvSpec` or for the one environment a string names, read by
+    `envduels.envs.resolve` as `envduels validate` and `play` read it (a library name, a `.py`
+    file, an export folder holding one environment, `FOLDER/ENV_ID`); kwargs go to
+    `EnvDuelsGymEnv`. UserError when it names none or several."""
+    from envduels.envs import EnvSpec, resolve
 
-    if isinstance(name_or_path, EnvSpec):
-        spec = name_or_path
-    elif isinstance(name_or_path, str) and name_or_path in library_names():
-        spec = library_env(name_or_path)
-    elif Path(name_or_path).suffix == ".py":
-        spec = load_env_file(name_or_path)
-    else:
-        raise UserError(
-            f"{name_or_path!r} is neither a library environment nor a .py file; see `envduels library list`"
-        )
+    spec = name_or_path if isinstance(name_or_path, EnvSpec) else resolve(name_or_path).one()
     return EnvDuelsGymEnv(spec, **kwargs)
 
 

@@ -172,8 +172,8 @@ def _tasks(tmp_path, **tournament):
                          valid=True, invalid_reason=None, hints={"hint": "h"}, source="s",
                          source_sha256="x", class_name="E", max_turns=9, fixed_pool=False,
                          benchmark_seeds=(11, 12), metadata={})
-    t = Tournament(cfg, store=Store(tmp_path), players={}, pool=None, fingerprint="fp",
-                   pool_specs=[], progress=Progress(rounds=1))
+    t = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+                   fixed_envs=[], progress=Progress(rounds=1))
     return t._tasks([env])
 
 

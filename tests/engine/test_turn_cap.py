@@ -7,7 +7,7 @@ import pytest
 import yaml
 from duel_script import AUTHOR_SYSTEM_START, config
 
-from envduels.engine.commands import run_command
+from envduels.engine.run import run_command
 from envduels.store import Store
 from envduels.testing import ScriptedServer
 
@@ -118,8 +118,8 @@ def test_episodes_plan_estimate_and_gym_give_one_environment_the_same_cap(tmp_pa
 
     spec = _stuck(own)
     cfg = parse_config(_cfg(limit))
-    tournament = Tournament(cfg, store=Store(tmp_path), players={}, pool=None, fingerprint="fp",
-                            pool_specs=[spec], progress=Progress(rounds=1))
+    tournament = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+                            fixed_envs=[spec], progress=Progress(rounds=1))
     episodes = tournament._tasks([pool_row(spec, run_seed=cfg.seed, seeds_per_env=2)])
     assert {t.max_turns for t in episodes} == {cap}
     design = design_cost(cfg, [spec])["players"]["s"]
@@ -132,7 +132,7 @@ def test_validation_and_play_stop_at_the_same_cap_as_the_episodes(tmp_path, monk
     """The sandbox plays both: validation's oracle gets the cap's turns, `play` the solver."""
     import asyncio
 
-    from envduels.engine.commands import play_command
+    from envduels.engine.play import play_command
     from envduels.envs import validate_env
     from envduels.sandbox import EnvPool
 

@@ -262,14 +262,14 @@ class _Plan:
     unwritten_envs: dict[str, int]                 # solver -> environments not yet written
 
 
-def _plan(cfg: RunConfig, pools: list[Any], store: Any | None) -> _Plan:
+def _plan(cfg: RunConfig, fixed_envs: list[Any], store: Any | None) -> _Plan:
     t = cfg.tournament
     recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
     finished: dict[tuple[str, str], int] = defaultdict(int)
     if store is not None:
         finished.update(store.finished_by_env_and_solver())
     known: list[_Env] = []
-    for spec in pools:
+    for spec in fixed_envs:
         row = recorded.get(spec.id)
         seeds = len(row.benchmark_seeds) if row else (len(spec.benchmark_seeds) or t.seeds_per_env)
         known.append(_Env(spec.id, spec.author or "library", seeds, spec.max_turns))
@@ -363,14 +363,14 @@ def _spread(units: list[Figures], count: float, calls_per_unit: tuple[float, flo
 
 # -- the estimate ----------------------------------------------------------------------------------
 
-def estimate(cfg: RunConfig, *, pools: list[Any], store: Any | None = None) -> Estimate:
+def estimate(cfg: RunConfig, *, fixed_envs: list[Any], store: Any | None = None) -> Estimate:
     """The estimate of the whole run of `cfg` (what `store`, a run database of it, already
-    spent included); `pools` are its fixed-pool environments (`commands.load_pools`)."""
+    spent included); `fixed_envs` are its fixed-pool environments (`checks.load_fixed_envs`)."""
     from envduels.engine.authoring import author_prompt, library_examples, repair_prompt
     from envduels.engine.solving import SYSTEM_PROMPT, first_turn, next_turn
     from envduels.prompts import render
 
-    plan = _plan(cfg, pools, store)
+    plan = _plan(cfg, fixed_envs, store)
     history = _history(store) if store is not None else None
     t = cfg.tournament
     lib = LIBRARY
@@ -503,7 +503,7 @@ def _author_library(p: PlayerConfig, t: Any, jobs: int, chars: dict[str, int],
 
 # -- the command -----------------------------------------------------------------------------------
 
-def estimate_for(cfg: RunConfig, pools: list[Any]) -> Estimate:
+def estimate_for(cfg: RunConfig, fixed_envs: list[Any]) -> Estimate:
     """The estimate of `cfg`, from its run folder's history when one exists (read only)."""
     from envduels.store import DB_NAME, Store
 
@@ -511,7 +511,7 @@ def estimate_for(cfg: RunConfig, pools: list[Any]) -> Estimate:
     if (Path(cfg.run_dir) / DB_NAME).is_file():
         store = Store.open_readonly(cfg.run_dir, live=False)
     try:
-        return estimate(cfg, pools=pools, store=store)
+        return estimate(cfg, fixed_envs=fixed_envs, store=store)
     finally:
         if store is not None:
             store.close()
@@ -555,10 +555,10 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
     import json
 
     from envduels.config import load_config
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_fixed_envs
 
     cfg = load_config(config)
-    est = estimate_for(cfg, load_pools(cfg))
+    est = estimate_for(cfg, load_fixed_envs(cfg))
     if json_out:
         print(json.dumps(est.to_json(), indent=2))
         return 0

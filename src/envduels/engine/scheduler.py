@@ -8,7 +8,8 @@ holds (any outcome but `error`) are skipped, so a resumed run redoes nothing fin
 
 Concurrency (`RunConfig.concurrency` decides every limit): a player never has more units of work
 in flight than its `concurrency.units`, episodes it solves and environments it authors together
-(each holds at most one model call at a time), and at most `MAX_OPEN_ENVS` sandboxes are open at once.
+(each holds at most one model call at a time), and at most `concurrency.open_sandboxes`
+sandboxes are open at once.
 The sandbox pool is told how many episodes are coming (`EnvPool.expect`: an upper bound
 before a round's authoring, the exact batch before its episodes), so workers start before the
 episodes ask, and no more than they need.
@@ -41,7 +42,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from envduels.config import MAX_OPEN_SANDBOXES, RunConfig
+from envduels.config import RunConfig
 from envduels.engine._keys import authored_env_id, episode_key
 from envduels.engine.audit import (
     REPLAY_FAULT_PREFIX,
@@ -67,7 +68,6 @@ log = logging.getLogger("envduels.engine")
 T = TypeVar("T")
 R = TypeVar("R")
 
-MAX_OPEN_ENVS = MAX_OPEN_SANDBOXES   # decided in config (RunConfig.concurrency)
 
 AUDIT_EPISODES = True
 """Internal switch for `bench/bench_engine.py` (the audit's cost, measured against a run
@@ -176,18 +176,20 @@ def run_draw_secret(store: Store) -> str:
 class Tournament:
     """One session of a run: plays what the store does not hold yet, round by round."""
 
-    def __init__(self, cfg: RunConfig, *, store: Store, players: dict[str, Any], pool: Any,
-                 fingerprint: str, pool_specs: list[Any], progress: Progress,
+    def __init__(self, cfg: RunConfig, *, store: Store, players: dict[str, Any], sandboxes: Any,
+                 fingerprint: str, fixed_envs: list[Any], progress: Progress,
                  executor: Executor | None = None, audit: bool | None = None) -> None:
-        """`audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
+        """`sandboxes`: the sandbox pool every environment runs in (`EnvPool`, `RayEnvPool`);
+        `fixed_envs`: the fixed-pool environments (`tournament.environments`), played in round 1;
+        `audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
         self.cfg = cfg
         self.store = store
         self.players = {n: _TrackedPlayer(p, progress) for n, p in players.items()}
-        self.pool = pool
+        self.sandboxes = sandboxes
         self.fingerprint = fingerprint
         # salts the drawn probes and condition orders: the fingerprint alone is predictable
         self._draw_salt = f"{fingerprint}|{run_draw_secret(store)}"
-        self.pool_specs = pool_specs
+        self.fixed_envs = fixed_envs
         self.progress = progress
         self.executor = executor or AsyncioExecutor()
         limits = cfg.concurrency
@@ -214,7 +216,7 @@ class Tournament:
 
     async def run(self) -> RunResult:
         t = self.cfg.tournament
-        self._record_pools()
+        self._record_fixed_envs()
         await self._audit_unaudited()
         for rnd in range(1, t.rounds + 1):
             self.progress.round = rnd
@@ -222,7 +224,7 @@ class Tournament:
                 break
             self.progress.phase = "authoring"
             # workers for the episodes start while the authors write (model-bound time)
-            self.pool.expect(self._upcoming_episodes(rnd))
+            self.sandboxes.expect(self._upcoming_episodes(rnd))
             authored = await self._author_round(rnd)
             envs = [e for e in authored if e.valid]
             if rnd == 1:
@@ -248,8 +250,8 @@ class Tournament:
         solvers = sum(1 for p in self.cfg.players if p.solves)
         return left + unwritten * solvers * t.seeds_per_env * t.trials_per_seed * 2
 
-    def _record_pools(self) -> None:
-        for spec in self.pool_specs:
+    def _record_fixed_envs(self) -> None:
+        for spec in self.fixed_envs:
             if self.store.environment(spec.id) is None:
                 self.store.put_environment(pool_row(spec, run_seed=self.cfg.seed,
                                                     seeds_per_env=self.cfg.tournament.seeds_per_env))
@@ -276,7 +278,7 @@ class Tournament:
                 from envduels.sandbox import SandboxStartError
 
                 try:
-                    return await validate_env(spec, self.pool, seeds=seeds,
+                    return await validate_env(spec, self.sandboxes, seeds=seeds,
                                               require_oracle=t.require_oracle,
                                               hint_max_chars=t.hint_max_chars,
                                               max_turns=t.max_turns,
@@ -349,7 +351,7 @@ class Tournament:
         todo = [task for task in tasks if task.key not in finished]
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         # this batch and at most one replay per episode: no worker started for nothing
-        self.pool.expect(len(todo) * (2 if self.audit else 1))
+        self.sandboxes.expect(len(todo) * (2 if self.audit else 1))
         async for _ in self.executor.map(self._episode, todo):
             pass
 
@@ -395,7 +397,7 @@ class Tournament:
 
     def _opener(self, env: Any) -> Callable[[], Awaitable[Any]]:
         async def open_env() -> Any:
-            return await self.pool.open(env.source, class_name=env.class_name,
+            return await self.sandboxes.open(env.source, class_name=env.class_name,
                                         max_turns=env.max_turns)
         return open_env
 
@@ -448,7 +450,7 @@ class Tournament:
             return
         specs = {e.env_id: to_spec(e) for e in self.store.environments()}
         pending = [ep for ep in pending if ep.env_id in specs]
-        self.pool.expect(len(pending))
+        self.sandboxes.expect(len(pending))
 
         async def one(ep: EpisodeRow) -> None:
             await self._audit(ep.episode_key, specs[ep.env_id], seed=ep.seed, hinted=ep.hinted,

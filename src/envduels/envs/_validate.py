@@ -165,8 +165,17 @@ class _Budget:
             raise _Failed(
                 f"seed {seed}, {what}{at}: validation ran past its {self.seconds:g} s budget: make "
                 "reset and step faster, or end episodes in fewer turns",
-                "failed" if what.startswith("oracle") else "skipped",
+                _status_if_fault(what),
             )
+
+
+def _status_if_fault(what: str) -> OracleStatus:
+    """The verdict's `oracle` when the episode `what` faults: its own failure for the oracle's
+    play or replay; "passed" for the perturbed oracle, which runs only after the oracle won and
+    replayed; "skipped" for the probes, which run before the oracle does."""
+    if what.startswith("oracle"):
+        return "failed"
+    return "passed" if what.startswith("perturbed") else "skipped"
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -236,7 +245,7 @@ async def _run_episode(
             f"its answer could not be read ({type(fault).__name__}: {fault})".split())[:200]
         where = "while loading" if call == "loading" else f"in {call}" + (f" (turn {turn})" if turn else "")
         raise _Failed(f"seed {seed}, {what}: {where}: {reason}",
-                      "failed" if what.startswith("oracle") else "skipped") from None
+                      _status_if_fault(what)) from None
     finally:
         if instance is not None:
             with contextlib.suppress(Exception):
