@@ -132,3 +132,45 @@ def test_a_new_config_field_enters_the_fingerprint_without_an_edit_to_keys():
 def test_a_new_field_declared_without_effect_on_results_stays_out_of_the_fingerprint():
     assert "sandbox.gpu_warm_workers" not in _new()
     assert fingerprint(_new({"gpu_warm_workers": 9})) == fingerprint(_new())
+
+
+OLD_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "resume_main_6b44c60"
+
+
+def _old_run(tmp_path: Path) -> tuple[RunConfig, Path]:
+    import shutil
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(OLD_RUN / "run" / "run.db", run_dir / "run.db")
+    cfg = load_config(OLD_RUN / "config.yaml").model_copy(update={"output_dir": str(run_dir)})
+    return cfg, run_dir
+
+
+def test_a_run_started_by_the_previous_version_resumes_with_the_same_config(tmp_path):
+    """run.db was opened by main at 6b44c60 (tests/fixtures/resume_main_6b44c60/make.py), and
+    has an answered call, so a resume checks its recorded settings."""
+    from envduels.engine.run import open_run
+    from envduels.store import Store
+
+    cfg, run_dir = _old_run(tmp_path)
+    with Store.open_readonly(run_dir, live=False) as old:
+        recorded_fingerprint = old.get_meta("fingerprint")
+        recorded = old.run_config()
+    assert recorded_fingerprint == OLD_VARIED_FINGERPRINTS["every_field"]
+    # read back typed, as given (output_dir was the folder it was made in)
+    assert recorded.model_copy(update={"output_dir": None}) == cfg.model_copy(update={"output_dir": None})
+    store, fp = open_run(cfg)
+    store.close()
+    assert fp == recorded_fingerprint
+
+
+def test_a_run_started_by_the_previous_version_still_refuses_a_changed_setting(tmp_path):
+    from envduels.engine.run import open_run
+    from envduels.errors import UserError
+
+    cfg, _ = _old_run(tmp_path)
+    changed = cfg.model_copy(update={"sandbox": cfg.sandbox.model_copy(
+        update={"observation_max_chars": 3000})})
+    with pytest.raises(UserError, match="a different 'sandbox.observation_max_chars'"):
+        open_run(changed)
