@@ -46,9 +46,8 @@ class PlayerConcurrency:
     `units`: the player's units of work in flight at once, in both roles together (an episode it
     solves, an environment it authors: the scheduler's slots), and also its calls in flight (its
     own semaphore: each unit holds at most one call at a time). `http_keepalive` and
-    `http_connections` size its HTTP client's pool: never under 8 kept open, so a burst does not
-    reconnect, and twice that in all, so a call retried while its old connection closes waits
-    for none."""
+    `http_connections` size its HTTP client's connection pool: `units` connections kept open
+    (at least 8), twice that in all."""
 
     units: int
     http_keepalive: int
