@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import string
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 from gymnasium import spaces
@@ -45,6 +45,9 @@ from envduels._text import ACTION_SEARCH_MAX_CHARS
 from envduels.engine.solving import FORMAT_ERROR, last_boxed
 from envduels.envs import turn_cap
 from envduels.errors import UserError
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
 
 # The engine searches the last ACTION_SEARCH_MAX_CHARS characters of a reply for its answer; the
 # action space holds any Unicode text up to that length (a longer reply is still stepped, its
@@ -211,7 +214,7 @@ def _reason(err: BaseException) -> str:
     return str(getattr(err, "reason", None) or err)
 
 
-def make(name_or_path: str | Path | Any, **kwargs: Any) -> EnvDuelsGymEnv:
+def make(name_or_path: str | Path | EnvSpec, **kwargs: Any) -> EnvDuelsGymEnv:
     """An adapter for an `EnvSpec` or for the one environment a string names, read by
     `envduels.envs.resolve` as `envduels validate` and `play` read it (a library name, a `.py`
     file, an export folder holding one environment, `FOLDER/ENV_ID`); kwargs go to
@@ -274,7 +277,7 @@ def register_library(*, namespace: str = NAMESPACE, **defaults: Any) -> list[str
     return _register([library_env(n) for n in library_names()], namespace, defaults)
 
 
-def make_vec(name_or_path: str | Path | Any, num_envs: int, *, address: str | None = None,
+def make_vec(name_or_path: str | Path | EnvSpec, num_envs: int, *, address: str | None = None,
              **kwargs: Any) -> Any:
     """A Gymnasium vector environment of `num_envs` copies of one environment (as `make`), whose
     sandboxes run on the Ray cluster at `address` ('auto', HOST:PORT, or the cluster this

@@ -8,14 +8,17 @@ store, so a resumed run replays the conversation from the response cache and pay
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
 from envduels.config import RunConfig
 from envduels.prompts import render
 from envduels.store import EnvironmentRow, Store
+
+if TYPE_CHECKING:
+    from envduels.engine.solving import PlayerLike
+    from envduels.envs import EnvSpec, Verdict
 
 _PY_OPEN = re.compile(r"```python", re.IGNORECASE)
 _FENCE = "```"
@@ -171,8 +174,15 @@ class SandboxDown(Exception):
     host's fault, so the attempt is not judged; the authoring job ends like a provider error."""
 
 
-async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: Store,
-                     validate: Callable[..., Any], seeds: list[int], prompt: str) -> EnvironmentRow | None:
+class Validator(Protocol):
+    """Judges one attempt on `seeds` in the run's sandboxes; raises `SandboxDown` when no
+    sandbox could start (the scheduler's `validate`, over `envs.validate_env`)."""
+
+    async def __call__(self, spec: EnvSpec, *, seeds: list[int]) -> Verdict: ...
+
+
+async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, store: Store,
+                     validate: Validator, seeds: list[int], prompt: str) -> EnvironmentRow | None:
     """Author, validate and repair one environment; record every attempt and the final row.
 
     `validate(spec, seeds=...)` is awaited and returns an `envs.Verdict`. Returns the final

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from envduels._text import plural, printable
-from envduels.store import Store
+from envduels.store import Store, Totals
 
 if TYPE_CHECKING:
     from envduels.config import RunConfig
@@ -93,7 +93,7 @@ def status_command(run_dir: Path) -> int:
     return 0
 
 
-def _input_split(t: Any) -> str:
+def _input_split(t: Totals) -> str:
     """Input tokens as billed: uncached, read from and written to the prompt cache; reasoning."""
     return (f"{t.uncached_input_tokens:,} uncached + {t.cache_read_tokens:,} cache read + "
             f"{t.cache_write_tokens:,} cache write; {t.reasoning_tokens:,} of the output "
