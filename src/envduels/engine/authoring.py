@@ -38,7 +38,7 @@ class AuthorReply:
 
 # A longer reply is not parsed: every scan below is linear, but the reply is untrusted and the
 # event loop waits on it. The author is told, and may repair. docs/engine.md.
-REPLY_PARSE_MAX_CHARS = 400_000
+AUTHOR_REPLY_MAX_CHARS = 400_000
 
 
 def _python_blocks(text: str) -> list[str]:
@@ -87,11 +87,11 @@ def _tag(text: str, name: str) -> str | None:
 def parse_reply(text: str) -> AuthorReply:
     """Parse an author's reply: the LAST ```python block, and <hint>, <domain>, <title> outside
     code blocks. `domain` is one lower-case word, "other" when absent or not one word. A reply
-    over `REPLY_PARSE_MAX_CHARS` characters is not parsed (one problem says so); lone
+    over `AUTHOR_REPLY_MAX_CHARS` characters is not parsed (one problem says so); lone
     surrogates read as U+FFFD."""
-    if len(text) > REPLY_PARSE_MAX_CHARS:
+    if len(text) > AUTHOR_REPLY_MAX_CHARS:
         return AuthorReply(None, None, problems=[
-            f"the reply has {len(text)} characters; at most {REPLY_PARSE_MAX_CHARS} are read, "
+            f"the reply has {len(text)} characters; at most {AUTHOR_REPLY_MAX_CHARS} are read, "
             "so send one shorter reply with the environment and its hint"])
     text = valid_text(text)
     blocks = _python_blocks(text)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from envduels.config import PlayerConfig, Price, RunConfig, TournamentConfig
 from envduels.engine._keys import authored_env_id
+from envduels.envs import turn_cap
 from envduels.players import cost_usd
 
 if TYPE_CHECKING:
@@ -295,7 +296,7 @@ def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Pl
         for env in known:
             n = _episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
             if n > 0:
-                episodes[s.name].append((n, max(1, min(env.max_turns, t.max_turns))))
+                episodes[s.name].append((n, turn_cap(env.max_turns, t.max_turns)))
         for author, count in unwritten_by_author.items():
             per_env = _episodes_per_env(cfg, s, author, t.seeds_per_env)
             if per_env:
@@ -391,7 +392,7 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None =
             spent = history.spent.get((p.name, role), Figures()) if history else Figures()
             spent_total += spent.usd
             units = history.units.get((p.name, role), []) if history else []
-            est = RoleEstimate(source="library", concurrency=p.max_concurrency,
+            est = RoleEstimate(source="library", concurrency=p.concurrency.units,
                                requests_per_minute=p.requests_per_minute)
             if role == "author":
                 count = sum(plan.jobs.get(p.name, {}).values())

@@ -139,7 +139,7 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     spec = resolve(path).one()
     if hint and not spec.hint:
         raise UserError(f"{path} has no hint to show; play without --hint")
-    max_turns = spec.max_turns
+    max_turns = turn_cap(spec.max_turns)
     limits = SandboxLimits()
     solver: HumanSolver | Player
     if human:

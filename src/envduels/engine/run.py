@@ -88,10 +88,9 @@ def _run_locked(cfg: RunConfig, fixed_envs: list[EnvSpec], *, unsafe_no_sandbox:
     progress = Progress(rounds=cfg.tournament.rounds)
 
     async def main() -> RunResult:
-        from envduels.engine.scheduler import MAX_OPEN_ENVS, Tournament
+        from envduels.engine.scheduler import Tournament
 
-        warm = cfg.sandbox.warm_workers
-        in_flight = sum(p.max_concurrency for p in cfg.players if p.solves)
+        limits = cfg.concurrency
         sandboxes: Sandboxes
         cluster = None
         if cfg.executor.kind == "ray":
@@ -102,8 +101,8 @@ def _run_locked(cfg: RunConfig, fixed_envs: list[EnvSpec], *, unsafe_no_sandbox:
                                              sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
         else:
             sandboxes = EnvPool(SandboxLimits.from_config(cfg.sandbox),
-                                unsafe_no_sandbox=unsafe_no_sandbox, warm=warm,
-                                max_warm=max(warm, min(MAX_OPEN_ENVS, in_flight)))
+                                unsafe_no_sandbox=unsafe_no_sandbox, warm=limits.warm_sandboxes,
+                                max_warm=limits.max_warm_sandboxes)
         try:
             if cluster is not None:
                 await cluster.start()   # a host per node, each checking its sandbox

@@ -6,8 +6,10 @@ fixed pools) is played by every solver on its benchmark seeds, `trials_per_seed`
 conditions. Each episode is an `EpisodeTask` with a deterministic key; keys the store already
 holds (any outcome but `error`) are skipped, so a resumed run redoes nothing finished.
 
-Concurrency: a solver never has more episodes in flight than its `max_concurrency` (an episode
-holds at most one model call at a time), and at most `MAX_OPEN_ENVS` sandboxes are open at once.
+Concurrency (`RunConfig.concurrency` decides every limit): a player never has more units of work
+in flight than its `concurrency.units`, episodes it solves and environments it authors together
+(each holds at most one model call at a time), and at most `concurrency.open_sandboxes`
+sandboxes are open at once.
 The sandbox pool is told how many episodes are coming (`EnvPool.expect`: an upper bound
 before a round's authoring, the exact batch before its episodes), so workers start before the
 episodes ask, and no more than they need.
@@ -83,7 +85,6 @@ log = logging.getLogger("envduels.engine")
 T = TypeVar("T")
 R = TypeVar("R")
 
-MAX_OPEN_ENVS = 64
 
 AUDIT_EPISODES = True
 """Internal switch for `bench/bench_engine.py` (the audit's cost, measured against a run
@@ -239,8 +240,10 @@ class Tournament:
         self.fixed_envs = fixed_envs
         self.progress = progress
         self.executor = executor or AsyncioExecutor()
-        self._solver_slots = {p.name: asyncio.Semaphore(p.max_concurrency) for p in cfg.players}
-        self._env_slots = asyncio.Semaphore(MAX_OPEN_ENVS)
+        limits = cfg.concurrency
+        # a player's units of work in flight, episodes it solves and environments it authors
+        self._player_slots = {name: asyncio.Semaphore(c.units) for name, c in limits.players.items()}
+        self._env_slots = asyncio.Semaphore(limits.open_sandboxes)
         self._budget_reached = False
         self._errors = 0
         self.audit = AUDIT_EPISODES if audit is None else audit
@@ -327,7 +330,7 @@ class Tournament:
             async def one(job: AuthoringJob) -> EnvironmentRow | None:
                 if self.budget_reached():
                     return None
-                async with self._solver_slots[job.author]:
+                async with self._player_slots[job.author]:
                     row = await author_env(
                         job, self.players[job.author], cfg=self.cfg, store=self.store,
                         validate=validate, prompt=prompts[job.author],
@@ -417,7 +420,7 @@ class Tournament:
         return result
 
     async def _play_one(self, task: EpisodeTask) -> EpisodeResult | None:
-        async with self._solver_slots[task.solver], self._env_slots:
+        async with self._player_slots[task.solver], self._env_slots:
             if self.budget_reached():
                 return None
             env = task.env

@@ -23,7 +23,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envduels._text import REPLY_PARSE_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
+from envduels._text import ACTION_SEARCH_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
+from envduels.envs import turn_cap  # noqa: F401 (re-exported: the episode's cap is this rule)
 from envduels.prompts import render
 
 if TYPE_CHECKING:
@@ -50,10 +51,6 @@ def _exc(err: BaseException) -> str:
     """One line naming an unexpected exception, cut to a readable length."""
     text = " ".join(f"{type(err).__name__}: {err}".split())
     return text if len(text) <= 200 else text[:199] + "…"
-
-
-def turn_cap(env_max_turns: int, tournament_max_turns: int) -> int:
-    return max(1, min(env_max_turns, tournament_max_turns))
 
 
 @dataclass(frozen=True)
