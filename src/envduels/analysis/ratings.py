@@ -23,7 +23,7 @@ from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
 
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
-from envduels.analysis.randomization import resolution_for, sign_flip_pvalue
+from envduels.analysis.randomization import sign_flip_pvalue
 from envduels.analysis.transitivity import duel_edge_pvalues
 
 RIDGE = 0.1
@@ -534,7 +534,7 @@ def holm_above(
     return above
 
 
-def solver_pair_pvalues(points: np.ndarray, n: int, *, seed: int = 0, level: float = LEVEL) -> np.ndarray:
+def solver_pair_pvalues(points: np.ndarray, n: int, *, seed: int = 0) -> np.ndarray:
     """Two-sided p[i, j] that solvers i and j differ, by a sign-flip test over the environments
     both played (`sign_flip_pvalue`). On such an environment, d = i's points minus j's against
     every other solver there, plus i's points against j minus j's against i; swapping the two
@@ -545,8 +545,6 @@ def solver_pair_pvalues(points: np.ndarray, n: int, *, seed: int = 0, level: flo
     pts = points.reshape(len(points), n, n)
     played = (pts + np.swapaxes(pts, 1, 2)).sum(axis=2) > 0  # (env, solver)
     p = np.full((n, n), np.nan)
-    pairs = n * (n - 1) // 2
-    resolution = resolution_for((1.0 - level) / max(pairs, 1))
     rng = np.random.default_rng(seed)
     for i in range(n):
         for j in range(i + 1, n):
@@ -557,7 +555,7 @@ def solver_pair_pvalues(points: np.ndarray, n: int, *, seed: int = 0, level: flo
             others = np.ones(n, dtype=bool)
             others[[i, j]] = False
             d = (e[:, i, others] - e[:, j, others]).sum(axis=1) + e[:, i, j] - e[:, j, i]
-            p[i, j] = p[j, i] = sign_flip_pvalue(d, resolution=resolution, rng=rng)
+            p[i, j] = p[j, i] = sign_flip_pvalue(d, rng=rng)
     return p
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import norm
 
-from envduels.analysis.randomization import resolution_for, two_sample_pvalues
+from envduels.analysis.randomization import two_sample_pvalues
 
 
 def wilson(wins: float, n: float, alpha: float) -> tuple[float, float]:
@@ -196,18 +196,15 @@ def duel_edge_pvalues(net: np.ndarray, count: np.ndarray, rounds: int, n: int, *
     `net`, `count` (n_env, rounds·n·n) are the duel builder's per-environment author-minus-solver
     points and matched pairs at (round, author, solver). i's advantage on each of its environments
     that j played is X = net(i → j); on each of j's that i played, Y = −net(j → i). A match's
-    expected net is proportional to E[X] + E[Y] = E[X] − E[−Y], tested by a studentized
-    permutation test of the pooled values X and −Y (`two_sample_pvalues`): exact when the two
-    models are alike (then X and −Y are exchangeable), where Welch's t reference was optimistic in
-    the far tail (0.09 false significant edges at 9 × 10 × 1 against a nominal 0.05). The
-    p-values are resolved down to the Bonferroni level over the pairs that met. A side with fewer
-    than two environments gives p = 1 (not testable). Deterministic for a given `seed`."""
+    expected net is proportional to E[X] + E[Y] = E[X] − E[−Y], tested by the exact permutation
+    test of the pooled values X and −Y (`two_sample_pvalues`): exact when the two models are alike
+    (then X and −Y are exchangeable), where Welch's t reference was optimistic in the far tail
+    (0.09 false significant edges at 9 × 10 × 1 against a nominal 0.05). A side with fewer than
+    two environments gives p = 1 (not testable). `seed` only matters for values off the grid of
+    ½ points (Monte Carlo)."""
     net3 = net.reshape(len(net), rounds, n, n)
     cnt3 = count.reshape(len(count), rounds, n, n)
     p = np.ones((n, n))
-    met = (cnt3 > 0).any(axis=(0, 1))
-    pairs_met = max(int(np.triu(met | met.T, 1).sum()), 1)
-    resolution = resolution_for(0.05 / pairs_met / 2)
     rng = np.random.default_rng(seed)
     for i in range(n):
         for j in range(i + 1, n):
@@ -215,5 +212,5 @@ def duel_edge_pvalues(net: np.ndarray, count: np.ndarray, rounds: int, n: int, *
             y = net3[:, :, j, i][cnt3[:, :, j, i] > 0]  # = −Y
             if len(x) < 2 or len(y) < 2:
                 continue
-            p[i, j], p[j, i] = two_sample_pvalues(x, y, resolution=resolution, rng=rng)
+            p[i, j], p[j, i] = two_sample_pvalues(x, y, rng=rng)
     return p
