@@ -84,7 +84,7 @@ def _start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
 def _audit_bench(args: argparse.Namespace) -> int:
     """The audit's cost: per latency, one run with it and one without, side by side."""
     from envduels.engine import scheduler
-    from envduels.engine.commands import run_command
+    from envduels.engine.run import run_command
 
     timings: dict[str, list[float]] = {"play": [], "replay": []}
     real_play, real_replay = scheduler.play_episode, scheduler.replay_episode
@@ -163,7 +163,7 @@ def _write_config(base_url: str, tmp: Path, args: argparse.Namespace) -> Path:
 
 
 def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
-    from envduels.engine.commands import run_command
+    from envduels.engine.run import run_command
     from envduels.store import Store
 
     os.environ["BENCH_KEY"] = "bench"

@@ -28,7 +28,7 @@ def test_cost_of_the_open_models_example_is_counted_exactly():
 
 
 def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does():
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_fixed_envs
     from envduels.engine.scheduler import Tournament, pool_row
 
     cfg = parse_config({
@@ -41,7 +41,7 @@ def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does()
                        "max_turns": 5, "self_play": False, "author_repairs": 1,
                        "environments": ["nim", "number_guess"]},
     })
-    pools = load_pools(cfg)
+    pools = load_fixed_envs(cfg)
     cost = design_cost(cfg, pools)
     # authored: 2 authors × 2 × 3 rounds = 12 environments; w's are played by ws and s1, ws's by s1
     # only (self-play off): (6·2 + 6·1) × 3 seeds × 2 trials × 2 conditions = 216 episodes

@@ -16,9 +16,10 @@ import yaml
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
 from envduels.config import load_config
-from envduels.engine.commands import run_command, status_command
 from envduels.engine.progress import Progress
+from envduels.engine.run import run_command
 from envduels.engine.scheduler import Tournament, condition_order
+from envduels.engine.status import status_command
 from envduels.envs import EnvSpec, write_export
 from envduels.envs._validate import probe_actions
 from envduels.store import AUDIT_REASON, Store
@@ -195,8 +196,8 @@ def _session(tmp_path: Path, run: str) -> Tournament:
     """A run's session as `run` builds it: its config, its store (created or reopened)."""
     cfg = load_config(_config(tmp_path, "http://127.0.0.1:9/v1", tmp_path))
     store = Store(tmp_path / run)
-    return Tournament(cfg, store=store, players={}, pool=None, fingerprint="fp-same-config",
-                      pool_specs=[], progress=Progress(rounds=1))
+    return Tournament(cfg, store=store, players={}, sandboxes=None, fingerprint="fp-same-config",
+                      fixed_envs=[], progress=Progress(rounds=1))
 
 
 def _draws(session: Tournament) -> tuple[list[tuple[bool, bool]], list[str]]:

@@ -15,7 +15,7 @@ from duel_script import config
 
 from envduels import cli
 from envduels.config import parse_config
-from envduels.engine.commands import open_run
+from envduels.engine.run import open_run
 from envduels.errors import UserError
 from envduels.store import Store
 from envduels.testing import ScriptedServer
@@ -107,7 +107,7 @@ def test_missing_export_folder_is_named(tmp_path, monkeypatch, capsys, earlier_r
         cfg["tournament"]["environments"] = [str(tmp_path / "no-such-export")]
         code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, cfg), "-q")
         assert server.request_count == 0
-    _assert_one_line(code, err, "no-such-export", "neither an export folder")
+    _assert_one_line(code, err, "no-such-export", "is not an environment file, an EnvDuels export folder or a library name")
     _unchanged(earlier_run)
 
 
@@ -130,7 +130,7 @@ def test_status_of_a_folder_without_a_run_is_one_line(tmp_path, monkeypatch, cap
 
 
 def test_a_pool_environment_id_that_collides_with_an_authored_one_is_refused(tmp_path):
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_fixed_envs
     from envduels.envs import EnvSpec, write_export
 
     write_export(tmp_path / "export", [EnvSpec(id="r1-alice-0", source="class E: pass\n",
@@ -138,7 +138,7 @@ def test_a_pool_environment_id_that_collides_with_an_authored_one_is_refused(tmp
     cfg = config("http://127.0.0.1:1/v1", str(tmp_path / "run"))
     cfg["tournament"]["environments"] = [str(tmp_path / "export")]
     with pytest.raises(UserError, match="'r1-alice-0' is also an id this run's authors write"):
-        load_pools(parse_config(cfg))
+        load_fixed_envs(parse_config(cfg))
 
 
 @pytest.mark.parametrize("broken", ["missing", "no namespaces"])

@@ -11,7 +11,8 @@ import yaml
 from duel_script import config, respond
 
 from envduels.config import PlayerConfig
-from envduels.engine.commands import run_command, status_command
+from envduels.engine.run import run_command
+from envduels.engine.status import status_command
 from envduels.players import build_player
 from envduels.report.commands import report_command
 from envduels.store import Store

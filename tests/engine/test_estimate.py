@@ -10,8 +10,8 @@ import yaml
 from duel_script import config, respond
 
 from envduels.config import Price, parse_config
-from envduels.engine.commands import run_command
 from envduels.engine.estimate import bill_conversation, estimate_for
+from envduels.engine.run import run_command
 from envduels.errors import UserError
 from envduels.store import Store
 from envduels.testing import ScriptedServer

@@ -17,7 +17,7 @@ from duel_script import LOCK_HINT, LOCK_SOURCE, config, respond
 from typer.testing import CliRunner
 
 from envduels.cli import app
-from envduels.engine.commands import EXIT_ERRORS, run_command
+from envduels.engine.run import EXIT_ERRORS, run_command
 from envduels.envs import EnvSpec, write_export
 from envduels.store import Store
 from envduels.testing import ScriptedServer

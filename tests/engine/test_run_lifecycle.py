@@ -9,7 +9,9 @@ import sys
 import yaml
 from duel_script import EXPECTED, LOCK_HINT, LOCK_SOURCE, config, respond
 
-from envduels.engine.commands import EXIT_BUDGET, play_command, run_command, status_command
+from envduels.engine.play import play_command
+from envduels.engine.run import EXIT_BUDGET, run_command
+from envduels.engine.status import status_command
 from envduels.envs import library_env
 from envduels.store import Store
 from envduels.testing import ScriptedServer
@@ -146,7 +148,7 @@ def test_live_view_only_on_a_terminal():
 
 
 def test_provider_failures_exit_4_and_the_next_run_retries_them(tmp_path, monkeypatch):
-    from envduels.engine.commands import EXIT_ERRORS
+    from envduels.engine.run import EXIT_ERRORS
 
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     with ScriptedServer(respond, api_key=KEY, faults=["500"]) as server:
@@ -177,7 +179,7 @@ def test_play_an_environment_of_an_export_folder_by_id(tmp_path, monkeypatch, ca
     with pytest.raises(UserError, match="holds 2 environments; name one as"):
         play_command(str(tmp_path / "export"), config=None, player=None, human=True,
                      hint=False, seed=0, unsafe_no_sandbox=False)
-    with pytest.raises(UserError, match="neither an environment .py file"):
+    with pytest.raises(UserError, match="is not an environment file, an EnvDuels export folder or a library name"):
         play_command("no_such_env", config=None, player=None, human=True, hint=False, seed=0,
                      unsafe_no_sandbox=False)
 

@@ -87,3 +87,39 @@ async def test_a_reward_the_parent_cannot_take_is_a_reason_not_an_exception(pool
     verdict = await validate_env(spec, pool, seeds=[11], require_oracle=True)
     assert not verdict.valid
     assert verdict.reasons[0].startswith("seed 11, probe episode: in step (turn 1): ")
+
+
+TRIPS_ON_NEAR_MISSES = '''
+import random
+
+class Trap:
+    """Wins on the exact code; raises on anything close to it (a solver's near miss)."""
+
+    CODE = "\\\\boxed{zebra-quokka 4242}"
+
+    def __init__(self, max_turns: int = 4):
+        self.max_turns = max_turns
+
+    def reset(self, seed=None):
+        self.rng = random.Random(seed)
+        return f"Puzzle {self.rng.randint(0, 10**9)}. Answer like \\\\boxed{{word}}.", {}
+
+    def step(self, action):
+        if action == self.CODE:
+            return "Open.", 1.0, True, False, {}
+        if any(part in action for part in ("zebra", "quokka", "4242")):
+            raise RuntimeError("a near miss crashes me")
+        return "Shut.", 0.0, False, False, {}
+
+    def oracle_action(self):
+        return self.CODE
+'''
+
+
+async def test_a_fault_on_the_perturbed_oracle_is_invalid_with_the_oracle_still_passed(pool):
+    verdict = await validate_env(EnvSpec("trap", TRIPS_ON_NEAR_MISSES), pool, seeds=[11],
+                                 require_oracle=True, probe_seed="fixed")
+    assert not verdict.valid
+    assert verdict.reasons[0].startswith("seed 11, perturbed oracle: in step (turn 1):")
+    # the oracle won and replayed before the near miss ran: its status is not "skipped"
+    assert verdict.oracle == "passed"

@@ -60,7 +60,7 @@ def write_run(run_dir, envs: list[dict], episodes: list[dict], *, players: list[
     from envduels.store import EnvironmentRow, EpisodeRow, Store
 
     with Store(run_dir) as store:
-        store.set_meta("config", {"players": [{"name": p, "provider": "openai", "model": p}
+        store.set_meta("config", {"name": "transfer", "players": [{"name": p, "provider": "openai", "model": p}
                                               for p in players]})
         for slot, e in enumerate(envs):
             source = e["source"]

@@ -4,7 +4,8 @@
 - `solving`: one episode exactly as SPEC §4 (`EpisodeTask`, `play_episode`, `last_boxed`);
 - `history`: the digest of earlier rounds an author may see;
 - `scheduler`: rounds, matched pairs, concurrency, resume, budget (`Tournament`, `Executor`);
-- `commands`: `envduels run`, `status`, `play`.
+- `checks`: what `run` checks before it writes anything (fixed pools, players, cost);
+- `run`, `status`, `play`, `estimate`: the commands `envduels run`, `status`, `play`, `estimate`.
 
 Design notes: docs/engine.md.
 """

@@ -6,8 +6,10 @@ fixed pools) is played by every solver on its benchmark seeds, `trials_per_seed`
 conditions. Each episode is an `EpisodeTask` with a deterministic key; keys the store already
 holds (any outcome but `error`) are skipped, so a resumed run redoes nothing finished.
 
-Concurrency: a solver never has more episodes in flight than its `max_concurrency` (an episode
-holds at most one model call at a time), and at most `MAX_OPEN_ENVS` sandboxes are open at once.
+Concurrency (`RunConfig.concurrency` decides every limit): a player never has more units of work
+in flight than its `concurrency.units`, episodes it solves and environments it authors together
+(each holds at most one model call at a time), and at most `concurrency.open_sandboxes`
+sandboxes are open at once.
 The sandbox pool is told how many episodes are coming (`EnvPool.expect`: an upper bound
 before a round's authoring, the exact batch before its episodes), so workers start before the
 episodes ask, and no more than they need.
@@ -36,11 +38,11 @@ import contextlib
 import logging
 import random
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
-from envduels.config import RunConfig
+from envduels.config import PlayerConfig, RunConfig
 from envduels.engine._keys import authored_env_id, episode_key
 from envduels.engine.audit import (
     REPLAY_FAULT_PREFIX,
@@ -57,16 +59,32 @@ from envduels.engine.authoring import (
 )
 from envduels.engine.history import history_digest
 from envduels.engine.progress import Progress
-from envduels.engine.solving import EpisodeResult, EpisodeTask, _exc, play_episode, turn_cap
+from envduels.engine.solving import (
+    EnvLike,
+    EpisodeResult,
+    EpisodeTask,
+    PlayerLike,
+    _exc,
+    play_episode,
+    turn_cap,
+)
 from envduels.errors import UserError
 from envduels.store import AUDIT_REASON, EnvironmentRow, EpisodeRow, Store
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec, Verdict
+    from envduels.players import ChatResult
+    from envduels.sandbox import EnvPool
+    from envduels.sandbox.ray_pool import RayEnvPool
+
+    Sandboxes: TypeAlias = EnvPool | RayEnvPool
+    """The sandbox pool a run's environments run in: on this machine, or on a Ray cluster."""
 
 log = logging.getLogger("envduels.engine")
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-MAX_OPEN_ENVS = 64
 
 AUDIT_EPISODES = True
 """Internal switch for `bench/bench_engine.py` (the audit's cost, measured against a run
@@ -104,13 +122,13 @@ class RunResult:
 class _TrackedPlayer:
     """A player whose calls update the progress counters."""
 
-    def __init__(self, player: Any, progress: Progress) -> None:
+    def __init__(self, player: PlayerLike, progress: Progress) -> None:
         self._player = player
         self._progress = progress
         self.name = player.name
         self.config = player.config
 
-    async def chat(self, messages: list[dict[str, str]], **kw: Any) -> Any:
+    async def chat(self, messages: list[dict[str, str]], **kw: Any) -> ChatResult:
         self._progress.calls_in_flight += 1
         try:
             result = await self._player.chat(messages, **kw)
@@ -172,25 +190,60 @@ def run_draw_secret(store: Store) -> str:
     return value
 
 
+def episodes_per_env(cfg: RunConfig, solver: PlayerConfig, author: str, n_seeds: int) -> int:
+    """How many episodes `solver` plays on one valid environment by `author` with `n_seeds`
+    benchmark seeds: both conditions of every seed and trial; none when it does not solve, or
+    when the environment is its own and `tournament.self_play` is off."""
+    t = cfg.tournament
+    if not solver.solves or (solver.name == author and not t.self_play):
+        return 0
+    return n_seeds * t.trials_per_seed * 2
+
+
+def planned_episodes(cfg: RunConfig, envs: Iterable[EnvironmentRow], rounds: Iterable[int]) -> int:
+    """Episodes `rounds` of a run play in all: every solver on each valid environment of those
+    rounds in `envs` (the recorded ones; fixed-pool environments belong to round 1), plus each
+    environment of those rounds not recorded yet, counted as if valid with `seeds_per_env`
+    seeds (an upper bound until it is authored). The one count behind `status`, the viewer's
+    progress and the sandbox pool's sizing (`Tournament`)."""
+    t = cfg.tournament
+    rounds = set(rounds)
+    envs = list(envs)
+    total = sum(episodes_per_env(cfg, s, e.author, len(e.benchmark_seeds))
+                for e in envs if e.valid and (1 if e.fixed_pool else e.round) in rounds
+                for s in cfg.players)
+    known = {e.env_id for e in envs}
+    unwritten = [a.name for a in cfg.players if a.authors for rnd in sorted(rounds)
+                 for slot in range(t.envs_per_author)
+                 if authored_env_id(a.name, rnd, slot) not in known]
+    return total + sum(episodes_per_env(cfg, s, author, t.seeds_per_env)
+                       for author in unwritten for s in cfg.players)
+
+
 class Tournament:
     """One session of a run: plays what the store does not hold yet, round by round."""
 
-    def __init__(self, cfg: RunConfig, *, store: Store, players: dict[str, Any], pool: Any,
-                 fingerprint: str, pool_specs: list[Any], progress: Progress,
+    def __init__(self, cfg: RunConfig, *, store: Store, players: Mapping[str, PlayerLike],
+                 sandboxes: Sandboxes, fingerprint: str, fixed_envs: list[EnvSpec],
+                 progress: Progress,
                  executor: Executor | None = None, audit: bool | None = None) -> None:
-        """`audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
+        """`sandboxes`: the sandbox pool every environment runs in (`EnvPool`, `RayEnvPool`);
+        `fixed_envs`: the fixed-pool environments (`tournament.environments`), played in round 1;
+        `audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
         self.cfg = cfg
         self.store = store
         self.players = {n: _TrackedPlayer(p, progress) for n, p in players.items()}
-        self.pool = pool
+        self.sandboxes = sandboxes
         self.fingerprint = fingerprint
         # salts the drawn probes and condition orders: the fingerprint alone is predictable
         self._draw_salt = f"{fingerprint}|{run_draw_secret(store)}"
-        self.pool_specs = pool_specs
+        self.fixed_envs = fixed_envs
         self.progress = progress
         self.executor = executor or AsyncioExecutor()
-        self._solver_slots = {p.name: asyncio.Semaphore(p.max_concurrency) for p in cfg.players}
-        self._env_slots = asyncio.Semaphore(MAX_OPEN_ENVS)
+        limits = cfg.concurrency
+        # a player's units of work in flight, episodes it solves and environments it authors
+        self._player_slots = {name: asyncio.Semaphore(c.units) for name, c in limits.players.items()}
+        self._env_slots = asyncio.Semaphore(limits.open_sandboxes)
         self._budget_reached = False
         self._errors = 0
         self.audit = AUDIT_EPISODES if audit is None else audit
@@ -211,7 +264,7 @@ class Tournament:
 
     async def run(self) -> RunResult:
         t = self.cfg.tournament
-        self._record_pools()
+        self._record_fixed_envs()
         await self._audit_unaudited()
         for rnd in range(1, t.rounds + 1):
             self.progress.round = rnd
@@ -219,7 +272,7 @@ class Tournament:
                 break
             self.progress.phase = "authoring"
             # workers for the episodes start while the authors write (model-bound time)
-            self.pool.expect(self._upcoming_episodes(rnd))
+            self.sandboxes.expect(self._upcoming_episodes(rnd))
             authored = await self._author_round(rnd)
             envs = [e for e in authored if e.valid]
             if rnd == 1:
@@ -229,24 +282,17 @@ class Tournament:
                          errors=self._errors)
 
     def _upcoming_episodes(self, rnd: int) -> int:
-        """At most how many episodes round `rnd` still plays: those of its recorded valid
-        environments not finished yet, plus, for each environment still to be authored, as
-        many as if it were valid."""
-        t = self.cfg.tournament
+        """At most how many episodes round `rnd` still plays: `planned_episodes` for the
+        round, less those of its recorded environments already finished."""
         recorded = self.store.environments()
         envs = [e for e in recorded if e.valid and (
             (e.fixed_pool and rnd == 1) or (not e.fixed_pool and e.round == rnd))]
         finished = self.store.finished_episode_keys()
-        left = sum(1 for task in self._tasks(envs) if task.key not in finished)
-        known = {e.env_id for e in recorded}
-        unwritten = sum(1 for p in self.cfg.players if p.authors
-                        for slot in range(t.envs_per_author)
-                        if authored_env_id(p.name, rnd, slot) not in known)
-        solvers = sum(1 for p in self.cfg.players if p.solves)
-        return left + unwritten * solvers * t.seeds_per_env * t.trials_per_seed * 2
+        done = sum(1 for task in self._tasks(envs) if task.key in finished)
+        return planned_episodes(self.cfg, recorded, [rnd]) - done
 
-    def _record_pools(self) -> None:
-        for spec in self.pool_specs:
+    def _record_fixed_envs(self) -> None:
+        for spec in self.fixed_envs:
             if self.store.environment(spec.id) is None:
                 self.store.put_environment(pool_row(spec, run_seed=self.cfg.seed,
                                                     seeds_per_env=self.cfg.tournament.seeds_per_env))
@@ -269,11 +315,11 @@ class Tournament:
                 for author in {j.author for j in todo}
             }
 
-            async def validate(spec: Any, *, seeds: list[int]) -> Any:
+            async def validate(spec: EnvSpec, *, seeds: list[int]) -> Verdict:
                 from envduels.sandbox import SandboxStartError
 
                 try:
-                    return await validate_env(spec, self.pool, seeds=seeds,
+                    return await validate_env(spec, self.sandboxes, seeds=seeds,
                                               require_oracle=t.require_oracle,
                                               hint_max_chars=t.hint_max_chars,
                                               max_turns=t.max_turns,
@@ -284,7 +330,7 @@ class Tournament:
             async def one(job: AuthoringJob) -> EnvironmentRow | None:
                 if self.budget_reached():
                     return None
-                async with self._solver_slots[job.author]:
+                async with self._player_slots[job.author]:
                     row = await author_env(
                         job, self.players[job.author], cfg=self.cfg, store=self.store,
                         validate=validate, prompt=prompts[job.author],
@@ -346,7 +392,7 @@ class Tournament:
         todo = [task for task in tasks if task.key not in finished]
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         # this batch and at most one replay per episode: no worker started for nothing
-        self.pool.expect(len(todo) * (2 if self.audit else 1))
+        self.sandboxes.expect(len(todo) * (2 if self.audit else 1))
         async for _ in self.executor.map(self._episode, todo):
             pass
 
@@ -374,7 +420,7 @@ class Tournament:
         return result
 
     async def _play_one(self, task: EpisodeTask) -> EpisodeResult | None:
-        async with self._solver_slots[task.solver], self._env_slots:
+        async with self._player_slots[task.solver], self._env_slots:
             if self.budget_reached():
                 return None
             env = task.env
@@ -390,9 +436,9 @@ class Tournament:
         self.progress.episode_finished(result.outcome)
         return result
 
-    def _opener(self, env: Any) -> Callable[[], Awaitable[Any]]:
-        async def open_env() -> Any:
-            return await self.pool.open(env.source, class_name=env.class_name,
+    def _opener(self, env: EnvSpec) -> Callable[[], Awaitable[EnvLike]]:
+        async def open_env() -> EnvLike:
+            return await self.sandboxes.open(env.source, class_name=env.class_name,
                                         max_turns=env.max_turns)
         return open_env
 
@@ -404,7 +450,7 @@ class Tournament:
             hinted=task.hinted, outcome=result.outcome, reason=result.reason, turns=result.turns,
             self_play=task.self_play, transcript=result.transcript))
 
-    async def _audit(self, key: str, env: Any, *, seed: int, hinted: bool,
+    async def _audit(self, key: str, env: EnvSpec, *, seed: int, hinted: bool,
                      transcript: list[dict[str, Any]]) -> None:
         """Replay one played episode and record the verdict; a sandbox that cannot start
         leaves it unaudited (an error, retried on resume)."""
@@ -445,7 +491,7 @@ class Tournament:
             return
         specs = {e.env_id: to_spec(e) for e in self.store.environments()}
         pending = [ep for ep in pending if ep.env_id in specs]
-        self.pool.expect(len(pending))
+        self.sandboxes.expect(len(pending))
 
         async def one(ep: EpisodeRow) -> None:
             await self._audit(ep.episode_key, specs[ep.env_id], seed=ep.seed, hinted=ep.hinted,

@@ -6,7 +6,6 @@ import asyncio
 import json
 import secrets
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,8 +15,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from envduels._text import plural, printable
-from envduels.envs._export import load_env_file, load_export
 from envduels.envs._library import library_dir, library_env, library_names
+from envduels.envs._resolve import resolve
 from envduels.envs._spec import EnvSpec, Verdict, benchmark_seeds
 from envduels.envs._validate import validate_env
 from envduels.errors import UserError
@@ -26,21 +25,6 @@ VALIDATION_RUN_SEED = 0
 """Run seed used to derive benchmark seeds for environments that carry none (a bare file)."""
 
 _ORACLE_ORDER = ("failed", "skipped", "absent", "passed")
-
-
-def _resolve(path: str) -> tuple[str, list[EnvSpec]]:
-    """("folder" | "file" | "library", specs) for a CLI PATH argument."""
-    candidate = Path(path)
-    if candidate.is_dir():
-        return "folder", load_export(candidate)
-    if candidate.is_file():
-        return "file", [load_env_file(candidate)]
-    if path in library_names():
-        return "library", [library_env(path)]
-    raise UserError(
-        f"{path!r} is not an environment file, an EnvDuels export folder or a library name: "
-        "check the path, or see `envduels library list`"
-    )
 
 
 def _shown(text: str) -> str:
@@ -96,7 +80,8 @@ def verdict_json(kind: str, path: str, specs: list[EnvSpec], verdicts: list[Verd
 
 def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
                      hint_max_chars: int, unsafe_no_sandbox: bool) -> int:
-    """Validate a `.py` file, an export folder or a library name; 0 only if every environment
+    """Validate what `path` names (`envduels.envs.resolve`: a `.py` file, an export folder, one
+    environment of one as `FOLDER/ENV_ID`, a library name); 0 only if every environment
     is valid, 1 otherwise. `UserError` for an unusable path, manifest or sandbox (exit 2 at the
     CLI); with `as_json` it is printed instead as `{"valid": false, "reasons": [message],
     "path": path}` and its exit code returned, so stdout always holds exactly one JSON object."""
@@ -116,7 +101,8 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
         raise UserError(f"--seeds must be at least 1, got {seeds}")
     if hint_max_chars < 1:
         raise UserError(f"--hint-max-chars must be at least 1, got {hint_max_chars}")
-    kind, specs = _resolve(path)
+    found = resolve(path)
+    kind, specs = found.kind, found.specs
     if unsafe_no_sandbox:
         Console(stderr=True, soft_wrap=True).print(
             "[bold red]WARNING: --unsafe-no-sandbox: environment code runs WITHOUT the bubblewrap "

@@ -62,7 +62,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
     environment) and every solver turn up to the turn cap (the tournament's `max_turns`, or a
     pool environment's own limit when lower)."""
     from envduels.engine.scheduler import pool_row
-    from envduels.engine.solving import turn_cap
+    from envduels.envs import turn_cap
 
     t = cfg.tournament
     solvers = [p for p in cfg.players if p.solves]
@@ -173,7 +173,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from envduels.analysis.plan import plan
-    from envduels.engine.commands import load_pools
+    from envduels.engine.checks import load_fixed_envs
 
     if replicates < 1:
         raise UserError(f"--replicates must be 1 or more (got {replicates}); 20 gives figures ± about 0.1")
@@ -188,7 +188,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     cfg = design_config(config, flags)
     if len(cfg.players) < 2:
         raise UserError(f"{config}: plan needs at least 2 players; ratings compare players")
-    cost = design_cost(cfg, load_pools(cfg))
+    cost = design_cost(cfg, load_fixed_envs(cfg))
     spreads = list(dict.fromkeys(spreads or DEFAULT_SPREADS))
     doc: dict[str, Any] = {"design": {"name": cfg.name, "players": [p.name for p in cfg.players],
                                       "tournament": cfg.tournament.model_dump(mode="json")},

@@ -301,15 +301,22 @@ class CgroupRoot:
                 with contextlib.suppress(OSError):
                     folder.rmdir()
             raise
-        if group.cpu is not None:
-            period = 100_000   # µs; the quota is `cpu_cores` of it, over all the sandbox's tasks
-            _write(group.cpu / "cpu.cfs_period_us", str(period))
-            _write(group.cpu / "cpu.cfs_quota_us", str(max(1000, int(cpu_cores * period))))
-        limit = str(memory_mb << 20)
-        _write(group.memory / "memory.limit_in_bytes", limit)
-        with contextlib.suppress(OSError):  # absent without swap accounting
-            _write(group.memory / "memory.memsw.limit_in_bytes", limit)
-        _write(group.pids / "pids.max", str(max_procs))
+        try:
+            if group.cpu is not None:
+                period = 100_000   # µs; the quota is `cpu_cores` of it, over all the sandbox's tasks
+                _write(group.cpu / "cpu.cfs_period_us", str(period))
+                _write(group.cpu / "cpu.cfs_quota_us", str(max(1000, int(cpu_cores * period))))
+            limit = str(memory_mb << 20)
+            _write(group.memory / "memory.limit_in_bytes", limit)
+            with contextlib.suppress(OSError):  # absent without swap accounting
+                _write(group.memory / "memory.memsw.limit_in_bytes", limit)
+            _write(group.pids / "pids.max", str(max_procs))
+        except OSError:
+            # a limit that cannot be set (a lower memory limit than the group already uses, a
+            # pids.max the kernel refuses): no process is in the group yet, so remove it now
+            # rather than leave one empty group behind per failed sandbox start
+            group.remove()
+            raise
         return group
 
     def leave_thread(self) -> None:

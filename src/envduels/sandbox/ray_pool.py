@@ -70,7 +70,7 @@ def connect(address: str | None = None) -> Any:
 def _check_reachable(address: str | None) -> None:
     """A HOST:PORT nobody answers on is a one-line error now: Ray itself retries it for minutes,
     logging every attempt."""
-    import socket
+    from envduels._net import unreachable
 
     if not address or address == "auto" or "://" in address:
         return
@@ -78,11 +78,9 @@ def _check_reachable(address: str | None) -> None:
     from envduels.errors import UserError
     if not host or not port.isdigit():
         raise UserError(f"executor.address {address!r} is not HOST:PORT or 'auto'")
-    try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except OSError as err:
-        raise UserError(f"cannot reach the Ray cluster at {address} ({err.strerror or err}); "
-                        "start it with `ray start --head` or fix executor.address") from None
+    if (why := unreachable(host, int(port), timeout_s=5)) is not None:
+        raise UserError(f"cannot reach the Ray cluster at {address} ({why}); "
+                        "start it with `ray start --head` or fix executor.address")
 
 
 # ---------------------------------------------------------------- on the node
