@@ -9,7 +9,8 @@ what the pooled fit estimates. An interval covers when truth ∈ [low, high] (an
 infinite). Null rows use identical players: any rank claim (a rank > 1), any significant cycle
 edge or cycle, and any `correlate` verdict on pure-noise gains count as false claims.
 
-Run: `python bench/coverage_table.py [--reps 100] [--draws 200] [--jobs 2]` (prints markdown).
+Run: `python bench/coverage_table.py [--reps 100] [--draws 200] [--jobs 2] [--designs 9x10x1]
+[--nulls-only]` (prints markdown).
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None, help="also save the raw cells here")
     ap.add_argument("--designs", default=None, help="only these, e.g. 9x1x2,6x4x2")
+    ap.add_argument("--nulls-only", action="store_true", help="only the null rows (identical players)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     run_order = RUN_ORDER
@@ -133,7 +135,7 @@ def main() -> None:
     cells: list[dict[str, Any]] = []
     names = [f"m{i:02d}" for i in range(9)]
     with ProcessPoolExecutor(args.jobs) as pool:
-        for design in run_order:
+        for design in [] if args.nulls_only else run_order:
             for spread in SPREADS:
                 cell: dict[str, Any] = {"design": "×".join(map(str, design)), "spread": spread}
                 hits = {k: [0, 0] for k in KINDS}

@@ -93,3 +93,38 @@ def test_missing_file_and_bad_yaml_are_one_line_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.yaml")
     with pytest.raises(UserError, match=r"not valid YAML at line 3"):
         load_config(write(tmp_path, "name: x\nplayers: [\n  - a: :\n"))
+
+
+def test_the_sandbox_limits_a_config_sets_default_to_the_config_s_defaults() -> None:
+    from dataclasses import fields
+
+    from envduels.config import SandboxConfig
+    from envduels.sandbox import SandboxLimits
+
+    shared = [f.name for f in fields(SandboxLimits) if f.name in SandboxConfig.model_fields]
+    assert shared == ["memory_mb", "step_timeout_s", "cpu_s", "max_procs", "observation_max_chars"]
+    assert {n: getattr(SandboxLimits(), n) for n in shared} == {
+        n: getattr(SandboxConfig(), n) for n in shared}
+    assert SandboxLimits.from_config(SandboxConfig()) == SandboxLimits()
+    assert SandboxLimits.from_config(SandboxConfig(memory_mb=1024, step_timeout_s=2)) == SandboxLimits(
+        memory_mb=1024, step_timeout_s=2.0)
+
+
+def test_a_limit_the_sandbox_config_gains_reaches_the_sandbox_without_an_edit_to_from_config() -> None:
+    from envduels.config import SandboxConfig
+    from envduels.sandbox import SandboxLimits
+
+    class WithFileSize(SandboxConfig):
+        file_size_mb: int = 16
+
+    assert SandboxLimits.from_config(WithFileSize(file_size_mb=48)).file_size_mb == 48
+
+
+def test_the_hint_limit_s_default_is_the_config_s_everywhere() -> None:
+    import inspect
+
+    from envduels.config import HINT_MAX_CHARS, TournamentConfig
+    from envduels.envs import validate_env
+
+    assert TournamentConfig().hint_max_chars == HINT_MAX_CHARS == 600
+    assert inspect.signature(validate_env).parameters["hint_max_chars"].default == HINT_MAX_CHARS

@@ -104,7 +104,7 @@ def test_printable_removes_bidi_overrides_and_zero_width_characters():
 
 
 def test_the_gym_action_space_holds_any_unicode_reply_the_engine_accepts():
-    from envduels._text import REPLY_PARSE_MAX_CHARS
+    from envduels._text import ACTION_SEARCH_MAX_CHARS
     from envduels.envs import library_env
     from envduels.gym import EnvDuelsGymEnv
 
@@ -112,7 +112,7 @@ def test_the_gym_action_space_holds_any_unicode_reply_the_engine_accepts():
     space = env.action_space
     assert space.contains("I think — the answer is \\boxed{1}")
     assert space.contains("答えは \\boxed{3} です 🎲\n")
-    assert space.contains("x" * REPLY_PARSE_MAX_CHARS)
-    assert not space.contains("x" * (REPLY_PARSE_MAX_CHARS + 1))
+    assert space.contains("x" * ACTION_SEARCH_MAX_CHARS)
+    assert not space.contains("x" * (ACTION_SEARCH_MAX_CHARS + 1))
     assert not space.contains(b"\\boxed{1}")
     assert space.contains(space.sample())

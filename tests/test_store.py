@@ -26,7 +26,7 @@ def _episode(key: str, outcome: str = "success", hinted: bool = True) -> Episode
 
 def test_tables_have_the_documented_columns_and_types(tmp_path):
     store = Store(tmp_path)
-    store.set_meta("config", {"players": [
+    store.set_meta("config", {"name": "t", "players": [
         {"name": "a", "provider": "openai", "model": "m-a", "params_b": 8, "roles": ["author"]},
         {"name": "b", "provider": "local", "model": "m-b", "roles": ["author", "solver"]},
     ]})

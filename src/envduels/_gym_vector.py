@@ -70,7 +70,7 @@ class _RemoteGymEnv(EnvDuelsGymEnv):
     def _open(self) -> Any:
         instance = self._loop.run(self._pool.open(self.env_spec.source,
                                                   class_name=self.env_spec.class_name,
-                                                  max_turns=self.max_turns))
+                                                  max_turns=self.env_spec.max_turns))
         return _SyncRemote(self._loop, instance)
 
 

@@ -63,7 +63,7 @@ _BRACES = re.compile(r"[{}]")
 
 # Only the end of a longer reply is searched for the answer (the answer is the LAST box): the
 # scan is linear, but a reply is untrusted and the event loop waits on it. docs/engine.md.
-REPLY_PARSE_MAX_CHARS = 100_000
+ACTION_SEARCH_MAX_CHARS = 100_000
 
 
 def last_boxed(text: str) -> str | None:
@@ -71,10 +71,10 @@ def last_boxed(text: str) -> str | None:
 
     "Last" is the one that closes last; of nested ones that close together, the outermost.
     An unbalanced `\\boxed{` (a reply cut off mid-answer) is skipped. Only the last
-    `REPLY_PARSE_MAX_CHARS` characters of `text` are searched. One pass over the braces.
+    `ACTION_SEARCH_MAX_CHARS` characters of `text` are searched. One pass over the braces.
     """
-    if len(text) > REPLY_PARSE_MAX_CHARS:
-        text = text[-REPLY_PARSE_MAX_CHARS:]
+    if len(text) > ACTION_SEARCH_MAX_CHARS:
+        text = text[-ACTION_SEARCH_MAX_CHARS:]
     opens_box = {m.end() - 1: m.start() for m in re.finditer(re.escape(_BOXED), text)}
     if not opens_box:
         return None

@@ -145,10 +145,11 @@ def validate(
     seeds: Annotated[int, typer.Option(metavar="N", help="How many benchmark seeds to check.")] = 4,
     as_json: Annotated[bool, typer.Option("--json", help="Print a machine-readable verdict.")] = False,
     require_oracle: Annotated[bool, typer.Option("--require-oracle", help="An environment without oracle_action is invalid.")] = False,
-    hint_max_chars: Annotated[int, typer.Option(metavar="N", help="Longest hint allowed.")] = 600,
+    hint_max_chars: Annotated[int | None, typer.Option(metavar="N", help="Longest hint allowed [default: that of a run config's tournament.hint_max_chars].", show_default=False)] = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
 ) -> None:
     """Validate an environment file or an EnvDuels export folder; exit 0 only if valid."""
+    from envduels.config import HINT_MAX_CHARS  # here, not at the top: --help stays fast
     from envduels.envs.commands import validate_command
 
     raise typer.Exit(
@@ -157,7 +158,7 @@ def validate(
             seeds=seeds,
             as_json=as_json,
             require_oracle=require_oracle,
-            hint_max_chars=hint_max_chars,
+            hint_max_chars=HINT_MAX_CHARS if hint_max_chars is None else hint_max_chars,
             unsafe_no_sandbox=unsafe_no_sandbox,
         )
     )

@@ -1,21 +1,74 @@
-"""The run configuration of SPEC §6: a validated pydantic schema, and nothing else.
+"""The run configuration of SPEC §6: a validated pydantic schema, and the facts about its fields.
 
 Unknown keys are errors; `load_config` turns every validation problem into a one-line
 `UserError` naming the key and the fix.
+
+Every field changes a run's results unless it is declared with `json_schema_extra=NO_RESULT_EFFECT`
+(how fast, how often retried, what it may cost, where results go, what reports show): the run
+fingerprint (`engine/_keys.result_settings`) is derived from these declarations, so a new field
+enters it by default, and a field that does not change results says so where it is declared.
 """
 
 from __future__ import annotations
 
+import copy
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from envduels.errors import UserError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+
+NO_RESULT_EFFECT: dict[str, Any] = {"changes_results": False}
+"""`Field(..., json_schema_extra=NO_RESULT_EFFECT)`: the field never changes a result (a run may
+resume with another value). Without it a field changes results and enters the run fingerprint."""
+
+HINT_MAX_CHARS = 600
+"""The longest hint an environment may have unless the config (`tournament.hint_max_chars`) or
+`envduels validate --hint-max-chars` says otherwise."""
+
+
+MAX_OPEN_SANDBOXES = 64
+"""Sandboxes a run keeps open at once (episodes, validations and audits together), whatever the
+players' concurrency: each is a process tree with its own memory cap."""
+
+
+@dataclass(frozen=True)
+class PlayerConcurrency:
+    """One player's concurrency limits, decided here from its `max_concurrency`.
+
+    `units`: the player's units of work in flight at once, in both roles together (an episode it
+    solves, an environment it authors: the scheduler's slots), and also its calls in flight (its
+    own semaphore: each unit holds at most one call at a time). `http_keepalive` and
+    `http_connections` size its HTTP client's connection pool: `units` connections kept open
+    (at least 8), twice that in all."""
+
+    units: int
+    http_keepalive: int
+    http_connections: int
+
+
+@dataclass(frozen=True)
+class RunConcurrency:
+    """A run's concurrency limits (`RunConfig.concurrency`): the scheduler, the players and the
+    sandbox pool's sizing read them here, and nowhere else derives one."""
+
+    players: dict[str, PlayerConcurrency]
+    open_sandboxes: int       # sandboxes open at once (MAX_OPEN_SANDBOXES)
+    warm_sandboxes: int       # workers the pool keeps ready at least (`sandbox.warm_workers`)
+    max_warm_sandboxes: int   # ... and at most: as many as the solvers can use at once
+
+
+def changes_results(field: FieldInfo) -> bool:
+    """Whether a config field can change a run's results (True unless declared `NO_RESULT_EFFECT`)."""
+    extra = field.json_schema_extra
+    return not (isinstance(extra, dict) and extra.get("changes_results") is False)
 
 
 class _Strict(BaseModel):
@@ -47,8 +100,8 @@ class PlayerConfig(_Strict):
     name: str
     provider: Literal["local", "openai", "anthropic"]
     model: str
-    base_url: str | None = None
-    api_key_env: str | None = None
+    base_url: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
+    api_key_env: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
     temperature: float = Field(0.7, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int = Field(1024, ge=1, le=200_000)
@@ -56,17 +109,18 @@ class PlayerConfig(_Strict):
     author_max_tokens: int | None = Field(None, ge=1, le=200_000)
     context_tokens: int | None = Field(None, ge=256)
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    timeout_s: float = Field(120.0, gt=0)
-    max_retries: int = Field(6, ge=0, le=50)
-    max_concurrency: int = Field(4, ge=1, le=4096)
-    requests_per_minute: float | None = Field(None, gt=0)
-    tokens_per_minute: float | None = Field(None, gt=0)
-    params_b: float | None = Field(None, gt=0)
+    timeout_s: float = Field(120.0, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    max_retries: int = Field(6, ge=0, le=50, json_schema_extra=NO_RESULT_EFFECT)
+    # calls in flight at once (see `concurrency`): how fast, never what is answered
+    max_concurrency: int = Field(4, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
+    requests_per_minute: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    tokens_per_minute: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    params_b: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)   # reports' model size, nothing else
     roles: list[Literal["author", "solver"]] = Field(default_factory=lambda: ["author", "solver"])
-    price: Price = Field(default_factory=Price)
+    price: Price = Field(default_factory=Price, json_schema_extra=NO_RESULT_EFFECT)
     # Ask the provider's prompt cache to hold the conversation (docs/players.md); never
     # changes an answer, only what it is billed.
-    cache: bool = True
+    cache: bool = Field(True, json_schema_extra=NO_RESULT_EFFECT)
 
     @field_validator("name")
     @classmethod
@@ -92,6 +146,13 @@ class PlayerConfig(_Strict):
         return v
 
     @property
+    def concurrency(self) -> PlayerConcurrency:
+        """This player's concurrency limits (the one place that derives them)."""
+        keepalive = max(self.max_concurrency, 8)
+        return PlayerConcurrency(units=self.max_concurrency, http_keepalive=keepalive,
+                                 http_connections=2 * keepalive)
+
+    @property
     def authors(self) -> bool:
         return "author" in self.roles
 
@@ -101,7 +162,8 @@ class PlayerConfig(_Strict):
 
 
 class TournamentConfig(_Strict):
-    rounds: int = Field(1, ge=1, le=100)
+    # more (or fewer) rounds extend a run; earlier rounds do not depend on how many follow
+    rounds: int = Field(1, ge=1, le=100, json_schema_extra=NO_RESULT_EFFECT)
     envs_per_author: int = Field(1, ge=1, le=1000)
     seeds_per_env: int = Field(4, ge=1, le=1000)
     trials_per_seed: int = Field(1, ge=1, le=100)
@@ -110,38 +172,44 @@ class TournamentConfig(_Strict):
     history_chars: int = Field(6000, ge=0)
     author_repairs: int = Field(2, ge=0, le=20)
     require_oracle: bool = True
-    hint_max_chars: int = Field(600, ge=1)
+    hint_max_chars: int = Field(HINT_MAX_CHARS, ge=1)
     self_play: bool = True
     environments: list[str] = Field(default_factory=list)
 
 
 class SandboxConfig(_Strict):
-    memory_mb: int = Field(512, ge=64, le=65536)
-    step_timeout_s: float = Field(5.0, gt=0, le=600)
-    cpu_s: int = Field(60, ge=1)
-    max_procs: int = Field(64, ge=1, le=4096)
+    """The sandbox's limits (`sandbox.SandboxLimits.from_config`). The limits on resources
+    decide only how soon a misbehaving environment is stopped, never what a well-behaved one
+    does; the observation cap changes what a solver sees."""
+
+    memory_mb: int = Field(512, ge=64, le=65536, json_schema_extra=NO_RESULT_EFFECT)
+    step_timeout_s: float = Field(5.0, gt=0, le=600, json_schema_extra=NO_RESULT_EFFECT)
+    cpu_s: int = Field(60, ge=1, json_schema_extra=NO_RESULT_EFFECT)
+    max_procs: int = Field(64, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
     observation_max_chars: int = Field(8000, ge=100)
-    warm_workers: int = Field(2, ge=0, le=256)
+    warm_workers: int = Field(2, ge=0, le=256, json_schema_extra=NO_RESULT_EFFECT)
 
 
 class BudgetConfig(_Strict):
-    max_usd: float | None = Field(None, ge=0)
-    max_tokens: int | None = Field(None, ge=0)
+    """When a run stops spending; a resumed run may raise it."""
+
+    max_usd: float | None = Field(None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
+    max_tokens: int | None = Field(None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
 
 
 class ExecutorConfig(_Strict):
     """Where environment code runs (docs/engine.md, "Executors"). Never changes a result: a run
     may resume on the other executor."""
 
-    kind: Literal["local", "ray"] = "local"
-    address: str | None = None   # ray: "auto" (this machine's cluster) or HOST:PORT
-    sandboxes_per_cpu: int = Field(4, ge=1, le=256)   # ray: sandboxes a node holds per CPU
+    kind: Literal["local", "ray"] = Field("local", json_schema_extra=NO_RESULT_EFFECT)
+    address: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)   # ray: "auto" (this machine's cluster) or HOST:PORT
+    sandboxes_per_cpu: int = Field(4, ge=1, le=256, json_schema_extra=NO_RESULT_EFFECT)   # ray: sandboxes a node holds per CPU
 
 
 class RunConfig(_Strict):
-    name: str
+    name: str = Field(json_schema_extra=NO_RESULT_EFFECT)
     seed: int = 0
-    output_dir: str | None = None
+    output_dir: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
     players: list[PlayerConfig] = Field(default_factory=list)
     tournament: TournamentConfig = Field(default_factory=TournamentConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
@@ -161,6 +229,16 @@ class RunConfig(_Strict):
                 "nothing to play: give a player the author role or list tournament.environments"
             )
         return self
+
+    @property
+    def concurrency(self) -> RunConcurrency:
+        """The run's concurrency limits (the one place that derives them)."""
+        warm = self.sandbox.warm_workers
+        in_flight = sum(p.max_concurrency for p in self.players if p.solves)
+        return RunConcurrency(
+            players={p.name: p.concurrency for p in self.players},
+            open_sandboxes=MAX_OPEN_SANDBOXES, warm_sandboxes=warm,
+            max_warm_sandboxes=max(warm, min(MAX_OPEN_SANDBOXES, in_flight)))
 
     @property
     def run_dir(self) -> Path:
@@ -194,6 +272,43 @@ def parse_config(data: object, source: str = "config") -> RunConfig:
         return RunConfig.model_validate(data)
     except ValidationError as err:
         raise UserError(_describe(err, source)) from None
+
+
+def parse_recorded_config(data: object) -> RunConfig | None:
+    """A config a run database recorded, validated by today's schema; None if it cannot be.
+
+    The database may come from another version: keys this version does not know are dropped
+    and values it no longer accepts take today's defaults, so an older run still opens (its
+    fingerprint, recorded beside it, still decides whether it may resume). None when nothing
+    usable was recorded (no config, a required key unusable, players that no longer cohere).
+    """
+    if not isinstance(data, dict):
+        return None
+    data = copy.deepcopy(data)
+    for _ in range(64):   # each pass removes at least one key: a bound, not a tuning knob
+        try:
+            return RunConfig.model_validate(data)
+        except ValidationError as err:
+            if not any(_drop(data, e["loc"]) for e in err.errors() if e["type"] != "missing"):
+                return None
+    return None
+
+
+def _drop(data: Any, loc: tuple[int | str, ...]) -> bool:
+    """Remove the deepest key of `loc` (a pydantic error location, which may end in a union
+    member's name) that exists in the nested dicts and lists of `data`."""
+    parent: Any = None
+    key: int | str | None = None
+    for step in loc:
+        if isinstance(data, dict) and step in data or (
+                isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data)):
+            parent, key, data = data, step, data[step]
+        else:
+            break
+    if parent is None:
+        return False
+    del parent[key]
+    return True
 
 
 def load_config(path: str | Path) -> RunConfig:

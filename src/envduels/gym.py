@@ -8,8 +8,8 @@
 
 Contract (what a trainer may rely on):
 - Observations and actions are strings (`gymnasium.spaces.Text`); either space contains any
-  Unicode text up to its length (actions: the engine's `REPLY_PARSE_MAX_CHARS`). By default an action is the
-  policy's whole reply and the environment receives its last balanced `\\boxed{...}` (wrapper
+  Unicode text up to its length (actions: `ACTION_SEARCH_MAX_CHARS`, the end of a reply the
+  engine searches for the action). By default an action is the policy's whole reply and the environment receives its last balanced `\\boxed{...}` (wrapper
   included), exactly as in a duel; a reply without one costs the turn and observes the duel's
   format-error message (`parse_reply=False` passes the action through untouched).
 - Every `reset` starts a fresh sandboxed instance (closing the previous one), so episodes never
@@ -20,8 +20,9 @@ Contract (what a trainer may rely on):
 - `info["envduels"]` holds `env_id`, `seed`, `hinted`, `benchmark_seeds` (reset) and `turn`,
   `success` (terminated with reward > 0), `format_error`, `fault` (step). The environment's own
   info keys are passed through beside it.
-- The turn cap is the environment's `max_turns` (or the `max_turns` given): reaching it returns
-  `truncated=True`. An environment fault (raise, timeout, limit) ends the episode with
+- The turn cap is a duel's (`envs.turn_cap`): the environment's `max_turns`, lowered to the
+  `max_turns` given; the environment is constructed with its own `max_turns`, as in a duel.
+  Reaching the cap returns `truncated=True`. An environment fault (raise, timeout, limit) ends the episode with
   `truncated=True` and the reason in `info["envduels"]["fault"]`; the next `reset` starts afresh.
 - `close()` kills the worker process tree; calling it twice is fine.
 
@@ -35,19 +36,23 @@ from __future__ import annotations
 import contextlib
 import string
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium
 from gymnasium import spaces
 
-from envduels._text import REPLY_PARSE_MAX_CHARS
+from envduels._text import ACTION_SEARCH_MAX_CHARS
 from envduels.engine.solving import FORMAT_ERROR, last_boxed
+from envduels.envs import turn_cap
 from envduels.errors import UserError
 
-# The engine searches the last REPLY_PARSE_MAX_CHARS characters of a reply for its answer; the
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
+
+# The engine searches the last ACTION_SEARCH_MAX_CHARS characters of a reply for its answer; the
 # action space holds any Unicode text up to that length (a longer reply is still stepped, its
 # tail searched, as in a duel, but it is outside the space).
-ACTION_MAX_CHARS = REPLY_PARSE_MAX_CHARS
+ACTION_MAX_CHARS = ACTION_SEARCH_MAX_CHARS
 ACTION_CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
 NAMESPACE = "envduels"
 _SEED_HIGH = 2**63 - 1
@@ -87,7 +92,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         self.env_spec = spec
         self.hint_in_first_observation = hint_in_first_observation
         self.parse_reply = parse_reply
-        self.max_turns = max(1, int(max_turns if max_turns is not None else spec.max_turns))
+        self.max_turns = turn_cap(spec.max_turns, max_turns)
         self.limits = limits if limits is not None else SandboxLimits()
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.benchmark_seeds: list[int] = [int(s) for s in spec.benchmark_seeds]
@@ -181,7 +186,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         return open_env_sync(
             self.env_spec.source,
             class_name=self.env_spec.class_name,
-            max_turns=self.max_turns,
+            max_turns=self.env_spec.max_turns,
             limits=self.limits,
             unsafe_no_sandbox=self.unsafe_no_sandbox,
         )
@@ -209,7 +214,7 @@ def _reason(err: BaseException) -> str:
     return str(getattr(err, "reason", None) or err)
 
 
-def make(name_or_path: str | Path | Any, **kwargs: Any) -> EnvDuelsGymEnv:
+def make(name_or_path: str | Path | EnvSpec, **kwargs: Any) -> EnvDuelsGymEnv:
     """An adapter for an `EnvSpec` or for the one environment a string names, read by
     `envduels.envs.resolve` as `envduels validate` and `play` read it (a library name, a `.py`
     file, an export folder holding one environment, `FOLDER/ENV_ID`); kwargs go to
@@ -272,7 +277,7 @@ def register_library(*, namespace: str = NAMESPACE, **defaults: Any) -> list[str
     return _register([library_env(n) for n in library_names()], namespace, defaults)
 
 
-def make_vec(name_or_path: str | Path | Any, num_envs: int, *, address: str | None = None,
+def make_vec(name_or_path: str | Path | EnvSpec, num_envs: int, *, address: str | None = None,
              **kwargs: Any) -> Any:
     """A Gymnasium vector environment of `num_envs` copies of one environment (as `make`), whose
     sandboxes run on the Ray cluster at `address` ('auto', HOST:PORT, or the cluster this

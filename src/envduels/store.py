@@ -37,13 +37,16 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from types import UnionType
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 import pandas as pd
 
 from envduels._text import valid_text
 from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
+
+if TYPE_CHECKING:
+    from envduels.config import RunConfig
 
 DB_NAME = "run.db"
 LOCK_NAME = "run.lock"
@@ -495,6 +498,14 @@ class Store:
         rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
         return json.loads(rows[0][0]) if rows else None
 
+    def run_config(self) -> RunConfig | None:
+        """The config the run was last started with, validated (`config.parse_recorded_config`:
+        a config recorded by another version still reads, with today's defaults for what it
+        lacks); None when none was recorded or it cannot be read."""
+        from envduels.config import parse_recorded_config
+
+        return parse_recorded_config(self.get_meta("config"))
+
     def set_meta(self, key: str, value: Any) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
@@ -720,14 +731,14 @@ class Store:
         """The analysis tables around `eps` (episode records with every EPISODE_COLUMNS key):
         the one place that decides what analysis sees of a run, for `tables()` and
         `summary_tables()` alike."""
-        config = self.get_meta("config") or {}
+        config = self.run_config()
         usage = self.usage_by_player()
         players = []
-        for p in config.get("players", []):
-            u = usage.get(p["name"], Totals(0, 0, 0, 0.0))
+        for p in config.players if config is not None else []:
+            u = usage.get(p.name, Totals(0, 0, 0, 0.0))
             players.append({
-                "name": p["name"], "provider": p.get("provider"), "model": p.get("model"),
-                "params_b": p.get("params_b"), "roles": list(p.get("roles", ["author", "solver"])),
+                "name": p.name, "provider": p.provider, "model": p.model,
+                "params_b": p.params_b, "roles": list(p.roles),
                 "cost_usd": u.cost_usd, "input_tokens": u.input_tokens,
                 "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
                 "cache_write_tokens": u.cache_write_tokens,

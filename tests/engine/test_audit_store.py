@@ -26,8 +26,8 @@ def _ep(env_id: str, author: str, solver: str, seed: int, hinted: bool, outcome:
 
 def _run(tmp_path) -> Store:
     store = Store(tmp_path)
-    store.set_meta("config", {"players": [{"name": "a", "roles": ["author", "solver"]},
-                                          {"name": "b", "roles": ["author", "solver"]}]})
+    store.set_meta("config", {"name": "audit", "players": [
+        {"name": p, "provider": "openai", "model": p, "roles": ["author", "solver"]} for p in "ab"]})
     for env_id, author, solver in (("cheat", "a", "b"), ("honest", "b", "a")):
         store.put_environment(_env(env_id, author))
         for seed in (1, 2):

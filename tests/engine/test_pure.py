@@ -13,12 +13,12 @@ from envduels.engine._keys import (
     fingerprint,
     result_settings,
 )
-from envduels.engine.authoring import REPLY_PARSE_MAX_CHARS as AUTHOR_CAP
+from envduels.engine.authoring import AUTHOR_REPLY_MAX_CHARS as AUTHOR_CAP
 from envduels.engine.authoring import parse_reply, repair_prompt
 from envduels.engine.history import history_digest
 from envduels.engine.solving import (
+    ACTION_SEARCH_MAX_CHARS,
     FORMAT_ERROR,
-    REPLY_PARSE_MAX_CHARS,
     SYSTEM_PROMPT,
     first_turn,
     last_boxed,
@@ -214,10 +214,10 @@ def test_last_boxed_is_linear_on_adversarial_replies():
 
 def test_last_boxed_searches_only_the_end_of_a_long_reply():
     tail = "\\boxed{late}"
-    text = "\\boxed{early}" + "x" * REPLY_PARSE_MAX_CHARS
+    text = "\\boxed{early}" + "x" * ACTION_SEARCH_MAX_CHARS
     assert last_boxed(text) is None
     assert last_boxed(text + tail) == tail
-    assert last_boxed("y" * 50 + "z" * (REPLY_PARSE_MAX_CHARS - 55) + "\\boxed{ok}") == \
+    assert last_boxed("y" * 50 + "z" * (ACTION_SEARCH_MAX_CHARS - 55) + "\\boxed{ok}") == \
         "\\boxed{ok}"
 
 

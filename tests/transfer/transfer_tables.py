@@ -42,7 +42,7 @@ def tables(envs: list[EnvRecord], episodes: list[dict]) -> Tables:
 def write_run(run_dir, envs: list[EnvRecord], episodes: list[dict], *, players: list[str] = ()) -> None:
     """A real run database (through the engine's Store) holding these records."""
     with Store(run_dir) as store:
-        store.set_meta("config", {"players": [{"name": p, "provider": "openai", "model": p}
+        store.set_meta("config", {"name": "transfer", "players": [{"name": p, "provider": "openai", "model": p}
                                               for p in players]})
         for e in envs:
             store.put_environment(e)

@@ -32,7 +32,8 @@ def run(tmp_path):
     t = sim.tables
     store = Store(tmp_path)
     store.set_meta("config", {"name": "r", "players": [
-        {"name": p, "roles": ["author", "solver"]} for p in t.players["name"]]})
+        {"name": p, "provider": "openai", "model": p, "roles": ["author", "solver"]}
+        for p in t.players["name"]]})
     first = t.environments["env_id"].iloc[0]
     for i, e in enumerate(t.environments.to_dict("records")):
         store.put_environment(EnvRecord(EnvSpec(

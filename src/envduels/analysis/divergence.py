@@ -23,7 +23,7 @@ from scipy.stats import rankdata
 
 from envduels.analysis.ratings import Rating
 
-MIN_RELIABILITY = 0.85
+MIN_RELIABILITY = 0.90
 """Both ratings' reliability must reach this for a divergence interval (docs/analysis.md)."""
 
 

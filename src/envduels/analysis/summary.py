@@ -175,7 +175,6 @@ def analyze(
 
     `convergence=False`: the design-convergence entry is None (tables without environment
     source, such as episodes recorded by another harness, say nothing about design)."""
-    with_convergence = convergence
     pairs = matched_pairs(tables.episodes)
     ratings, transitive, diverge = rating_entries(tables, pairs, bootstrap=bootstrap, seed=seed)
     for r in ratings.values():
@@ -209,11 +208,12 @@ def analyze(
         "irt": fit_irt(pairs),
         "learning": learning_curves(envs, pairs),
         "convergence": _convergence(list(valid_envs["env_id"]), list(valid_envs["author"]), texts,
-                                    permutations=permutations, seed=seed) if with_convergence else None,
+                                    permutations=permutations, seed=seed) if convergence else None,
         "scale": scale(players, ratings),
         "costs": _costs(players),
         "learnability": learnability(pairs).to_dict("records"),
         "duel_flagged_lead": flagged_lead(tables, ratings["duel"].rows, flags),
-        "rating_notes": {k: getattr(ratings[k], "note", None) for k in ("duel", "author", "solver")},
+        # kept for readers of earlier reports: the same as rating_methods[kind].note
+        "rating_notes": {k: ratings[k].note for k in ("duel", "author", "solver")},
     }
     return Analysis(json_safe(result), ratings, lift_matrix(pairs), pairs, tables)

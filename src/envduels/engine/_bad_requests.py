@@ -16,21 +16,27 @@ docs/engine.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envduels.config import PlayerConfig
+    from envduels.players import ChatResult, Player
 
 
 class AnsweredGuard:
     """`player` (a `players.Player`) whose bad requests, once it has answered, are
     `ProviderError`s. Everything else is the player's own."""
 
-    def __init__(self, player: Any, *, answered: bool) -> None:
+    def __init__(self, player: Player, *, answered: bool) -> None:
         self._player = player
         self.answered = answered
+        self.name: str = player.name
+        self.config: PlayerConfig = player.config
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._player, name)
 
-    async def chat(self, messages: list[dict[str, str]], **kwargs: Any) -> Any:
+    async def chat(self, messages: list[dict[str, str]], **kwargs: Any) -> ChatResult:
         from envduels.players import BadRequest, ContentRefused, ProviderError
 
         try:
@@ -46,7 +52,8 @@ class AnsweredGuard:
         return result
 
 
-def guard_bad_requests(players: dict[str, Any], answered: set[str]) -> dict[str, Any]:
+def guard_bad_requests(players: dict[str, Player], answered: set[str]
+                       ) -> dict[str, AnsweredGuard]:
     """Each player wrapped in `AnsweredGuard`; `answered`: players with a call recorded in the
     run already."""
     return {name: AnsweredGuard(p, answered=name in answered) for name, p in players.items()}

@@ -10,30 +10,37 @@ import hashlib
 import json
 from typing import Any
 
-from envduels.config import RunConfig
+from pydantic import BaseModel
 
-# Settings that never change a result: how fast, how often retried, how much it may cost, where
-# the results go, and metadata used only by reports. Everything else is fingerprinted.
-_PLAYER_FREE = {"base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency",
-                "requests_per_minute", "tokens_per_minute", "params_b", "price",
-                "cache"}
-_TOURNAMENT_FREE = {"rounds"}  # more (or fewer) rounds extend a run; earlier rounds are unchanged
-_SANDBOX_KEPT = {"observation_max_chars"}
+from envduels.config import RunConfig, changes_results
 
 
 def result_settings(cfg: RunConfig) -> dict[str, Any]:
-    """The result-affecting settings of a config, flattened to dotted keys (`players.gpt.model`)."""
-    flat: dict[str, Any] = {"seed": cfg.seed, "players": [p.name for p in cfg.players]}
-    for p in cfg.players:
-        for k, v in p.model_dump(mode="json").items():
-            if k not in _PLAYER_FREE and k != "name":
-                flat[f"players.{p.name}.{k}"] = v
-    for k, v in cfg.tournament.model_dump(mode="json").items():
-        if k not in _TOURNAMENT_FREE:
-            flat[f"tournament.{k}"] = v
-    for k, v in cfg.sandbox.model_dump(mode="json").items():
-        if k in _SANDBOX_KEPT:
-            flat[f"sandbox.{k}"] = v
+    """The result-affecting settings of a config, flattened to dotted keys (`players.gpt.model`).
+
+    Which settings those are is declared on the fields in `config.py` (every field unless it is
+    declared `NO_RESULT_EFFECT`), so a new field enters the fingerprint without an edit here.
+    Nested sections are flattened (`tournament.max_turns`); a list of named sections (players)
+    records its names in order under its own key and each item under `key.NAME.`.
+    """
+    return _flatten(cfg, "")
+
+
+def _flatten(model: BaseModel, prefix: str, *, identity: str | None = None) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    dumped = model.model_dump(mode="json")
+    for name, field in type(model).model_fields.items():
+        if name == identity or not changes_results(field):
+            continue
+        value, key = getattr(model, name), prefix + name
+        if isinstance(value, BaseModel):
+            flat.update(_flatten(value, key + "."))
+        elif isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
+            flat[key] = [item.name for item in value]   # named sections: the order is a setting too
+            for item in value:
+                flat.update(_flatten(item, f"{key}.{item.name}.", identity="name"))
+        else:
+            flat[key] = dumped[name]
     return flat
 
 

@@ -8,15 +8,18 @@ store, so a resumed run replays the conversation from the response cache and pay
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
 from envduels.config import RunConfig
 from envduels.envs._spec import EnvSpec
 from envduels.prompts import render
 from envduels.store import EnvRecord, Store
+
+if TYPE_CHECKING:
+    from envduels.engine.solving import PlayerLike
+    from envduels.envs import Verdict
 
 _PY_OPEN = re.compile(r"```python", re.IGNORECASE)
 _FENCE = "```"
@@ -36,7 +39,7 @@ class AuthorReply:
 
 # A longer reply is not parsed: every scan below is linear, but the reply is untrusted and the
 # event loop waits on it. The author is told, and may repair. docs/engine.md.
-REPLY_PARSE_MAX_CHARS = 400_000
+AUTHOR_REPLY_MAX_CHARS = 400_000
 
 
 def _python_blocks(text: str) -> list[str]:
@@ -85,11 +88,11 @@ def _tag(text: str, name: str) -> str | None:
 def parse_reply(text: str) -> AuthorReply:
     """Parse an author's reply: the LAST ```python block, and <hint>, <domain>, <title> outside
     code blocks. `domain` is one lower-case word, "other" when absent or not one word. A reply
-    over `REPLY_PARSE_MAX_CHARS` characters is not parsed (one problem says so); lone
+    over `AUTHOR_REPLY_MAX_CHARS` characters is not parsed (one problem says so); lone
     surrogates read as U+FFFD."""
-    if len(text) > REPLY_PARSE_MAX_CHARS:
+    if len(text) > AUTHOR_REPLY_MAX_CHARS:
         return AuthorReply(None, None, problems=[
-            f"the reply has {len(text)} characters; at most {REPLY_PARSE_MAX_CHARS} are read, "
+            f"the reply has {len(text)} characters; at most {AUTHOR_REPLY_MAX_CHARS} are read, "
             "so send one shorter reply with the environment and its hint"])
     text = valid_text(text)
     blocks = _python_blocks(text)
@@ -172,8 +175,15 @@ class SandboxDown(Exception):
     host's fault, so the attempt is not judged; the authoring job ends like a provider error."""
 
 
-async def author_env(job: AuthoringJob, player: Any, *, cfg: RunConfig, store: Store,
-                     validate: Callable[..., Any], seeds: list[int], prompt: str) -> EnvRecord | None:
+class Validator(Protocol):
+    """Judges one attempt on `seeds` in the run's sandboxes; raises `SandboxDown` when no
+    sandbox could start (the scheduler's `validate`, over `envs.validate_env`)."""
+
+    async def __call__(self, spec: EnvSpec, *, seeds: list[int]) -> Verdict: ...
+
+
+async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, store: Store,
+                     validate: Validator, seeds: list[int], prompt: str) -> EnvRecord | None:
     """Author, validate and repair one environment; record every attempt and the final record.
 
     `validate(spec, seeds=...)` is awaited and returns an `envs.Verdict`. Returns the final

@@ -7,20 +7,23 @@ once; `play` uses `check_reachable` too.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from envduels._net import unreachable
 from envduels.config import RunConfig
 from envduels.errors import UserError
 
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
 
-def load_fixed_envs(cfg: RunConfig) -> list[Any]:
+
+def load_fixed_envs(cfg: RunConfig) -> list[EnvSpec]:
     """The fixed-pool environments of `tournament.environments`: each item is read by
     `envduels.envs.resolve` (a library name, an export folder, `FOLDER/ENV_ID`, a `.py` file)."""
     from envduels.envs import resolve
 
-    specs: list[Any] = []
+    specs: list[EnvSpec] = []
     for item in cfg.tournament.environments:
         try:
             specs.extend(resolve(item).specs)
@@ -119,7 +122,7 @@ def check_players(cfg: RunConfig, timeout_s: float = 3.0) -> None:
     _raise_all(lines)
 
 
-def check_estimate(cfg: RunConfig, fixed_envs: list[Any]) -> None:
+def check_estimate(cfg: RunConfig, fixed_envs: list[EnvSpec]) -> None:
     """Print the run's estimated cost; refuse (UserError) when even its low end is over
     `budget.max_usd`, before anything is spent."""
     from envduels.engine.estimate import dollars, estimate_for, usd

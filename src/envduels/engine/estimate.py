@@ -26,11 +26,17 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from envduels.config import PlayerConfig, Price, RunConfig
+from envduels.config import PlayerConfig, Price, RunConfig, TournamentConfig
 from envduels.engine._keys import authored_env_id
+from envduels.engine.scheduler import episodes_per_env
+from envduels.envs import turn_cap
 from envduels.players import cost_usd
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
+    from envduels.store import Store
 
 CHARS_PER_TOKEN = (6.0, 3.0)
 """Characters per token at the low and the high end: English prose runs about 4.5 on current
@@ -244,12 +250,6 @@ class _Env:
     max_turns: int
 
 
-def _episodes_per_env(cfg: RunConfig, solver: PlayerConfig, author: str, seeds: int) -> int:
-    if not solver.solves or (solver.name == author and not cfg.tournament.self_play):
-        return 0
-    return seeds * cfg.tournament.trials_per_seed * 2
-
-
 @dataclass
 class _Plan:
     """What is left to play, exactly where known: per author, jobs left by round; per solver,
@@ -261,7 +261,7 @@ class _Plan:
     unwritten_envs: dict[str, int]                 # solver -> environments not yet written
 
 
-def _plan(cfg: RunConfig, fixed_envs: list[Any], store: Any | None) -> _Plan:
+def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Plan:
     t = cfg.tournament
     recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
     finished: dict[tuple[str, str], int] = defaultdict(int)
@@ -289,11 +289,11 @@ def _plan(cfg: RunConfig, fixed_envs: list[Any], store: Any | None) -> _Plan:
     unwritten_envs: dict[str, int] = defaultdict(int)
     for s in cfg.players:
         for env in known:
-            n = _episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
+            n = episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
             if n > 0:
-                episodes[s.name].append((n, max(1, min(env.max_turns, t.max_turns))))
+                episodes[s.name].append((n, turn_cap(env.max_turns, t.max_turns)))
         for author, count in unwritten_by_author.items():
-            per_env = _episodes_per_env(cfg, s, author, t.seeds_per_env)
+            per_env = episodes_per_env(cfg, s, author, t.seeds_per_env)
             if per_env:
                 unwritten[s.name] += per_env * count
                 unwritten_envs[s.name] += count
@@ -316,7 +316,7 @@ class _History:
     valid_share: float | None
 
 
-def _history(store: Any) -> _History:
+def _history(store: Store) -> _History:
     units: dict[tuple[str, str], dict[str, Figures]] = defaultdict(dict)
     spent: dict[tuple[str, str], Figures] = defaultdict(Figures)
     for player, role, call_id, t, latency in store.call_usage():
@@ -362,7 +362,7 @@ def _spread(units: list[Figures], count: float, calls_per_unit: tuple[float, flo
 
 # -- the estimate ----------------------------------------------------------------------------------
 
-def estimate(cfg: RunConfig, *, fixed_envs: list[Any], store: Any | None = None) -> Estimate:
+def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None = None) -> Estimate:
     """The estimate of the whole run of `cfg` (what `store`, a run database of it, already
     spent included); `fixed_envs` are its fixed-pool environments (`checks.load_fixed_envs`)."""
     from envduels.engine.authoring import author_prompt, library_examples, repair_prompt
@@ -379,7 +379,7 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[Any], store: Any | None = None)
              "repair": len(repair_prompt(["x" * 120]))}
     roles: dict[str, dict[str, RoleEstimate]] = {}
     spent_total = 0.0
-    digests = _digest_sizes(cfg, store) if history else {}
+    digests = _digest_sizes(cfg, store) if store is not None else {}
 
     for p in cfg.players:
         roles[p.name] = {}
@@ -387,7 +387,7 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[Any], store: Any | None = None)
             spent = history.spent.get((p.name, role), Figures()) if history else Figures()
             spent_total += spent.usd
             units = history.units.get((p.name, role), []) if history else []
-            est = RoleEstimate(source="library", concurrency=p.max_concurrency,
+            est = RoleEstimate(source="library", concurrency=p.concurrency.units,
                                requests_per_minute=p.requests_per_minute)
             if role == "author":
                 count = sum(plan.jobs.get(p.name, {}).values())
@@ -416,7 +416,7 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[Any], store: Any | None = None)
     return Estimate(roles, spent_usd=spent_total)
 
 
-def _digest_sizes(cfg: RunConfig, store: Any) -> dict[str, tuple[int, float]]:
+def _digest_sizes(cfg: RunConfig, store: Store) -> dict[str, tuple[int, float]]:
     """Per author: (the first round not yet started, the characters of the history digest its
     prompt will carry): exact, from the recorded results."""
     from envduels.engine.history import history_digest
@@ -432,7 +432,8 @@ def _digest_sizes(cfg: RunConfig, store: Any) -> dict[str, tuple[int, float]]:
 
 
 def _add_digests(low: Figures, high: Figures, p: PlayerConfig, jobs: dict[int, int],
-                 units: list[Figures], digests: dict[str, tuple[int, float]], t: Any) -> None:
+                 units: list[Figures], digests: dict[str, tuple[int, float]],
+                 t: TournamentConfig) -> None:
     """Authoring jobs of later rounds carry the history digest in every call: the next round's
     as it will be; a round after it from that size (low) to `history_chars` (high). Recorded
     jobs of round 2 and later hold a digest already, so with them this leans high."""
@@ -451,7 +452,7 @@ def _add_digests(low: Figures, high: Figures, p: PlayerConfig, jobs: dict[int, i
             f.usd += extra * p.price.input_per_mtok / 1e6
 
 
-def _solver_library(p: PlayerConfig, t: Any, plan: _Plan, chars: dict[str, int],
+def _solver_library(p: PlayerConfig, t: TournamentConfig, plan: _Plan, chars: dict[str, int],
                     lib: LibraryPlay) -> tuple[Figures, Figures]:
     """Episodes left, billed from library lengths: low, every episode won as fast as the
     library's oracles win with oracle-length replies and no authored environment valid; high,
@@ -478,7 +479,7 @@ def _solver_library(p: PlayerConfig, t: Any, plan: _Plan, chars: dict[str, int],
     return ends[0], ends[1]
 
 
-def _author_library(p: PlayerConfig, t: Any, jobs: int, chars: dict[str, int],
+def _author_library(p: PlayerConfig, t: TournamentConfig, jobs: int, chars: dict[str, int],
                     lib: LibraryPlay) -> tuple[Figures, Figures]:
     """Authoring jobs left, billed from library lengths: low, one attempt with a reply as long
     as a library hint, every job after the first reading the shared task
@@ -502,7 +503,7 @@ def _author_library(p: PlayerConfig, t: Any, jobs: int, chars: dict[str, int],
 
 # -- the command -----------------------------------------------------------------------------------
 
-def estimate_for(cfg: RunConfig, fixed_envs: list[Any]) -> Estimate:
+def estimate_for(cfg: RunConfig, fixed_envs: list[EnvSpec]) -> Estimate:
     """The estimate of `cfg`, from its run folder's history when one exists (read only)."""
     from envduels.store import DB_NAME, Store
 

@@ -10,9 +10,12 @@ reason) and cut to `max_chars` at an entry boundary.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from envduels.store import Tables
 
 EXCERPT_CHARS = 160
 
@@ -35,7 +38,7 @@ def _clip(text: str, n: int = EXCERPT_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def history_digest(tables: Any, *, author: str, round_: int, mode: str, max_chars: int) -> str:
+def history_digest(tables: Tables, *, author: str, round_: int, mode: str, max_chars: int) -> str:
     """The digest `author` sees before writing in `round_` (empty in round 1 or mode "none").
 
     `tables` is a `store.Tables`; only environments of rounds before `round_` appear.

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from rich.console import Console
 from rich.text import Text
@@ -19,19 +18,13 @@ from rich.text import Text
 from envduels._text import printable
 from envduels.config import load_config
 from envduels.engine.checks import check_reachable
-from envduels.engine.solving import EpisodeTask, play_episode, turn_cap
+from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode, turn_cap
 from envduels.envs import resolve
 from envduels.errors import UserError
+from envduels.players import ChatResult
 
-
-@dataclass(frozen=True)
-class _Typed:
-    text: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    retries: int = 0
-    cached: bool = False
+if TYPE_CHECKING:
+    from envduels.players import Player
 
 
 class StdinClosed(BaseException):
@@ -50,7 +43,7 @@ class HumanSolver:
     file, which never blocks, is read directly. End of input raises `StdinClosed`.
     """
 
-    def __init__(self, stdin: Any = None) -> None:
+    def __init__(self, stdin: TextIO | None = None) -> None:
         self._stdin = stdin
         self._pending = b""
 
@@ -79,7 +72,8 @@ class HumanSolver:
         line, sep, self._pending = self._pending.partition(b"\n")
         return (line + sep).decode("utf-8", "replace")
 
-    async def chat(self, messages: list[dict[str, str]], **_: Any) -> _Typed:
+    async def chat(self, messages: list[dict[str, str]], **_: Any) -> ChatResult:
+        """The person's next line as a reply (free, never cached: no tokens, no cost)."""
         print("your action> ", end="", flush=True)
         line = await self._readline()
         if not line:
@@ -87,16 +81,20 @@ class HumanSolver:
         action = line.strip()
         if "\\boxed{" not in action:
             action = f"\\boxed{{{action}}}"
-        return _Typed(action)
+        return ChatResult(text=action, input_tokens=0, output_tokens=0, finish_reason="stop",
+                          latency_s=0.0, cost_usd=0.0, cached=False, retries=0, request_key="")
+
+    async def aclose(self) -> None:
+        """Nothing to release (a `Player` closes its connections)."""
 
 
-def _printer(console: Console) -> Any:
+def _printer(console: Console) -> Event:
     """Print transcript entries. Observations, environment errors and model replies are
     untrusted: control and format characters (ESC sequences that clear the screen, retitle the
     window or write the clipboard; bidi overrides and zero-width characters that disguise text)
     are removed, and the text is printed as a plain `Text`, so neither Rich markup (`[bold]`)
     nor emoji codes (`:smile:`) in it take effect: it cannot forge a transcript line."""
-    def line(label: str, style: str, text: Any = "", text_style: str = "") -> None:
+    def line(label: str, style: str, text: object = "", text_style: str = "") -> None:
         console.print(Text.assemble((label, style), (printable(str(text)), text_style)))
 
     def show(entry: dict[str, Any]) -> None:
@@ -141,9 +139,9 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     spec = resolve(path).one()
     if hint and not spec.hint:
         raise UserError(f"{path} has no hint to show; play without --hint")
-    max_turns = spec.max_turns
+    max_turns = turn_cap(spec.max_turns)
     limits = SandboxLimits()
-    solver: Any
+    solver: HumanSolver | Player
     if human:
         solver, name = HumanSolver(), "human"
     else:
@@ -159,15 +157,14 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
                        seed=seed, trial=0, hinted=hint, max_turns=max_turns)
     console = Console(highlight=False, emoji=False, markup=False)
 
-    async def main() -> Any:
+    async def main() -> EpisodeResult:
         pool = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
         try:
             return await play_episode(task, solver, lambda: pool.open(
                 spec.source, class_name=spec.class_name, max_turns=spec.max_turns),
                 on_event=_printer(console))
         finally:
-            if hasattr(solver, "aclose"):
-                await solver.aclose()
+            await solver.aclose()
             await pool.aclose()
 
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envduels._text import plural
 from envduels.config import RunConfig, load_config
@@ -22,6 +22,10 @@ from envduels.engine.checks import check_estimate, check_players, load_fixed_env
 from envduels.engine.progress import LiveView, Progress
 from envduels.errors import UserError
 from envduels.store import Store, run_lock
+
+if TYPE_CHECKING:
+    from envduels.engine.scheduler import RunResult, Sandboxes
+    from envduels.envs import EnvSpec
 
 EXIT_OK, EXIT_BUDGET, EXIT_ERRORS = 0, 3, 4
 
@@ -69,7 +73,7 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
                            no_cache=no_cache)
 
 
-def _run_locked(cfg: RunConfig, fixed_envs: list[Any], *, unsafe_no_sandbox: bool, quiet: bool,
+def _run_locked(cfg: RunConfig, fixed_envs: list[EnvSpec], *, unsafe_no_sandbox: bool, quiet: bool,
                 no_cache: bool) -> int:
     from envduels.players import build_players
     from envduels.sandbox import EnvPool, SandboxLimits
@@ -83,24 +87,25 @@ def _run_locked(cfg: RunConfig, fixed_envs: list[Any], *, unsafe_no_sandbox: boo
               file=sys.stderr)
     progress = Progress(rounds=cfg.tournament.rounds)
 
-    async def main() -> Any:
-        from envduels.engine.scheduler import MAX_OPEN_ENVS, Tournament
+    async def main() -> RunResult:
+        from envduels.engine.scheduler import Tournament
 
-        warm = cfg.sandbox.warm_workers
-        in_flight = sum(p.max_concurrency for p in cfg.players if p.solves)
+        limits = cfg.concurrency
+        sandboxes: Sandboxes
+        cluster = None
         if cfg.executor.kind == "ray":
             from envduels.sandbox.ray_pool import RayEnvPool
-            sandboxes = RayEnvPool(SandboxLimits.from_config(cfg.sandbox),
-                                   unsafe_no_sandbox=unsafe_no_sandbox,
-                                   address=cfg.executor.address,
-                                   sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
+            sandboxes = cluster = RayEnvPool(SandboxLimits.from_config(cfg.sandbox),
+                                             unsafe_no_sandbox=unsafe_no_sandbox,
+                                             address=cfg.executor.address,
+                                             sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
         else:
             sandboxes = EnvPool(SandboxLimits.from_config(cfg.sandbox),
-                                unsafe_no_sandbox=unsafe_no_sandbox, warm=warm,
-                                max_warm=max(warm, min(MAX_OPEN_ENVS, in_flight)))
+                                unsafe_no_sandbox=unsafe_no_sandbox, warm=limits.warm_sandboxes,
+                                max_warm=limits.max_warm_sandboxes)
         try:
-            if cfg.executor.kind == "ray":
-                await sandboxes.start()   # a host per node, each checking its sandbox
+            if cluster is not None:
+                await cluster.start()   # a host per node, each checking its sandbox
             with LiveView(progress, quiet=quiet):
                 return await Tournament(cfg, store=store, players=players, sandboxes=sandboxes,
                                         fingerprint=fp, fixed_envs=fixed_envs,

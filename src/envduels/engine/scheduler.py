@@ -6,8 +6,10 @@ fixed pools) is played by every solver on its benchmark seeds, `trials_per_seed`
 conditions. Each episode is an `EpisodeTask` with a deterministic key; keys the store already
 holds (any outcome but `error`) are skipped, so a resumed run redoes nothing finished.
 
-Concurrency: a solver never has more episodes in flight than its `max_concurrency` (an episode
-holds at most one model call at a time), and at most `MAX_OPEN_ENVS` sandboxes are open at once.
+Concurrency (`RunConfig.concurrency` decides every limit): a player never has more units of work
+in flight than its `concurrency.units`, episodes it solves and environments it authors together
+(each holds at most one model call at a time), and at most `concurrency.open_sandboxes`
+sandboxes are open at once.
 The sandbox pool is told how many episodes are coming (`EnvPool.expect`: an upper bound
 before a round's authoring, the exact batch before its episodes), so workers start before the
 episodes ask, and no more than they need.
@@ -36,11 +38,11 @@ import contextlib
 import logging
 import random
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
-from envduels.config import RunConfig
+from envduels.config import PlayerConfig, RunConfig
 from envduels.engine._keys import authored_env_id, episode_key
 from envduels.engine.audit import (
     REPLAY_FAULT_PREFIX,
@@ -57,16 +59,32 @@ from envduels.engine.authoring import (
 )
 from envduels.engine.history import history_digest
 from envduels.engine.progress import Progress
-from envduels.engine.solving import EpisodeResult, EpisodeTask, _exc, play_episode, turn_cap
+from envduels.engine.solving import (
+    EnvLike,
+    EpisodeResult,
+    EpisodeTask,
+    PlayerLike,
+    _exc,
+    play_episode,
+    turn_cap,
+)
 from envduels.errors import UserError
 from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec, Verdict
+    from envduels.players import ChatResult
+    from envduels.sandbox import EnvPool
+    from envduels.sandbox.ray_pool import RayEnvPool
+
+    Sandboxes: TypeAlias = EnvPool | RayEnvPool
+    """The sandbox pool a run's environments run in: on this machine, or on a Ray cluster."""
 
 log = logging.getLogger("envduels.engine")
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-MAX_OPEN_ENVS = 64
 
 AUDIT_EPISODES = True
 """Internal switch for `bench/bench_engine.py` (the audit's cost, measured against a run
@@ -104,13 +122,13 @@ class RunResult:
 class _TrackedPlayer:
     """A player whose calls update the progress counters."""
 
-    def __init__(self, player: Any, progress: Progress) -> None:
+    def __init__(self, player: PlayerLike, progress: Progress) -> None:
         self._player = player
         self._progress = progress
         self.name = player.name
         self.config = player.config
 
-    async def chat(self, messages: list[dict[str, str]], **kw: Any) -> Any:
+    async def chat(self, messages: list[dict[str, str]], **kw: Any) -> ChatResult:
         self._progress.calls_in_flight += 1
         try:
             result = await self._player.chat(messages, **kw)
@@ -162,11 +180,42 @@ def run_draw_secret(store: Store) -> str:
     return value
 
 
+def episodes_per_env(cfg: RunConfig, solver: PlayerConfig, author: str, n_seeds: int) -> int:
+    """How many episodes `solver` plays on one valid environment by `author` with `n_seeds`
+    benchmark seeds: both conditions of every seed and trial; none when it does not solve, or
+    when the environment is its own and `tournament.self_play` is off."""
+    t = cfg.tournament
+    if not solver.solves or (solver.name == author and not t.self_play):
+        return 0
+    return n_seeds * t.trials_per_seed * 2
+
+
+def planned_episodes(cfg: RunConfig, envs: Iterable[EnvRecord], rounds: Iterable[int]) -> int:
+    """Episodes `rounds` of a run play in all: every solver on each valid environment of those
+    rounds in `envs` (the recorded ones; fixed-pool environments belong to round 1), plus each
+    environment of those rounds not recorded yet, counted as if valid with `seeds_per_env`
+    seeds (an upper bound until it is authored). The one count behind `status`, the viewer's
+    progress and the sandbox pool's sizing (`Tournament`)."""
+    t = cfg.tournament
+    rounds = set(rounds)
+    envs = list(envs)
+    total = sum(episodes_per_env(cfg, s, e.author, len(e.benchmark_seeds))
+                for e in envs if e.valid and (1 if e.fixed_pool else e.round) in rounds
+                for s in cfg.players)
+    known = {e.env_id for e in envs}
+    unwritten = [a.name for a in cfg.players if a.authors for rnd in sorted(rounds)
+                 for slot in range(t.envs_per_author)
+                 if authored_env_id(a.name, rnd, slot) not in known]
+    return total + sum(episodes_per_env(cfg, s, author, t.seeds_per_env)
+                       for author in unwritten for s in cfg.players)
+
+
 class Tournament:
     """One session of a run: plays what the store does not hold yet, round by round."""
 
-    def __init__(self, cfg: RunConfig, *, store: Store, players: dict[str, Any], sandboxes: Any,
-                 fingerprint: str, fixed_envs: list[Any], progress: Progress,
+    def __init__(self, cfg: RunConfig, *, store: Store, players: Mapping[str, PlayerLike],
+                 sandboxes: Sandboxes, fingerprint: str, fixed_envs: list[EnvSpec],
+                 progress: Progress,
                  executor: Executor | None = None, audit: bool | None = None) -> None:
         """`sandboxes`: the sandbox pool every environment runs in (`EnvPool`, `RayEnvPool`);
         `fixed_envs`: the fixed-pool environments (`tournament.environments`), played in round 1;
@@ -181,8 +230,10 @@ class Tournament:
         self.fixed_envs = fixed_envs
         self.progress = progress
         self.executor = executor or AsyncioExecutor()
-        self._solver_slots = {p.name: asyncio.Semaphore(p.max_concurrency) for p in cfg.players}
-        self._env_slots = asyncio.Semaphore(MAX_OPEN_ENVS)
+        limits = cfg.concurrency
+        # a player's units of work in flight, episodes it solves and environments it authors
+        self._player_slots = {name: asyncio.Semaphore(c.units) for name, c in limits.players.items()}
+        self._env_slots = asyncio.Semaphore(limits.open_sandboxes)
         self._budget_reached = False
         self._errors = 0
         self.audit = AUDIT_EPISODES if audit is None else audit
@@ -221,21 +272,14 @@ class Tournament:
                          errors=self._errors)
 
     def _upcoming_episodes(self, rnd: int) -> int:
-        """At most how many episodes round `rnd` still plays: those of its recorded valid
-        environments not finished yet, plus, for each environment still to be authored, as
-        many as if it were valid."""
-        t = self.cfg.tournament
+        """At most how many episodes round `rnd` still plays: `planned_episodes` for the
+        round, less those of its recorded environments already finished."""
         recorded = self.store.environments()
         envs = [e for e in recorded if e.valid and (
             (e.fixed_pool and rnd == 1) or (not e.fixed_pool and e.round == rnd))]
         finished = self.store.finished_episode_keys()
-        left = sum(1 for task in self._tasks(envs) if task.key not in finished)
-        known = {e.env_id for e in recorded}
-        unwritten = sum(1 for p in self.cfg.players if p.authors
-                        for slot in range(t.envs_per_author)
-                        if authored_env_id(p.name, rnd, slot) not in known)
-        solvers = sum(1 for p in self.cfg.players if p.solves)
-        return left + unwritten * solvers * t.seeds_per_env * t.trials_per_seed * 2
+        done = sum(1 for task in self._tasks(envs) if task.key in finished)
+        return planned_episodes(self.cfg, recorded, [rnd]) - done
 
     def _record_fixed_envs(self) -> None:
         for spec in self.fixed_envs:
@@ -261,7 +305,7 @@ class Tournament:
                 for author in {j.author for j in todo}
             }
 
-            async def validate(spec: Any, *, seeds: list[int]) -> Any:
+            async def validate(spec: EnvSpec, *, seeds: list[int]) -> Verdict:
                 from envduels.sandbox import SandboxStartError
 
                 try:
@@ -276,7 +320,7 @@ class Tournament:
             async def one(job: AuthoringJob) -> EnvRecord | None:
                 if self.budget_reached():
                     return None
-                async with self._solver_slots[job.author]:
+                async with self._player_slots[job.author]:
                     row = await author_env(
                         job, self.players[job.author], cfg=self.cfg, store=self.store,
                         validate=validate, prompt=prompts[job.author],
@@ -366,7 +410,7 @@ class Tournament:
         return result
 
     async def _play_one(self, task: EpisodeTask) -> EpisodeResult | None:
-        async with self._solver_slots[task.solver], self._env_slots:
+        async with self._player_slots[task.solver], self._env_slots:
             if self.budget_reached():
                 return None
             env = task.env
@@ -382,8 +426,8 @@ class Tournament:
         self.progress.episode_finished(result.outcome)
         return result
 
-    def _opener(self, env: Any) -> Callable[[], Awaitable[Any]]:
-        async def open_env() -> Any:
+    def _opener(self, env: EnvSpec) -> Callable[[], Awaitable[EnvLike]]:
+        async def open_env() -> EnvLike:
             return await self.sandboxes.open(env.source, class_name=env.class_name,
                                         max_turns=env.max_turns)
         return open_env
@@ -396,7 +440,7 @@ class Tournament:
             hinted=task.hinted, outcome=result.outcome, reason=result.reason, turns=result.turns,
             self_play=task.self_play, transcript=result.transcript))
 
-    async def _audit(self, key: str, env: Any, *, seed: int, hinted: bool,
+    async def _audit(self, key: str, env: EnvSpec, *, seed: int, hinted: bool,
                      transcript: list[dict[str, Any]]) -> None:
         """Replay one played episode and record the verdict; a sandbox that cannot start
         leaves it unaudited (an error, retried on resume)."""

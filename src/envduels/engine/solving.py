@@ -23,11 +23,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envduels._text import REPLY_PARSE_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
+from envduels._text import ACTION_SEARCH_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
+from envduels.envs import turn_cap  # noqa: F401 (re-exported: the episode's cap is this rule)
 from envduels.prompts import render
 
 if TYPE_CHECKING:
+    from envduels.config import PlayerConfig
     from envduels.envs import EnvSpec
+    from envduels.players import ChatResult
+    from envduels.sandbox import StepResult
 
 SYSTEM_PROMPT = render("solver_system.txt")
 FORMAT_ERROR = render("solver_format_error.txt")
@@ -47,10 +51,6 @@ def _exc(err: BaseException) -> str:
     """One line naming an unexpected exception, cut to a readable length."""
     text = " ".join(f"{type(err).__name__}: {err}".split())
     return text if len(text) <= 200 else text[:199] + "…"
-
-
-def turn_cap(env_max_turns: int, tournament_max_turns: int) -> int:
-    return max(1, min(env_max_turns, tournament_max_turns))
 
 
 @dataclass(frozen=True)
@@ -81,13 +81,26 @@ class EpisodeResult:
 
 
 class SolverLike(Protocol):
+    """What an episode needs of its solver: `players.Player`, or a person (`play --human`)."""
+
     async def chat(self, messages: list[dict[str, str]], *, call_id: str, role: str,
-                   max_tokens: int | None = None) -> Any: ...
+                   max_tokens: int | None = None) -> ChatResult: ...
+
+
+class PlayerLike(SolverLike, Protocol):
+    """A player as the engine uses it in both roles: a `players.Player`, or one wrapped
+    (`_bad_requests.AnsweredGuard`, the scheduler's progress counting)."""
+
+    name: str
+    config: PlayerConfig
 
 
 class EnvLike(Protocol):
+    """What an episode needs of an environment instance: `sandbox.EnvInstance`, or its Ray
+    counterpart `sandbox.ray_pool.RemoteEnvInstance`."""
+
     async def reset(self, seed: int | None) -> tuple[str, dict]: ...
-    async def step(self, action: str) -> Any: ...
+    async def step(self, action: str) -> StepResult: ...
     async def close(self, *, wait: bool = True) -> None: ...
 
 

@@ -3,45 +3,36 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from envduels._text import plural, printable
-from envduels.store import Store
+from envduels.store import Store, Totals
+
+if TYPE_CHECKING:
+    from envduels.config import RunConfig
+    from envduels.store import EnvRecord
 
 
-def expected_episodes(cfg: dict, envs: list[Any]) -> int:
-    """Episodes a complete run plays: recorded valid environments, plus the environments not yet
-    authored counted as if valid (an upper bound until they are)."""
-    t = cfg.get("tournament", {})
-    solvers = [p["name"] for p in cfg.get("players", []) if "solver" in p.get("roles", [])]
-    authors = [p["name"] for p in cfg.get("players", []) if "author" in p.get("roles", [])]
-    trials = t.get("trials_per_seed", 1)
-    self_play = t.get("self_play", True)
+def expected_episodes(cfg: RunConfig | None, envs: list[EnvRecord]) -> int:
+    """Episodes a complete run plays: `scheduler.planned_episodes` over every round of the run
+    (and any recorded beyond `tournament.rounds`), so the environments not authored yet count
+    as if valid (an upper bound until they are). 0 without a config (no solvers known)."""
+    from envduels.engine.scheduler import planned_episodes
 
-    def per_env(author: str, n_seeds: int) -> int:
-        n_solvers = sum(1 for s in solvers if self_play or s != author)
-        return n_solvers * n_seeds * trials * 2
-
-    total = sum(per_env(e.author, len(e.benchmark_seeds)) for e in envs if e.valid)
-    known = {e.env_id for e in envs}
-    from envduels.engine._keys import authored_env_id
-
-    for rnd in range(1, t.get("rounds", 1) + 1):
-        for a in authors:
-            for slot in range(t.get("envs_per_author", 1)):
-                if authored_env_id(a, rnd, slot) not in known:
-                    total += per_env(a, t.get("seeds_per_env", 4))
-    return total
+    if cfg is None:
+        return 0
+    last = max([cfg.tournament.rounds] + [e.round for e in envs if not e.fixed_pool])
+    return planned_episodes(cfg, envs, range(1, last + 1))
 
 
 def status_command(run_dir: Path) -> int:
     """Print what a run has done, left and failed, and its tokens and cost, from its database."""
     store = Store.open_readonly(run_dir, live=False)
-    cfg = store.get_meta("config") or {}
+    cfg = store.run_config()
     envs = store.environments()
     counts = store.episode_counts()
     done = sum(v for k, v in counts.items() if k != "error")
@@ -51,10 +42,12 @@ def status_command(run_dir: Path) -> int:
                       + [int(v.get("round", 0)) for v in authoring_errors.values()], default=0)
     totals = store.totals()
     console = Console()
-    table = Table(title=f"run {cfg.get('name', run_dir)} ({run_dir})", show_header=False)
+    table = Table(title=f"run {cfg.name if cfg is not None else run_dir} ({run_dir})",
+                  show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("rounds", f"{rounds_seen}/{cfg.get('tournament', {}).get('rounds', 1)} started")
+    rounds = cfg.tournament.rounds if cfg is not None else "?"
+    table.add_row("rounds", f"{rounds_seen}/{rounds} started")
     table.add_row("environments", f"{sum(e.valid for e in envs)} valid, "
                   f"{sum(not e.valid for e in envs)} invalid "
                   f"({sum(e.fixed_pool for e in envs)} from fixed pools)")
@@ -85,7 +78,7 @@ def status_command(run_dir: Path) -> int:
     return 0
 
 
-def _input_split(t: Any) -> str:
+def _input_split(t: Totals) -> str:
     """Input tokens as billed: uncached, read from and written to the prompt cache; reasoning."""
     return (f"{t.uncached_input_tokens:,} uncached + {t.cache_read_tokens:,} cache read + "
             f"{t.cache_write_tokens:,} cache write; {t.reasoning_tokens:,} of the output "

@@ -3,7 +3,8 @@ the reference library.
 
 Public surface (docs/architecture.md): EnvSpec, Verdict, benchmark_seeds, load_env_file,
 load_export, write_export, validate_env, check_hint, library_names, library_env, library_dir,
-resolve (which environments a string names: a path, `FOLDER/ENV_ID`, a library name).
+resolve (which environments a string names: a path, `FOLDER/ENV_ID`, a library name),
+turn_cap (how many solver turns an episode gets).
 How validation decides and how to write a library environment: docs/environments.md.
 """
 
@@ -12,6 +13,7 @@ from ._library import library_dir, library_env, library_names
 from ._resolve import Resolved, resolve
 from ._spec import EnvSpec, Verdict, benchmark_seeds
 from ._static import check_hint
+from ._turns import turn_cap
 from ._validate import validate_env
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "load_env_file",
     "load_export",
     "resolve",
+    "turn_cap",
     "validate_env",
     "write_export",
 ]

@@ -33,8 +33,10 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from envduels.config import HINT_MAX_CHARS
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
+from envduels.envs._turns import turn_cap
 from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxStartError
 
 PROBE_ACTIONS = (
@@ -321,7 +323,7 @@ async def validate_env(
     *,
     seeds: list[int],
     require_oracle: bool,
-    hint_max_chars: int = 600,
+    hint_max_chars: int = HINT_MAX_CHARS,
     max_turns: int | None = None,
     budget_s: float = VALIDATION_BUDGET_S,
     fixed_pool: bool = False,
@@ -330,7 +332,7 @@ async def validate_env(
     """Validate `spec` on `seeds` using sandboxed instances from `pool` (never in-process).
 
     Every hint in `spec.hints` is checked against the hint rules; an empty `hints` (a bare file)
-    skips them. The turn cap is `min(spec.max_turns, max_turns)`, with `max_turns` defaulting to
+    skips them. The turn cap is `turn_cap(spec.max_turns, max_turns)`, `max_turns` defaulting to
     `VALIDATION_MAX_TURNS`. The sandbox checks together get `budget_s` seconds of wall clock:
     past it, the verdict is invalid with a reason naming the seed, check and turn (checked
     before every sandbox call, so the overshoot is at most one call's own sandbox deadline). An
@@ -357,7 +359,7 @@ async def validate_env(
     if class_name is None:
         return Verdict(False, reasons, "skipped", spec.class_name, list(seeds))
 
-    cap = min(spec.max_turns, VALIDATION_MAX_TURNS if max_turns is None else max_turns)
+    cap = turn_cap(spec.max_turns, VALIDATION_MAX_TURNS if max_turns is None else max_turns)
     budget = _Budget(budget_s)
     oracle_status: OracleStatus = "skipped"
     warnings: list[str] = []

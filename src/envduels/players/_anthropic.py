@@ -113,9 +113,10 @@ class AnthropicPlayer(Player):
     def client(self) -> anthropic.AsyncAnthropic:
         if self._sdk is None:
             cfg = self.config
-            pool = max(cfg.max_concurrency, 8)
+            limits = cfg.concurrency
             http = anthropic.DefaultAsyncHttpxClient(
-                limits=httpx.Limits(max_connections=pool * 2, max_keepalive_connections=pool),
+                limits=httpx.Limits(max_connections=limits.http_connections,
+                                  max_keepalive_connections=limits.http_keepalive),
                 timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
             self._sdk = anthropic.AsyncAnthropic(base_url=self.endpoint, api_key=self._api_key,
                                                  max_retries=0, timeout=cfg.timeout_s,

@@ -218,7 +218,7 @@ def resolve_key(cfg: PlayerConfig, default_env: str | None) -> str | None:
 class Player:
     """A configured model that chats. Subclasses implement `_request` and `_send`.
 
-    Safe to share across tasks: at most `config.max_concurrency` calls are in flight.
+    Safe to share across tasks: at most `config.concurrency.units` calls are in flight.
     """
 
     provider: str = ""
@@ -231,7 +231,7 @@ class Player:
         self.run_seed = run_seed
         self.retry_policy = retry_policy or RetryPolicy()
         self._rng = random.Random(request_seed(run_seed, config.name, "retry-jitter"))
-        self._semaphore = asyncio.Semaphore(config.max_concurrency)
+        self._semaphore = asyncio.Semaphore(config.concurrency.units)
         self._limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
         self._usage: dict[str, Usage] = defaultdict(Usage)
         self._secrets: list[str] = []

@@ -100,9 +100,10 @@ class OpenAIPlayer(Player):
 
     def _make_client(self, base_url: str) -> openai.AsyncOpenAI:
         cfg = self.config
-        pool = max(cfg.max_concurrency, 8)
+        limits = cfg.concurrency
         http = openai.DefaultAsyncHttpxClient(
-            limits=httpx.Limits(max_connections=pool * 2, max_keepalive_connections=pool),
+            limits=httpx.Limits(max_connections=limits.http_connections,
+                                max_keepalive_connections=limits.http_keepalive),
             timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
         return openai.AsyncOpenAI(base_url=base_url, api_key=self._api_key or "not-needed",
                                   max_retries=0, timeout=cfg.timeout_s, http_client=http)

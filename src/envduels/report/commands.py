@@ -21,14 +21,14 @@ def _load(run_dir: Path) -> tuple[Any, str, str | None]:
     store = Store.open_readonly(run_dir, live=False)
     try:
         tables = store.tables()
-        config = store.get_meta("config") or {}
+        config = store.run_config()
     finally:
         store.close()
     if tables.environments.empty:
         raise UserError(f"{run_dir} has no environments yet; run `envduels run CONFIG` until authoring "
                         "has produced some, then report again")
-    name = config.get("name") or run_dir.name
-    history = (config.get("tournament") or {}).get("history")
+    name = (config.name if config is not None else "") or run_dir.name
+    history = config.tournament.history if config is not None else None
     return tables, name, history
 
 

@@ -162,7 +162,7 @@ def _note(j: dict[str, Any], kind: str) -> str:
         return ""
     if j["run"].get("bootstrap") == 0:
         return " No intervals: --bootstrap is 0."
-    note = (j.get("rating_notes") or {}).get(kind)
+    note = ((j.get("rating_methods") or {}).get(kind) or {}).get("note")
     return f" No intervals: {note}." if note else ""
 
 

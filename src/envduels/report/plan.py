@@ -62,7 +62,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
     environment) and every solver turn up to the turn cap (the tournament's `max_turns`, or a
     pool environment's own limit when lower)."""
     from envduels.engine.scheduler import fixed_env_record
-    from envduels.engine.solving import turn_cap
+    from envduels.envs import turn_cap
 
     t = cfg.tournament
     solvers = [p for p in cfg.players if p.solves]

@@ -177,7 +177,7 @@ def leader(kind: str, j: dict[str, Any]) -> str:
         if j["run"].get("bootstrap") == 0:
             reason = "intervals were not computed because --bootstrap is 0"
         else:
-            reason = (j.get("rating_notes") or {}).get(kind) or "no interval could be computed for this run"
+            reason = method.get("note") or "no interval could be computed for this run"
         s += f", but how sure that is is unknown: {reason.rstrip('.')}."
     else:
         tied, behind, none_apart = separation(rows)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import Any
 
+from envduels.config import SandboxConfig
 from envduels.errors import UserError
 
-if TYPE_CHECKING:
-    from envduels.config import SandboxConfig
+
+def _configured(name: str) -> Any:
+    """The default of the run config's `sandbox.<name>`: written once, in config.py."""
+    return SandboxConfig.model_fields[name].default
 
 
 @dataclass(frozen=True)
@@ -20,18 +23,19 @@ class SandboxLimits:
     parent, which kills the whole process tree when it passes. cpu_cores is the sandbox's CPU
     quota (cgroup cpu controller, all its processes together); with freeze_idle every process
     of the sandbox is frozen between calls (cgroup freezer). Both apply where the host has
-    those cgroups (docs/sandbox.md).
+    those cgroups (docs/sandbox.md). The limits a run config sets (`sandbox:`) default to the
+    config's defaults; the others are fixed here.
     """
 
-    memory_mb: int = 512
-    step_timeout_s: float = 5.0
-    cpu_s: int = 60
-    max_procs: int = 64
+    memory_mb: int = _configured("memory_mb")
+    step_timeout_s: float = _configured("step_timeout_s")
+    cpu_s: int = _configured("cpu_s")
+    max_procs: int = _configured("max_procs")
     file_size_mb: int = 16
     open_files: int = 64
     scratch_mb: int = 64
     output_cap_bytes: int = 1 << 20
-    observation_max_chars: int = 8000
+    observation_max_chars: int = _configured("observation_max_chars")
     frame_max_bytes: int = 1 << 20
     cpu_cores: float = 1.0
     freeze_idle: bool = True
@@ -52,14 +56,10 @@ class SandboxLimits:
 
     @classmethod
     def from_config(cls, cfg: SandboxConfig) -> SandboxLimits:
-        """The limits a run's `sandbox:` section asks for; unset fields keep their defaults."""
-        return cls(
-            memory_mb=cfg.memory_mb,
-            step_timeout_s=float(cfg.step_timeout_s),
-            cpu_s=cfg.cpu_s,
-            max_procs=cfg.max_procs,
-            observation_max_chars=cfg.observation_max_chars,
-        )
+        """The limits a run's `sandbox:` section asks for: every config field that is also a
+        limit (by name); the limits the config does not set keep their defaults."""
+        configured = set(type(cfg).model_fields)
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.name in configured})
 
 
 DEFAULT_LIMITS = SandboxLimits()

@@ -255,7 +255,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
     def player(request: Request) -> HTMLResponse:
         i, r = reader(request)
         name = request.path_params["name"]
-        players = {p.get("name") for p in r.config.get("players", [])}
+        players = set(r.player_names)
         a = r.analysis(wait=False)
         usage = [u for u in r.usage() if u["player"] == name]
         if name not in players and not usage:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envduels.config import RunConfig
 from envduels.store import EnvRecord, EpisodeRow, Store
 
 BOOTSTRAP = 500
@@ -103,7 +104,7 @@ class Snapshot:
     the reader, which copies only the group wanted)."""
 
     version: int
-    config: dict[str, Any]
+    config: RunConfig | None         # as recorded (Store.run_config); None: none readable
     environments: list[EnvRecord]
     episode_counts: dict[str, int]                 # env_id -> episodes recorded
     latest: list[dict[str, Any]]                   # the last LATEST episodes, newest first
@@ -139,12 +140,19 @@ class RunReader:
         self._closed = False
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> RunConfig | None:
         return self.snapshot().config
 
     @property
     def name(self) -> str:
-        return str(self.config.get("name") or self.run_dir.name)
+        config = self.config
+        return (config.name if config is not None else "") or self.run_dir.name
+
+    @property
+    def player_names(self) -> list[str]:
+        """The run's players, in config order (empty when no config could be read)."""
+        config = self.config
+        return [p.name for p in config.players] if config is not None else []
 
     def version(self) -> int:
         return self.store.data_version()
@@ -175,7 +183,7 @@ class RunReader:
             if self._envs is None or self._envs[0] != stamp:
                 self._envs = (stamp, self.store.environments())
             envs = self._envs[1]
-            config = self.store.get_meta("config") or {}
+            config = self.store.run_config()
             usage = [self._usage[k] for k in sorted(self._usage, key=lambda k: (str(k[0]), str(k[1])))]
             latest = list(itertools.islice(reversed(self._index.values()), LATEST))
             self._snapshot = Snapshot(
@@ -296,7 +304,7 @@ class RunReader:
         self.store.close()
 
 
-def _progress(config: dict[str, Any], envs: list[EnvRecord], counts: Counter[str],
+def _progress(config: RunConfig | None, envs: list[EnvRecord], counts: Counter[str],
               usage: list[dict[str, Any]]) -> dict[str, Any]:
     from envduels.engine.status import expected_episodes
 
