@@ -202,7 +202,7 @@ def _session(tmp_path: Path, run: str) -> Tournament:
 
 def _draws(session: Tournament) -> tuple[list[tuple[bool, bool]], list[str]]:
     orders = [session._condition_order("env", "carol", seed, 0) for seed in range(40)]
-    probes = probe_actions(session._draw_salt, "sha", 11)
+    probes = probe_actions(session._draw_salt, "sha")
     return orders, probes
 
 

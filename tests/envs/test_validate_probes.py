@@ -30,14 +30,24 @@ class Fixed:
 '''
 
 
-def test_probe_actions_hold_the_public_ones_and_drawn_ones_reproducibly_per_salt_and_seed():
-    a = probe_actions("run-1", "sha", 11)
+def test_probe_actions_hold_the_public_ones_and_drawn_ones_reproducibly_per_salt():
+    a = probe_actions("run-1", "sha")
     assert set(PROBE_ACTIONS) < set(a)
     assert a[0] not in PROBE_ACTIONS        # the first action is never a public one
     assert all(x.startswith("\\boxed{") and x.endswith("}") for x in a)
-    assert a == probe_actions("run-1", "sha", 11)
-    assert a != probe_actions("run-2", "sha", 11)
-    assert a != probe_actions("run-1", "sha", 12)
+    assert a == probe_actions("run-1", "sha")
+    assert a != probe_actions("run-2", "sha")
+    assert a != probe_actions("run-1", "other source")
+
+
+async def test_a_seed_ignoring_fixed_pool_environment_is_flagged_whatever_the_probes_drawn(pool):
+    """Probes drawn per seed made the seeds' probe trajectories differ whenever one seed's
+    probes held the winning word and the other's did not (salt "p100" here: 7 of 400 salts),
+    so the environment that ignores its seed went unflagged."""
+    for salt in ("p100", "p196", "x"):
+        verdict = await validate_env(EnvSpec("fixed", FIXED), pool, seeds=[1, 2],
+                                     require_oracle=True, fixed_pool=True, probe_seed=salt)
+        assert (verdict.valid, verdict.flags) == (True, [SEED_IGNORED]), salt
 
 
 def test_a_perturbed_action_is_a_near_miss_of_the_original():

@@ -53,7 +53,7 @@ PROBE_ACTIONS = (
 environment must answer each with an observation, never by raising."""
 
 DRAWN_PROBES = 8
-"""Probe actions drawn per seed on top of `PROBE_ACTIONS` (see `probe_actions`)."""
+"""Probe actions drawn on top of `PROBE_ACTIONS` (see `probe_actions`)."""
 
 SEED_IGNORED = "seed_ignored"
 """The verdict flag of a fixed-pool environment that ignores its seed (valid, with a warning)."""
@@ -94,10 +94,12 @@ def _drawn_action(rng: random.Random) -> str:
     return f"\\boxed{{{inner}}}"
 
 
-def probe_actions(probe_seed: str, source_sha256: str, seed: int) -> list[str]:
-    """The probe episode's actions for one benchmark seed: `PROBE_ACTIONS` and `DRAWN_PROBES`
-    drawn ones, shuffled with a drawn one first. Deterministic in its arguments."""
-    rng = random.Random(f"envduels-probe/v1|{probe_seed}|{source_sha256}|{seed}")
+def probe_actions(probe_seed: str, source_sha256: str) -> list[str]:
+    """The probe episode's actions: `PROBE_ACTIONS` and `DRAWN_PROBES` drawn ones, shuffled with
+    a drawn one first. Deterministic in its arguments, and the same for every benchmark seed of
+    one validation: "the environment ignores its seed" compares the seeds' probe trajectories,
+    which differ under different actions even when the seed is ignored."""
+    rng = random.Random(f"envduels-probe/v1|{probe_seed}|{source_sha256}")
     drawn = [_drawn_action(rng) for _ in range(DRAWN_PROBES)]
     rest = drawn[1:] + list(PROBE_ACTIONS)
     rng.shuffle(rest)
@@ -256,7 +258,7 @@ async def _check_seed(
     pool: EnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
     budget: _Budget, probe_seed: str,
 ) -> tuple[_Episode, _Episode | None]:
-    probes = probe_actions(probe_seed, spec.source_sha256, seed)
+    probes = probe_actions(probe_seed, spec.source_sha256)
     probe = await _run_episode(pool, spec, class_name, seed, cap, actions=probes,
                                what="probe episode", budget=budget)
     again = await _run_episode(pool, spec, class_name, seed, cap, actions=probes,
