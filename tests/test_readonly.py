@@ -158,3 +158,24 @@ def test_a_database_from_before_a_table_was_added_reads_as_having_none_recorded(
     finally:
         store.close()
     assert snapshot(tmp_path / "old") == before
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_a_database_a_starting_run_has_created_but_not_filled_reads_as_empty(tmp_path, live):
+    """`envduels run` estimates from the folder before it takes the run lock: a second run
+    started while the first had created run.db but not its tables failed with "no such table:
+    meta" instead of naming the run that holds the folder."""
+    (tmp_path / "run.db").write_bytes(b"")
+    store = Store.open_readonly(tmp_path, live=live)
+    try:
+        assert store.get_meta("config") is None and store.run_config() is None
+        assert store.episodes() == [] and store.environments() == []
+        assert store.totals().calls == 0
+    finally:
+        store.close()
+
+
+def test_a_file_that_is_no_database_is_still_one_line(tmp_path):
+    (tmp_path / "run.db").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(UserError, match="cannot read the run database"):
+        Store.open_readonly(tmp_path, live=False)

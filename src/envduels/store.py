@@ -804,7 +804,10 @@ class Store:
         try:
             store._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
                                         isolation_level=None, timeout=30.0)
-            store._db.execute("SELECT COUNT(*) FROM meta").fetchall()  # opens it: fails here
+            # opens it, and fails here on a file that is no database; a database a starting
+            # run has created but not yet given its tables reads as empty, like an older one
+            # lacking a table (envduels run's own estimate reads the folder before its lock)
+            store._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
             _temp_missing_tables(store._db)
             store._migrate(write=False)
         except sqlite3.Error as err:
