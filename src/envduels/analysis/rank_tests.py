@@ -20,38 +20,34 @@ AUTHOR_PERMUTATIONS = 999
 REFINE_BELOW = 0.05
 
 
-def _score(diff: np.ndarray) -> np.ndarray:
-    """Points of a comparison: 1 if > 0, ½ if equal, 0 if < 0; NaN stays NaN (no comparison)."""
-    return np.where(np.isnan(diff), np.nan, np.where(diff > 1e-12, 1.0, np.where(diff < -1e-12, 0.0, 0.5)))
-
-
-def _points_against(lifts: np.ndarray, rest: np.ndarray) -> np.ndarray:
-    """Σ over the other authors k of the points of lift `lifts[b, q]` against `rest[k, q]` (1 if
-    higher, ½ if equal, 0 if lower; NaN on either side: no comparison), per row b. One sorted
-    search for all columns: column q's values are offset by 4q (lifts lie in [−1, 1])."""
-    offset = 4.0 * np.arange(rest.shape[1])
-    ref = rest + offset[None, :]
-    ref = np.sort(ref[~np.isnan(ref)])
+def _points_against(lifts: np.ndarray, ref: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """Twice the points of each row's lifts against the other authors' lifts (1 if higher, ½ if
+    equal, 0 if lower). `ref` holds the other authors' lifts of column q offset by `offset[q]`
+    (lifts lie in [−1, 1]), sorted, NaN dropped, so one sorted search covers every column. NaN
+    lifts (no pairs) score 0."""
     x = lifts + offset[None, :]
-    below = np.searchsorted(ref, x - 1e-12, side="left")
-    upto = np.searchsorted(ref, x + 1e-12, side="right")
-    start = np.searchsorted(ref, offset - 2.0, side="left")[None, :]  # where column q's values begin
-    pts = 0.5 * ((below - start) + (upto - start))
-    return np.where(np.isnan(lifts), 0.0, pts).sum(axis=1)
+    start = np.searchsorted(ref, offset - 2.0, side="left")[None, :]  # where column q begins
+    pts = np.searchsorted(ref, x - 1e-12, side="left") + np.searchsorted(ref, x + 1e-12, side="right") - 2 * start
+    return np.where(np.isnan(lifts), 0, pts).sum(axis=1)
 
 
 def _split_statistic(first: np.ndarray, num: np.ndarray, den: np.ndarray, rest: np.ndarray) -> np.ndarray:
-    """Per split (rows of the boolean `first`, over the pooled environments): the first author's
-    points minus the second's, against each other and against the other authors' lifts `rest`
-    (others × panel solvers), on each panel solver."""
+    """Per split (rows of the boolean `first`, over the pooled environments): twice the first
+    author's points minus the second's, against each other and against the other authors' lifts
+    `rest` (others × panel solvers), on each panel solver."""
     f = first.astype(float)
+    da, na = f @ den, f @ num
+    db, nb = den.sum(axis=0) - da, num.sum(axis=0) - na
     with np.errstate(invalid="ignore", divide="ignore"):
-        da, db = f @ den, (1.0 - f) @ den
-        la = np.where(da > 0, (f @ num) / np.where(da > 0, da, 1.0), np.nan)
-        lb = np.where(db > 0, ((1.0 - f) @ num) / np.where(db > 0, db, 1.0), np.nan)
-    t = np.nansum(_score(la - lb) - _score(lb - la), axis=1)
+        la = np.where(da > 0, na / np.where(da > 0, da, 1.0), np.nan)
+        lb = np.where(db > 0, nb / np.where(db > 0, db, 1.0), np.nan)
+    diff = la - lb  # NaN compares False: no comparison
+    t = 2.0 * ((diff > 1e-12).sum(axis=1) - (diff < -1e-12).sum(axis=1))
     if len(rest):
-        t += _points_against(la, rest) - _points_against(lb, rest)
+        offset = 4.0 * np.arange(rest.shape[1])
+        ref = rest + offset[None, :]
+        ref = np.sort(ref[~np.isnan(ref)])
+        t = t + _points_against(la, ref, offset) - _points_against(lb, ref, offset)
     return t
 
 
