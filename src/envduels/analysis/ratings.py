@@ -488,7 +488,7 @@ class Rating:
     interval: str = "bootstrap"
     note: str | None = None
     above: np.ndarray | None = None
-    rank_note: str | None = None  # why ranks are withheld while intervals are given
+    rank_note: str | None = None  # why ranks are withheld while intervals are given (none is now)
     edge_p: np.ndarray | None = None  # duel only: one-sided p that i beats j (`duel_edge_pvalues`)
     tie_rate: float = 0.0  # duel only: share of matches that ended level
 
