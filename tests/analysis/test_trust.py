@@ -376,3 +376,16 @@ def test_author_intervals_cover_the_truth_at_the_reference_design_with_a_wide_sp
             total += 1
             hits += row["ci_low"] <= truth[names.index(row["model"])] <= row["ci_high"]
     assert hits / total >= 0.91, hits / total
+
+
+def test_a_rank_claim_never_contradicts_the_direction_of_its_test():
+    """A pair's test may favour i while the fitted strengths put j ahead (the BT fit pools every
+    comparison, the test only the pair's): then nothing is claimed, either way."""
+    from envduels.analysis.ratings import holm_above
+
+    keep = np.arange(2)
+    p = np.array([[np.nan, 1e-6], [np.nan, np.nan]])  # the test favours model 0, strongly
+    agree = holm_above(np.array([[0.0, 1.0], [-1.0, 0.0]]), None, keep, p=p)
+    against = holm_above(np.array([[0.0, -1.0], [1.0, 0.0]]), None, keep, p=p)
+    assert agree[0, 1] and not agree[1, 0]
+    assert not against.any()

@@ -503,8 +503,9 @@ def holm_above(
     diff: np.ndarray, se: np.ndarray, keep: np.ndarray, level: float = LEVEL, *, p: np.ndarray | None = None
 ) -> np.ndarray:
     """The family-wise rank rule: Holm's step-down over every pair of rated models, each pair
-    tested by z = (θ_i − θ_j)/se_ij (two-sided), or by the given two-sided p-values `p[i, j]`
-    (NaN: not testable). Returns above[i, j] = i is distinguishably above j (the order is the
+    tested by z = (θ_i − θ_j)/se_ij (two-sided), or by the given two-sided p-values: `p[i, j]`
+    where the test's own statistic favours i, NaN where it favours j (then a claim in θ̂'s order
+    would contradict the test: not testable) or the pair cannot be tested. Returns above[i, j] = i is distinguishably above j (the order is the
     sign of `diff`); the chance of any false claim among all pairs is at most 1 − `level`. A
     pair with no finite positive standard error (or no p-value) is never distinguished."""
     n = len(diff)
@@ -513,9 +514,10 @@ def holm_above(
     if p is None:
         ok = [(i, j) for i, j in pairs if np.isfinite(se[i, j]) and se[i, j] > 0]
         pv = np.array([2.0 * norm.sf(abs(diff[i, j]) / se[i, j]) for i, j in ok])
-    else:
-        ok = [(i, j) for i, j in pairs if np.isfinite(p[i, j])]
-        pv = np.array([p[i, j] for i, j in ok])
+    else:  # p[i, j] is given where the test's statistic favours i: a claim must agree with θ̂
+        directed = [(i, j, p[i, j] if diff[i, j] > 0 else p[j, i] if diff[i, j] < 0 else np.nan) for i, j in pairs]
+        ok = [(i, j) for i, j, v in directed if np.isfinite(v)]
+        pv = np.array([v for _, _, v in directed if np.isfinite(v)])
     if not ok:
         return above
     m = len(pairs)  # untestable pairs still count in the family: never a looser threshold
