@@ -26,7 +26,8 @@ from urllib.parse import quote
 import httpx
 
 from envduels.analysis import simulate_tournament
-from envduels.store import EnvironmentRow, EpisodeRow, Store
+from envduels.envs import EnvSpec
+from envduels.store import EnvRecord, EpisodeRow, Store
 from envduels.view import create_app
 from envduels.view._reader import analyse
 from envduels.view.commands import running
@@ -62,13 +63,11 @@ def build(run_dir: Path, players: int) -> tuple[int, float]:
         store.put_validation(e["env_id"], 0, author=e["author"], round=int(e["round"]),
                              valid=bool(e["valid"]), reasons=[] if e["valid"] else ["no oracle"],
                              verdict=None, reply="```python\n" + (e["source"] or "") + "\n```")
-        store.put_environment(EnvironmentRow(
-            env_id=e["env_id"], author=e["author"], round=int(e["round"]), slot=i,
-            domain=e["domain"], title=e["title"], valid=bool(e["valid"]),
-            invalid_reason=e["invalid_reason"], hints={"hint": e["hint"]},
-            source=(e["source"] or "") + "\n# padding\n" * 60, source_sha256="0" * 64,
-            class_name=e["class_name"], max_turns=24, fixed_pool=False,
-            benchmark_seeds=tuple(e["benchmark_seeds"]), metadata={}))
+        store.put_environment(EnvRecord(EnvSpec(
+            e["env_id"], (e["source"] or "") + "\n# padding\n" * 60, class_name=e["class_name"],
+            max_turns=24, domain=e["domain"], author=e["author"], title=e["title"],
+            hints={"hint": e["hint"]}, benchmark_seeds=tuple(e["benchmark_seeds"])),
+            round=int(e["round"]), slot=i, valid=bool(e["valid"]), invalid_reason=e["invalid_reason"]))
     n = 0
     for ep in t.episodes.to_dict("records"):
         turns = int(ep["turns"]) or 1

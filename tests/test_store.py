@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from envduels.envs import EnvSpec
 from envduels.errors import UserError
-from envduels.store import EnvironmentRow, EpisodeRow, Store
+from envduels.store import EnvRecord, EpisodeRow, Store
 
 
-def _env(env_id: str = "r1-a-0", valid: bool = True) -> EnvironmentRow:
-    return EnvironmentRow(
-        env_id=env_id, author="a", round=1, slot=0, domain="logic", title="Lock",
-        valid=valid, invalid_reason=None if valid else "reset raised", hints={"hint": "try 7"},
-        source="class E: ...", source_sha256="abc", class_name="E", max_turns=5,
-        fixed_pool=False, benchmark_seeds=(2**62 + 5, 11), metadata={"k": 1},
-    )
+def _env(env_id: str = "r1-a-0", valid: bool = True) -> EnvRecord:
+    spec = EnvSpec(env_id, "class E: ...", class_name="E", max_turns=5, domain="logic",
+                   author="a", title="Lock", hints={"hint": "try 7"},
+                   benchmark_seeds=(2**62 + 5, 11), metadata={"k": 1})
+    return EnvRecord(spec, round=1, valid=valid, invalid_reason=None if valid else "reset raised")
 
 
 def _episode(key: str, outcome: str = "success", hinted: bool = True) -> EpisodeRow:
@@ -115,12 +114,10 @@ def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):
     # environment code and model replies may hold lone surrogates, which UTF-8 cannot encode
     store = Store(tmp_path)
     bad = "bad \udcff action"
-    env = EnvironmentRow(
-        env_id="r1-a-0", author="a", round=1, slot=0, domain="logic", title="T\ud800",
-        valid=False, invalid_reason=f"reset raised ValueError: {bad}", hints={"hint": "h\ud800"},
-        source="x = '\udcff'\n", source_sha256="abc", class_name="E", max_turns=5,
-        fixed_pool=False, benchmark_seeds=(1,), metadata={"m": "\ud800"},
-    )
+    env = EnvRecord(EnvSpec(
+        "r1-a-0", "x = '\udcff'\n", class_name="E", max_turns=5, domain="logic", author="a",
+        title="T\ud800", hints={"hint": "h\ud800"}, benchmark_seeds=(1,), metadata={"m": "\ud800"}),
+        round=1, valid=False, invalid_reason=f"reset raised ValueError: {bad}")
     store.put_environment(env)
     store.put_validation("r1-a-0", 0, author="a", round=1, valid=False, reasons=[bad],
                          verdict={"why": bad}, reply="```python\n\ud800```")
@@ -142,3 +139,15 @@ def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):
     assert (v["reasons"], v["verdict"], v["reply"]) == (
         ["bad \ufffd action"], {"why": "bad \ufffd action"}, "```python\n\ufffd```")
     assert store.get("k\ud800") == {"player": "a", "role": "solver", "reply": "r\ufffd"}
+
+
+def test_the_environments_table_keeps_every_field_of_the_record(tmp_path):
+    store = Store(tmp_path)
+    spec = EnvSpec("maze", "class M: ...", hints={"hint_1": "walls", "hint_2": "exit east"},
+                   metadata={"split": "train"}, benchmark_seeds=(3,))
+    store.put_environment(EnvRecord(spec, round=1, slot=2, fixed_pool=True))
+    row = store.tables().environments.iloc[0]
+    assert (row.hint, row.hints, row.metadata, row.slot, row.source_sha256) == (
+        "walls", {"hint_1": "walls", "hint_2": "exit east"}, {"split": "train"}, 2,
+        spec.source_sha256)
+    assert store.environment("maze").spec == spec

@@ -6,15 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from envduels.store import EnvironmentRow, EpisodeRow, Store
+from envduels.envs import EnvSpec
+from envduels.store import EnvRecord, EpisodeRow, Store
 
 
-def _env(env_id: str, author: str) -> EnvironmentRow:
-    return EnvironmentRow(
-        env_id=env_id, author=author, round=1, slot=0, domain="logic", title=env_id, valid=True,
-        invalid_reason=None, hints={"hint": "h"}, source=f"class E_{author}: ...",
-        source_sha256=env_id, class_name="E", max_turns=5, fixed_pool=False,
-        benchmark_seeds=(1, 2), metadata={})
+def _env(env_id: str, author: str) -> EnvRecord:
+    return EnvRecord(EnvSpec(env_id, f"class E_{author}: ...", class_name="E", max_turns=5,
+                             domain="logic", author=author, title=env_id, hints={"hint": "h"},
+                             benchmark_seeds=(1, 2)), round=1)
 
 
 def _episodes() -> list[EpisodeRow]:

@@ -24,14 +24,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from envduels.analysis.transfer import env_solver_rates, matched_pairs
+from envduels.envs import EnvSpec
 from envduels.errors import UserError
+from envduels.store import EnvRecord
 
 FORMATS = ("envduels", "jsonl", "hf")
 FLAGS = ("unsolved_with_hint", "hint_gated", "hint_leak")
@@ -62,36 +64,27 @@ class Filters:
         }
 
 
-@dataclass
-class ExportItem:
-    """One selected environment with the run's results on it."""
+@dataclass(frozen=True)
+class Selected:
+    """One environment an export keeps: the run's record of it, the benchmark seeds kept, and the
+    run's results on it."""
 
-    env_id: str
-    author: str
-    round: int
-    domain: str
-    title: str
-    source: str
-    source_sha256: str
-    class_name: str | None
-    max_turns: int
-    hints: dict[str, str]
+    env: EnvRecord
     seeds: list[int]
     flags: list[str]
     panel_no_hint_rate: float | None
     panel_hinted_rate: float | None
     learnability: float | None
     solvers: list[dict[str, Any]]
-    metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def hint(self) -> str:
-        return self.hints.get("hint") or self.hints.get("hint_1") or ""
+    def env_id(self) -> str:
+        return self.env.env_id
 
     def results_metadata(self) -> dict[str, Any]:
         """The run's results as stored in an EnvDuels manifest row's metadata."""
         return {
-            "round": self.round,
+            "round": self.env.round,
             "flags": list(self.flags),
             "panel": {
                 "no_hint_rate": self.panel_no_hint_rate,
@@ -101,16 +94,20 @@ class ExportItem:
             "results": {s["solver"]: {k: v for k, v in s.items() if k != "solver"} for s in self.solvers},
         }
 
+    def spec(self) -> EnvSpec:
+        """The environment as exported: its recorded spec with the seeds kept and the run's
+        results in its metadata."""
+        spec = self.env.spec
+        kept = {k: v for k, v in spec.metadata.items() if k != "benchmark_seeds"}
+        return replace(spec, benchmark_seeds=tuple(self.seeds),
+                       metadata={**kept, **self.results_metadata()})
 
-def _none_if_nan(value: Any) -> Any:
-    return None if value is None or (isinstance(value, float) and value != value) else value
 
-
-def check_filters(filters: Filters, tables: Any) -> None:
-    """UserError (one line, with the fix) for a filter naming something the run does not hold."""
-    envs = tables.environments
-    authors = sorted(set(envs["author"].astype(str)))
-    rounds = sorted({int(r) for r in envs["round"]})
+def check_filters(filters: Filters, envs: list[EnvRecord], tables: Any) -> None:
+    """UserError (one line, with the fix) for a filter naming something the run does not hold:
+    an author or round of no environment in `envs`, a target that solved nothing in `tables`."""
+    authors = sorted({e.author for e in envs})
+    rounds = sorted({e.round for e in envs})
     for a in filters.authors:
         if a not in authors:
             raise UserError(f"--author {a!r} wrote no environment in this run; authors: {', '.join(authors) or 'none'}")
@@ -144,19 +141,19 @@ def rescued_seeds(pairs: pd.DataFrame, target: str) -> dict[str, list[int]]:
 
 
 def select(
+    envs: list[EnvRecord],
     tables: Any,
     filters: Filters,
     *,
-    hints: dict[str, dict[str, str]] | None = None,
-    metadata: dict[str, dict[str, Any]] | None = None,
     flags: dict[str, list[str]] | None = None,
-) -> list[ExportItem]:
-    """The valid environments that pass `filters`, in table order, with the run's results.
+) -> list[Selected]:
+    """The valid environments of `envs` that pass `filters`, in env id order (the order of the
+    analysis tables), with the run's results on them from `tables` (the same run's `Tables`).
 
-    `hints`/`metadata` per env id default to `{"hint": <table hint>}` / `{}`; `flags` defaults to
-    `analysis.metrics.environment_flags(tables)`. Checks the filters first (`check_filters`).
+    `flags` defaults to `analysis.metrics.environment_flags(tables)`. Checks the filters first
+    (`check_filters`).
     """
-    check_filters(filters, tables)
+    check_filters(filters, envs, tables)
     if flags is None:
         from envduels.analysis.metrics import environment_flags
 
@@ -164,14 +161,14 @@ def select(
     pairs = matched_pairs(tables.episodes)
     rates = env_solver_rates(pairs)
     rescued = rescued_seeds(pairs, filters.target) if filters.target else {}
-    items = []
-    for env in tables.environments.to_dict("records"):
-        env_id = str(env["env_id"])
-        if not bool(env["valid"]):
+    kept = []
+    for env in sorted(envs, key=lambda e: e.env_id):
+        env_id = env.env_id
+        if not env.valid:
             continue
-        if filters.authors and env["author"] not in filters.authors:
+        if filters.authors and env.author not in filters.authors:
             continue
-        if filters.rounds and int(env["round"]) not in filters.rounds:
+        if filters.rounds and env.round not in filters.rounds:
             continue
         env_flags = list(flags.get(env_id, []))
         if filters.flags and not set(env_flags) & set(filters.flags):
@@ -186,7 +183,7 @@ def select(
                 continue
             if filters.max_pass is not None and panel0 > filters.max_pass:
                 continue
-        seeds = [int(s) for s in (env["benchmark_seeds"] or [])]
+        seeds = list(env.benchmark_seeds)
         if filters.target:
             seeds = [s for s in seeds if s in rescued.get(env_id, [])] or rescued.get(env_id, [])
             if not seeds:
@@ -202,59 +199,31 @@ def select(
             }
             for r in env_rates.to_dict("records")
         ]
-        items.append(
-            ExportItem(
-                env_id=env_id,
-                author=str(env["author"]),
-                round=int(env["round"]),
-                domain=str(env["domain"] or "other"),
-                title=str(env["title"] or ""),
-                source=str(env["source"]),
-                source_sha256=str(env["source_sha256"]),
-                class_name=_none_if_nan(env["class_name"]),
-                max_turns=int(env["max_turns"]),
-                hints=(hints or {}).get(env_id) or {"hint": str(env["hint"] or "")},
-                seeds=seeds,
-                flags=env_flags,
-                panel_no_hint_rate=panel0,
-                panel_hinted_rate=panelh,
-                learnability=float(env_rates["learnability"].mean()) if len(env_rates) else None,
-                solvers=solvers,
-                metadata=dict((metadata or {}).get(env_id) or {}),
-            )
-        )
-    return items
+        kept.append(Selected(
+            env=env, seeds=seeds, flags=env_flags, panel_no_hint_rate=panel0,
+            panel_hinted_rate=panelh,
+            learnability=float(env_rates["learnability"].mean()) if len(env_rates) else None,
+            solvers=solvers,
+        ))
+    return kept
 
 
-def records(items: list[ExportItem]) -> list[dict[str, Any]]:
+def records(selected: list[Selected]) -> list[dict[str, Any]]:
     """One JSON-ready record per (environment, seed), with the fields of `ROW_FIELDS`."""
     out = []
-    for item in items:
+    for item in selected:
+        spec = item.env.spec
         for seed in item.seeds:
             out.append({
-                "id": item.env_id, "author": item.author, "round": item.round,
-                "domain": item.domain, "title": item.title, "seed": seed,
-                "source_sha256": item.source_sha256, "class_name": item.class_name,
-                "max_turns": item.max_turns, "hint": item.hint, "flags": list(item.flags),
+                "id": spec.id, "author": spec.author, "round": item.env.round,
+                "domain": spec.domain, "title": spec.title, "seed": seed,
+                "source_sha256": spec.source_sha256, "class_name": spec.class_name,
+                "max_turns": spec.max_turns, "hint": spec.hint, "flags": list(item.flags),
                 "panel_no_hint_rate": item.panel_no_hint_rate,
                 "panel_hinted_rate": item.panel_hinted_rate, "learnability": item.learnability,
-                "solvers": [dict(s) for s in item.solvers], "source": item.source,
+                "solvers": [dict(s) for s in item.solvers], "source": spec.source,
             })
     return out
-
-
-def _specs(items: list[ExportItem]) -> list[Any]:
-    from envduels.envs import EnvSpec
-
-    return [
-        EnvSpec(
-            id=i.env_id, source=i.source, class_name=i.class_name, max_turns=i.max_turns,
-            domain=i.domain, author=i.author, title=i.title, hints=dict(i.hints),
-            benchmark_seeds=tuple(i.seeds),
-            metadata={**{k: v for k, v in i.metadata.items() if k != "benchmark_seeds"}, **i.results_metadata()},
-        )
-        for i in items
-    ]
 
 
 def _hf_features() -> Any:
@@ -274,13 +243,13 @@ def _hf_features() -> Any:
     })
 
 
-def write(items: list[ExportItem], folder: Path, fmt: str) -> int:
+def write(items: list[Selected], folder: Path, fmt: str) -> int:
     """Write `items` into the empty or new `folder` in format `fmt`; returns the record count."""
     folder.mkdir(parents=True, exist_ok=True)
     if fmt == "envduels":
         from envduels.envs import write_export
 
-        write_export(folder, _specs(items))
+        write_export(folder, [item.spec() for item in items])
         return len(items)
     rows = records(items)
     if fmt == "jsonl":
@@ -333,7 +302,7 @@ def _prepare_out_dir(out_dir: Path) -> None:
         )
 
 
-def export_items(items: list[ExportItem], out_dir: Path, *, fmt: str, provenance: dict[str, Any]) -> int:
+def export_items(items: list[Selected], out_dir: Path, *, fmt: str, provenance: dict[str, Any]) -> int:
     """Write a fresh export next to `out_dir`, then swap it in; an earlier export is replaced.
 
     Nothing is left half-written in `out_dir`: a failure removes the fresh copy and keeps the old.
@@ -385,15 +354,10 @@ def export_command(
 
     filters = Filters(list(authors), list(rounds), list(flags), min_pass, max_pass, target)
     with Store.open_readonly(run_dir, live=False) as store:
+        envs = store.environments()
         tables = store.tables()
-        rows = store.environments()
-    valid = int(tables.environments["valid"].sum()) if len(tables.environments) else 0
-    items = select(
-        tables,
-        filters,
-        hints={r.env_id: dict(r.hints) for r in rows},
-        metadata={r.env_id: dict(r.metadata) for r in rows},
-    )
+    valid = sum(e.valid for e in envs)
+    items = select(envs, tables, filters)
     if not items:
         raise UserError(
             f"no environment passes the filters ({valid} valid in {run_dir}); loosen --author/--round/--flag/--min-pass/--max-pass/--target"

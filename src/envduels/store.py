@@ -8,14 +8,16 @@ record, so a kill loses at most the work in flight:
   cache first and never pays twice. Its bill is in columns: tokens (input split into uncached,
   cache read and cache write; reasoning within output), cost and what prompt caching saved; a
   database written before the split is migrated when opened.
-- `environments`: one row per environment (authored, or from a fixed pool), final once written.
+- `environments`: one row per environment (authored, or from a fixed pool), final once written:
+  its `EnvRecord`, one column per field (see `_TABLE_COLUMNS`).
 - `validations`: every authoring attempt with the validator's verdict.
 - `episodes`: one row per episode key with its transcript, outcome and reason.
 - `audits`: one row per audited episode (its replay `passed` or was a `mismatch`); a played
   episode (success or failure) without one is still to be audited, also after a resume. The
   table is created on open, so a run database from before audits exists gains it empty.
 
-Readers (analysis, report, export) use `Store.tables()`; nothing outside this module runs SQL.
+Readers use `Store.tables()` (analysis, report) or the records (`Store.environments()`, export,
+the viewer); nothing outside this module runs SQL.
 Commands that only read open the database with `Store.open_readonly`, which writes nothing in
 the run folder.
 """
@@ -29,15 +31,18 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 import pandas as pd
 
 from envduels._text import valid_text
+from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
 
 if TYPE_CHECKING:
@@ -47,7 +52,7 @@ DB_NAME = "run.db"
 LOCK_NAME = "run.lock"
 SCHEMA_VERSION = 1
 
-_SCHEMA = """
+_SCHEMA_TEMPLATE = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY, player TEXT, role TEXT, call_id TEXT,
@@ -55,18 +60,11 @@ CREATE TABLE IF NOT EXISTS calls (
     cost_usd REAL, latency_s REAL, created REAL, cache_read_tokens INTEGER DEFAULT 0,
     cache_write_tokens INTEGER DEFAULT 0, reasoning_tokens INTEGER DEFAULT 0,
     saved_usd REAL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS environments (
-    env_id TEXT PRIMARY KEY, author TEXT, round INTEGER, slot INTEGER, domain TEXT, title TEXT,
-    valid INTEGER, invalid_reason TEXT, hint TEXT, hints TEXT, source TEXT, source_sha256 TEXT,
-    class_name TEXT, max_turns INTEGER, fixed_pool INTEGER, benchmark_seeds TEXT,
-    metadata TEXT, created REAL);
+{environments}
 CREATE TABLE IF NOT EXISTS validations (
     env_id TEXT, attempt INTEGER, author TEXT, round INTEGER, valid INTEGER, reasons TEXT,
     verdict TEXT, reply TEXT, created REAL, PRIMARY KEY (env_id, attempt));
-CREATE TABLE IF NOT EXISTS episodes (
-    episode_key TEXT PRIMARY KEY, env_id TEXT, author TEXT, solver TEXT, round INTEGER,
-    domain TEXT, seed INTEGER, trial INTEGER, hinted INTEGER, outcome TEXT, reason TEXT,
-    turns INTEGER, self_play INTEGER, transcript TEXT, created REAL);
+{episodes}
 CREATE TABLE IF NOT EXISTS audits (
     episode_key TEXT PRIMARY KEY, env_id TEXT, state TEXT NOT NULL, detail TEXT,
     played_outcome TEXT, created REAL);
@@ -84,13 +82,6 @@ PLAYER_COLUMNS = ["name", "provider", "model", "params_b", "roles", "cost_usd", 
 # database written before them is migrated when opened (its calls read as uncached).
 _CALL_SPLIT = {"cache_read_tokens": "INTEGER DEFAULT 0", "cache_write_tokens": "INTEGER DEFAULT 0",
                "reasoning_tokens": "INTEGER DEFAULT 0", "saved_usd": "REAL DEFAULT 0"}
-ENVIRONMENT_COLUMNS = ["env_id", "author", "round", "domain", "title", "valid", "invalid_reason",
-                       "hint", "source", "source_sha256", "class_name", "max_turns", "fixed_pool",
-                       "benchmark_seeds"]
-EPISODE_COLUMNS = ["episode_key", "env_id", "author", "solver", "round", "domain", "seed", "trial",
-                   "hinted", "outcome", "reason", "turns", "self_play", "transcript"]
-
-
 def _text(value: str | None) -> str | None:
     """Text for a TEXT column: lone surrogates (from environment code or a model reply) as
     U+FFFD, since SQLite stores UTF-8 and one such character would stop the run."""
@@ -111,7 +102,9 @@ class Tables:
                   output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
                   saved_usd (totals over every call recorded in the run; see `Totals`)
     environments: env_id, author, round, domain, title, valid (bool), invalid_reason, hint, source,
-                  source_sha256, class_name, max_turns, fixed_pool (bool), benchmark_seeds (list)
+                  source_sha256, class_name, max_turns, fixed_pool (bool), benchmark_seeds (list),
+                  then every other field of the `EnvRecord`: slot, hints (dict), metadata (dict),
+                  ... (`ENVIRONMENT_COLUMNS`); `hint` is `EnvSpec.hint`
     episodes:     episode_key, env_id, author, solver, round, domain, seed, trial, hinted (bool),
                   outcome ("success"|"failure"|"incomplete"|"error"), reason, turns,
                   self_play (bool), transcript (list of {role, content, ...}); every
@@ -125,29 +118,33 @@ class Tables:
 
 
 @dataclass(frozen=True)
-class EnvironmentRow:
-    """One environment as the engine records it (authored or from a fixed pool)."""
+class EnvRecord:
+    """A run's record of one environment: the environment itself (`spec`, the one description
+    of an environment, exactly as the run played it) and what the run found out about it.
 
-    env_id: str
-    author: str
+    Every `EnvSpec` field and property reads through (`record.author` is `record.spec.author`,
+    `record.hint` is `record.spec.hint`); `env_id` is `spec.id`. A fixed-pool environment is
+    recorded in round 1, slot 0.
+    """
+
+    spec: EnvSpec
     round: int
-    slot: int
-    domain: str
-    title: str
-    valid: bool
-    invalid_reason: str | None
-    hints: dict[str, str]
-    source: str
-    source_sha256: str
-    class_name: str | None
-    max_turns: int
-    fixed_pool: bool
-    benchmark_seeds: tuple[int, ...]
-    metadata: dict[str, Any]
+    slot: int = 0
+    valid: bool = True
+    invalid_reason: str | None = None
+    """Why the environment is invalid (one line); None when it is valid."""
+    fixed_pool: bool = False
+    """From a fixed pool (library or export), not authored in this run."""
 
     @property
-    def hint(self) -> str:
-        return self.hints.get("hint") or self.hints.get("hint_1") or ""
+    def env_id(self) -> str:
+        return self.spec.id
+
+    def __getattr__(self, name: str) -> Any:
+        # only called for names the record lacks: the environment's own fields and properties
+        if name.startswith("__") or name == "spec":
+            raise AttributeError(name)
+        return getattr(self.spec, name)
 
 
 @dataclass(frozen=True)
@@ -167,7 +164,154 @@ class EpisodeRow:
     reason: str
     turns: int
     self_play: bool
-    transcript: list[dict[str, Any]]
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One column of a table that stores a record: its SQL type, how a field's value is written
+    and read back, and what a row written before the column existed reads as (the field's
+    default), all from the field's declaration."""
+
+    name: str
+    field: str            # the record's field it holds
+    kind: type            # bool, int, float, str, or dict/list/tuple (stored as JSON text)
+    default: Callable[[], Any]
+    sort_keys: bool = False
+
+    @classmethod
+    def of(cls, f: Field, hint: Any, *, name: str | None = None, sort_keys: bool = False) -> _Column:
+        args = [a for a in get_args(hint) if a is not type(None)] if get_origin(hint) in (
+            Union, UnionType) else [hint]
+        kind = get_origin(args[0]) or args[0]
+        if f.default is not MISSING:
+            default: Callable[[], Any] = lambda v=f.default: v  # noqa: E731
+        elif f.default_factory is not MISSING:
+            default = f.default_factory
+        else:
+            default = lambda: None  # noqa: E731
+        return cls(name or f.name, f.name, kind, default, sort_keys)
+
+    @property
+    def sql(self) -> str:
+        return {bool: "INTEGER", int: "INTEGER", float: "REAL"}.get(self.kind, "TEXT")
+
+    def encode(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.kind is bool:
+            return int(value)
+        if self.kind in (dict, list, tuple):
+            return _json(list(value) if self.kind is tuple else value, sort_keys=self.sort_keys,
+                         default=str)
+        return _text(value) if self.kind is str else value
+
+    @cached_property
+    def read(self) -> Callable[[Any], Any]:
+        """The field's value from the column's (None, as in a column added after the row was
+        written, is the field's default). One function per kind: tables read it per cell."""
+        default, loads = self.default, json.loads
+        if self.kind is bool:
+            return lambda v: default() if v is None else bool(v)
+        if self.kind is tuple:
+            return lambda v: default() if v is None else tuple(loads(v))
+        if self.kind in (dict, list):
+            return lambda v: default() if v is None else loads(v)
+        return lambda v: default() if v is None else v
+
+
+def _columns(record: type, *, skip: tuple[str, ...] = (), rename: dict[str, str] | None = None,
+             sort_keys: bool = False) -> list[_Column]:
+    hints = get_type_hints(record)
+    return [_Column.of(f, hints[f.name], name=(rename or {}).get(f.name), sort_keys=sort_keys)
+            for f in fields(record) if f.name not in skip]
+
+
+# The environments table: one column per EnvSpec field (`id` as `env_id`, the name every table
+# uses), one per fact of the run's EnvRecord, and the spec's `hint` and `source_sha256` (derived,
+# written for readers of the file; read back from the spec, never from the column). A field
+# added to EnvSpec or EnvRecord is a new column everywhere, added to an older database on open.
+_SPEC_COLUMNS = _columns(EnvSpec, rename={"id": "env_id"}, sort_keys=True)
+_RUN_COLUMNS = _columns(EnvRecord, skip=("spec",))
+_DERIVED_COLUMNS = ("hint", "source_sha256")
+_ENV_COLUMNS = [*_SPEC_COLUMNS, *_RUN_COLUMNS]
+_ENV_TABLE = [c.name for c in _ENV_COLUMNS] + list(_DERIVED_COLUMNS)
+
+_FRAME_FIRST = ["env_id", "author", "round", "domain", "title", "valid", "invalid_reason", "hint",
+                "source", "source_sha256", "class_name", "max_turns", "fixed_pool",
+                "benchmark_seeds"]
+ENVIRONMENT_COLUMNS = _FRAME_FIRST + [c for c in _ENV_TABLE if c not in _FRAME_FIRST]
+"""The columns of `Tables.environments`: the ones readers have always had first, then every
+other column of the record (`slot`, `hints`, `metadata`, and any field added since)."""
+
+_EPISODE_COLUMNS = _columns(EpisodeRow)
+EPISODE_COLUMNS = [c.name for c in _EPISODE_COLUMNS]
+
+
+def _create(table: str, columns: list[tuple[str, str]]) -> str:
+    """The CREATE TABLE of a record's table: its first column is the key; `created` last."""
+    cols = [f"{name} {sql}" + (" PRIMARY KEY" if i == 0 else "")
+            for i, (name, sql) in enumerate(columns)]
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)}, created REAL);"
+
+
+def _env_values(env: EnvRecord) -> dict[str, Any]:
+    """The environments row of `env`, by column."""
+    row = {c.name: c.encode(getattr(env.spec, c.field)) for c in _SPEC_COLUMNS}
+    row.update({c.name: c.encode(getattr(env, c.field)) for c in _RUN_COLUMNS})
+    row.update({name: _text(getattr(env.spec, name)) for name in _DERIVED_COLUMNS})
+    return row
+
+
+def _env_record(values: list[Any]) -> EnvRecord:
+    """The record of the values of `_ENV_COLUMNS` (field order: spec, then the run's facts)."""
+    return EnvRecord(EnvSpec(*values[:len(_SPEC_COLUMNS)]), *values[len(_SPEC_COLUMNS):])
+
+
+def environment_frame(envs: list[EnvRecord]) -> pd.DataFrame:
+    """`envs` as `Tables.environments`, in the order given: one row per record with every
+    column of `ENVIRONMENT_COLUMNS` (sequences as lists, `valid` and `fixed_pool` bools)."""
+    rows = []
+    for env in envs:
+        row: dict[str, Any] = {}
+        for owner, columns in ((env.spec, _SPEC_COLUMNS), (env, _RUN_COLUMNS)):
+            for c in columns:
+                value = getattr(owner, c.field)
+                row[c.name] = list(value) if isinstance(value, tuple) else value
+        row.update({name: getattr(env.spec, name) for name in _DERIVED_COLUMNS})
+        rows.append(row)
+    return _typed(pd.DataFrame(rows, columns=ENVIRONMENT_COLUMNS), _ENV_COLUMNS)
+
+
+def _typed(df: pd.DataFrame, columns: list[_Column]) -> pd.DataFrame:
+    """`df` with its columns of bool fields as bools (SQLite and an empty frame give objects)."""
+    for c in columns:
+        if c.kind is bool:
+            df[c.name] = df[c.name].astype(bool)
+    return df
+
+
+def _episode_row(values: list[Any]) -> EpisodeRow:
+    """The episode of the values of `_EPISODE_COLUMNS` (in field order)."""
+    return EpisodeRow(*values)
+
+
+# The order of the environments table's columns in a new database: that of the first release
+# (whose `SELECT *` readers unpack by position), then any column added since.
+_FIRST_RELEASE_ORDER = ["env_id", "author", "round", "slot", "domain", "title", "valid",
+                        "invalid_reason", "hint", "hints", "source", "source_sha256", "class_name",
+                        "max_turns", "fixed_pool", "benchmark_seeds", "metadata"]
+_TABLE_COLUMNS = {
+    "environments": sorted(
+        [(c.name, c.sql) for c in _ENV_COLUMNS] + [(n, "TEXT") for n in _DERIVED_COLUMNS],
+        key=lambda col: (_FIRST_RELEASE_ORDER.index(col[0]) if col[0] in _FIRST_RELEASE_ORDER
+                         else len(_FIRST_RELEASE_ORDER))),
+    "episodes": [(c.name, c.sql) for c in _EPISODE_COLUMNS],
+}
+"""The columns of the tables that store records, from the records: the schema, the migration of
+an older database and every INSERT and SELECT of these tables read them here."""
+
+_SCHEMA = _SCHEMA_TEMPLATE.format(**{t: _create(t, cols) for t, cols in _TABLE_COLUMNS.items()})
 
 
 @dataclass(frozen=True)
@@ -269,7 +413,16 @@ class Store:
 
     def _migrate(self, *, write: bool = True) -> None:
         """Add the columns a database written by an older envduels lacks. Where it cannot (or,
-        without `write`, may not) be written, its missing columns read as zeros."""
+        without `write`, may not) be written, its missing columns read as zeros (calls) or as
+        the record field's default (environments, episodes)."""
+        self._have: dict[str, set[str]] = {}
+        for table, columns in _TABLE_COLUMNS.items():
+            present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for column, kind in columns:
+                if column not in present and write:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+                    present.add(column)
+            self._have[table] = present
         have = {row[1] for row in self._db.execute("PRAGMA table_info(calls)")}
         for column, kind in _CALL_SPLIT.items():
             if column not in have and write:
@@ -297,6 +450,37 @@ class Store:
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
+
+    def _read(self, table: str, columns: list[_Column], *, where: str = "", args: tuple = (),
+              replace: dict[str, str] | None = None) -> list[list[Any]]:
+        """The values of `columns` (a record's, in field order) in the rows of `table`, oldest
+        first, read by name: a column this database lacks (added after it was written) reads as
+        its field's default. `replace` gives an SQL expression to read instead of a column."""
+        replace = replace or {}
+        present = [c for c in columns if c.name in self._have[table]]
+        exprs = [f"{replace[c.name]} AS {c.name}" if c.name in replace else c.name for c in present]
+        rows = self._query(f"SELECT {', '.join(exprs)} FROM {table} {where} ORDER BY rowid", args)
+        if len(present) < len(columns):   # None where a column is missing: its default
+            at = {c.name: i for i, c in enumerate(present)}
+            rows = [tuple(r[at[c.name]] if c.name in at else None for c in columns) for r in rows]
+        # convert only what needs it (bools, JSON, and None where the default is not None): a
+        # large run reads millions of cells here
+        convert = [(i, c.read) for i, c in enumerate(columns)
+                   if c.kind not in (str, int, float) or c.default() is not None]
+        out = []
+        for r in rows:
+            values = list(r)
+            for i, read in convert:
+                values[i] = read(values[i])
+            out.append(values)
+        return out
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, table: str, values: dict[str, Any]) -> None:
+        """Write one record's row into `table` by column name, replacing a row with its key."""
+        names = [*values, "created"]
+        db.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES "
+                   f"({', '.join('?' * len(names))})", (*values.values(), time.time()))
 
     def close(self) -> None:
         with self._lock:
@@ -410,25 +594,19 @@ class Store:
 
     # -- environments and validations -------------------------------------------------------
 
-    def put_environment(self, env: EnvironmentRow) -> None:
+    def put_environment(self, env: EnvRecord) -> None:
         """Record an environment's final state (valid or invalid); replaces an earlier row."""
         with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO environments VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (_text(env.env_id), _text(env.author), env.round, env.slot, _text(env.domain),
-                 _text(env.title), int(env.valid), _text(env.invalid_reason), _text(env.hint),
-                 _json(env.hints), _text(env.source), env.source_sha256,
-                 _text(env.class_name), env.max_turns, int(env.fixed_pool),
-                 json.dumps(list(env.benchmark_seeds)),
-                 _json(env.metadata, sort_keys=True, default=str), time.time()),
-            )
+            self._insert(db, "environments", _env_values(env))
 
-    def environment(self, env_id: str) -> EnvironmentRow | None:
-        rows = self._query("SELECT * FROM environments WHERE env_id = ?", (env_id,))
-        return _env_row(rows[0]) if rows else None
+    def environment(self, env_id: str) -> EnvRecord | None:
+        """The recorded environment `env_id`, or None."""
+        rows = self._read("environments", _ENV_COLUMNS, where="WHERE env_id = ?", args=(env_id,))
+        return _env_record(rows[0]) if rows else None
 
-    def environments(self) -> list[EnvironmentRow]:
-        return [_env_row(r) for r in self._query("SELECT * FROM environments ORDER BY rowid")]
+    def environments(self) -> list[EnvRecord]:
+        """Every recorded environment, in the order first written (a replaced one moves last)."""
+        return [_env_record(r) for r in self._read("environments", _ENV_COLUMNS)]
 
     def put_validation(self, env_id: str, attempt: int, *, author: str, round: int, valid: bool,
                        reasons: list[str], verdict: dict | None, reply: str) -> None:
@@ -476,13 +654,8 @@ class Store:
     def put_episode(self, ep: EpisodeRow) -> None:
         """Record an episode; a later result for the same key (an `error` retried) replaces it."""
         with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (_text(ep.episode_key), _text(ep.env_id), _text(ep.author), _text(ep.solver),
-                 ep.round, _text(ep.domain), ep.seed, ep.trial, int(ep.hinted), ep.outcome,
-                 _text(ep.reason), ep.turns, int(ep.self_play),
-                 _json(ep.transcript, default=str), time.time()),
-            )
+            self._insert(db, "episodes", {c.name: c.encode(getattr(ep, c.field))
+                                          for c in _EPISODE_COLUMNS})
 
     def finished_episode_keys(self) -> set[str]:
         """Keys of episodes that need no replay: every outcome except `error`."""
@@ -499,7 +672,8 @@ class Store:
         return dict(self._query("SELECT outcome, COUNT(*) FROM episodes GROUP BY outcome"))
 
     def episodes(self) -> list[EpisodeRow]:
-        return [_episode_row(r) for r in self._query("SELECT * FROM episodes ORDER BY rowid")]
+        """Every recorded episode as recorded, oldest first (a replaced one moves last)."""
+        return [_episode_row(r) for r in self._read("episodes", _EPISODE_COLUMNS)]
 
     # -- replay audits ----------------------------------------------------------------------
 
@@ -523,9 +697,9 @@ class Store:
 
     def unaudited_episodes(self) -> list[EpisodeRow]:
         """Played episodes (success or failure) whose replay audit is not recorded yet."""
-        return [_episode_row(r) for r in self._query(
-            "SELECT * FROM episodes WHERE outcome IN ('success', 'failure') AND episode_key NOT IN"
-            " (SELECT episode_key FROM audits) ORDER BY rowid")]
+        return [_episode_row(r) for r in self._read(
+            "episodes", _EPISODE_COLUMNS, where="WHERE outcome IN ('success', 'failure') AND episode_key NOT IN"
+            " (SELECT episode_key FROM audits)")]
 
     def unaudited_count(self) -> int:
         """How many played episodes still wait for their replay audit."""
@@ -550,7 +724,8 @@ class Store:
 
     def tables(self) -> Tables:
         """Players, environments and episodes as DataFrames (see `Tables`)."""
-        return self._frames([{c: getattr(e, c) for c in EPISODE_COLUMNS} for e in self.episodes()])
+        return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True))
+                             for r in self._read("episodes", _EPISODE_COLUMNS)])
 
     def _frames(self, eps: list[dict[str, Any]]) -> Tables:
         """The analysis tables around `eps` (episode records with every EPISODE_COLUMNS key):
@@ -569,14 +744,6 @@ class Store:
                 "cache_write_tokens": u.cache_write_tokens,
                 "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
-        envs = [
-            {"env_id": e.env_id, "author": e.author, "round": e.round, "domain": e.domain,
-             "title": e.title, "valid": e.valid, "invalid_reason": e.invalid_reason,
-             "hint": e.hint, "source": e.source, "source_sha256": e.source_sha256,
-             "class_name": e.class_name, "max_turns": e.max_turns, "fixed_pool": e.fixed_pool,
-             "benchmark_seeds": list(e.benchmark_seeds)}
-            for e in self.environments()
-        ]
         # an environment the replay audit caught is its author's fault in every episode: none
         # of them is a success or failure for anyone (SPEC §4: incomplete)
         caught = self.nondeterministic_environments()
@@ -585,11 +752,8 @@ class Store:
                 ep["outcome"] = "incomplete"
                 ep["reason"] = (f"{AUDIT_REASON}: the environment is nondeterministic "
                                 f"({caught[ep['env_id']]})")
-        env_df = pd.DataFrame(envs, columns=ENVIRONMENT_COLUMNS)
-        ep_df = pd.DataFrame(eps, columns=EPISODE_COLUMNS)
-        for df, cols in ((env_df, ("valid", "fixed_pool")), (ep_df, ("hinted", "self_play"))):
-            for c in cols:
-                df[c] = df[c].astype(bool)
+        env_df = environment_frame(self.environments())
+        ep_df = _typed(pd.DataFrame(eps, columns=EPISODE_COLUMNS), _EPISODE_COLUMNS)
         # A canonical order, not the order work happened to finish in: the same tournament must
         # give the same report (seeded bootstraps draw by position) on any executor.
         env_df = env_df.sort_values("env_id", kind="stable").reset_index(drop=True)
@@ -667,27 +831,23 @@ class Store:
         episode's `transcript` is `[]`): all that analysis reads of transcripts is the winning
         action of a hinted success (the `hint_leak` flag), so the analysis of both is the same,
         and on a large run this loads in a fraction of the time."""
-        rows = self._query(
-            "SELECT episode_key, env_id, author, solver, round, domain, seed, trial, hinted,"
-            " outcome, reason, turns, self_play,"
-            " CASE WHEN hinted AND outcome = 'success' THEN transcript END"
-            " FROM episodes ORDER BY rowid")
-        return self._frames([dict(zip(EPISODE_COLUMNS, (*r[:13], json.loads(r[13]) if r[13]
-                                                        else []), strict=True)) for r in rows])
+        rows = self._read("episodes", _EPISODE_COLUMNS, replace={
+            "transcript": "CASE WHEN hinted AND outcome = 'success' THEN transcript END"})
+        return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True)) for r in rows])
 
     def episode_index(self, after_rowid: int = 0) -> list[dict[str, Any]]:
         """Episodes written after `after_rowid` (every one by default), oldest first, without
         their transcripts: `rowid` plus every `EpisodeRow` field but `transcript`. A replaced
         episode (an `error` retried) comes back under a new, larger rowid, so a caller that
         keeps the largest rowid seen and asks again gets exactly what changed."""
-        cols = [c for c in EPISODE_COLUMNS if c != "transcript"]
-        rows = self._query(f"SELECT rowid, {', '.join(cols)} FROM episodes WHERE rowid > ?"
+        columns = [c for c in _EPISODE_COLUMNS if c.name != "transcript"]
+        names = [c.name for c in columns if c.name in self._have["episodes"]]
+        rows = self._query(f"SELECT rowid, {', '.join(names)} FROM episodes WHERE rowid > ?"
                            " ORDER BY rowid", (after_rowid,))
         out = []
         for r in rows:
-            d = dict(zip(["rowid", *cols], r, strict=True))
-            d["hinted"], d["self_play"] = bool(d["hinted"]), bool(d["self_play"])
-            out.append(d)
+            d = dict(zip(["rowid", *names], r, strict=True))
+            out.append({"rowid": d["rowid"], **{c.name: c.read(d.get(c.name)) for c in columns}})
         return out
 
     def environments_stamp(self) -> tuple[int, int]:
@@ -698,7 +858,8 @@ class Store:
 
     def episode(self, episode_key: str) -> EpisodeRow | None:
         """One episode with its transcript, or None."""
-        rows = self._query("SELECT * FROM episodes WHERE episode_key = ?", (episode_key,))
+        rows = self._read("episodes", _EPISODE_COLUMNS, where="WHERE episode_key = ?",
+                          args=(episode_key,))
         return _episode_row(rows[0]) if rows else None
 
     def usage_by_player_role(self, after_rowid: int = 0) -> list[dict[str, Any]]:
@@ -755,25 +916,3 @@ class CallRecorder:
 
     def put(self, key: str, record: dict) -> None:
         self._store.put(key, record, repeat=True)
-
-
-def _env_row(r: tuple) -> EnvironmentRow:
-    (env_id, author, rnd, slot, domain, title, valid, invalid_reason, _hint, hints, source, sha,
-     class_name, max_turns, fixed_pool, seeds, metadata, _created) = r
-    return EnvironmentRow(
-        env_id=env_id, author=author, round=rnd, slot=slot, domain=domain, title=title,
-        valid=bool(valid), invalid_reason=invalid_reason, hints=json.loads(hints), source=source,
-        source_sha256=sha, class_name=class_name, max_turns=max_turns,
-        fixed_pool=bool(fixed_pool), benchmark_seeds=tuple(json.loads(seeds)),
-        metadata=json.loads(metadata),
-    )
-
-
-def _episode_row(r: tuple) -> EpisodeRow:
-    (key, env_id, author, solver, rnd, domain, seed, trial, hinted, outcome, reason, turns,
-     self_play, transcript, _created) = r
-    return EpisodeRow(
-        episode_key=key, env_id=env_id, author=author, solver=solver, round=rnd, domain=domain,
-        seed=seed, trial=trial, hinted=bool(hinted), outcome=outcome, reason=reason, turns=turns,
-        self_play=bool(self_play), transcript=json.loads(transcript),
-    )

@@ -1,12 +1,14 @@
-"""Hand-built run tables for analysis and report tests (columns of docs/architecture.md)."""
+"""Run tables for analysis and report tests: hand-chosen outcomes around real environment
+records (`tests/run_records.py`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pandas as pd
+import run_records
 
-from envduels.analysis import FrameTables
+from envduels.store import EnvRecord, Tables
 
 OUT = {1: "success", 0: "failure", "i": "incomplete", "e": "error"}
 
@@ -21,11 +23,10 @@ def players(*names: str, **extra: Any) -> pd.DataFrame:
 
 
 def env(env_id: str, author: str, domain: str = "logic", *, round: int = 1, valid: bool = True,
-        hint: str = "think first") -> dict[str, Any]:
-    return {"env_id": env_id, "author": author, "round": round, "domain": domain, "title": env_id,
-            "valid": valid, "invalid_reason": None if valid else "oracle failed", "hint": hint,
-            "source": f"class E:\n    pass  # {env_id}\n", "source_sha256": "", "class_name": "E",
-            "max_turns": 10, "fixed_pool": False, "benchmark_seeds": [0, 1]}
+        hint: str = "think first") -> EnvRecord:
+    return run_records.env(env_id, author, domain=domain, round=round, valid=valid,
+                           invalid_reason=None if valid else "oracle failed", hint=hint,
+                           class_name="E", max_turns=10)
 
 
 def pair(env_id: str, author: str, solver: str, seed: int, y0: Any, yh: Any, *, domain: str = "logic",
@@ -45,12 +46,11 @@ def pair(env_id: str, author: str, solver: str, seed: int, y0: Any, yh: Any, *, 
     return rows
 
 
-def tables(names: list[str], envs: list[dict[str, Any]], episodes: list[list[dict[str, Any]]]) -> FrameTables:
-    eps = [r for p in episodes for r in p]
-    return FrameTables(players(*names), pd.DataFrame(envs), pd.DataFrame(eps))
+def tables(names: list[str], envs: list[EnvRecord], episodes: list[list[dict[str, Any]]]) -> Tables:
+    return run_records.tables(envs, [r for p in episodes for r in p], players(*names))
 
 
-def hand_run() -> FrameTables:
+def hand_run() -> Tables:
     """Three players; values worked out by hand in test_metrics.py."""
     return tables(
         ["A", "B", "C"],

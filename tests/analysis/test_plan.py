@@ -29,7 +29,7 @@ def test_cost_of_the_open_models_example_is_counted_exactly():
 
 def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does():
     from envduels.engine.checks import load_fixed_envs
-    from envduels.engine.scheduler import Tournament, pool_row
+    from envduels.engine.scheduler import Tournament, fixed_env_record
 
     cfg = parse_config({
         "name": "mixed", "players": [
@@ -45,7 +45,7 @@ def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does()
     cost = design_cost(cfg, pools)
     # authored: 2 authors × 2 × 3 rounds = 12 environments; w's are played by ws and s1, ws's by s1
     # only (self-play off): (6·2 + 6·1) × 3 seeds × 2 trials × 2 conditions = 216 episodes
-    pool_eps = sum(2 * len(pool_row(s, run_seed=0, seeds_per_env=3).benchmark_seeds) * 2 * 2 for s in pools)
+    pool_eps = sum(2 * len(fixed_env_record(s, run_seed=0, seeds_per_env=3).benchmark_seeds) * 2 * 2 for s in pools)
     assert cost["environments_authored"] == 12 and cost["pool_environments"] == 2
     assert cost["episodes"] == 216 + pool_eps
     assert cost["authoring_calls_max"] == 12 * 2
@@ -53,14 +53,15 @@ def test_cost_counts_roles_self_play_pools_and_turn_caps_as_the_scheduler_does()
     # the scheduler's own task list for the same environments gives the same episodes and turn caps
     sched = Tournament.__new__(Tournament)
     sched.cfg, sched.fingerprint, sched._draw_salt = cfg, "f", "f|secret"
-    authored = [pool_row(s, run_seed=0, seeds_per_env=3) for s in pools]
+    authored = [fixed_env_record(s, run_seed=0, seeds_per_env=3) for s in pools]
     from dataclasses import replace
 
     template = authored[0]
     for author in ("w", "ws"):
         for k in range(6):
-            authored.append(replace(template, env_id=f"{author}-{k}", author=author, fixed_pool=False,
-                                    max_turns=1000, benchmark_seeds=(1, 2, 3)))
+            spec = replace(template.spec, id=f"{author}-{k}", author=author, max_turns=1000,
+                           benchmark_seeds=(1, 2, 3))
+            authored.append(replace(template, spec=spec, fixed_pool=False))
     tasks = sched._tasks(authored)
     assert len(tasks) == cost["episodes"]
     assert sum(t.max_turns for t in tasks) == cost["solving_calls_max"]

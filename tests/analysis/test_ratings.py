@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.special import expit
 from scipy.stats import kendalltau
 
 from envduels.analysis import (
-    FrameTables,
     compute_ratings,
     fit_bradley_terry,
     fit_irt,
@@ -133,9 +131,8 @@ def test_bootstrap_intervals_cover_the_true_strengths_95_percent_of_the_time():
     big[iu], big[iu[1], iu[0]] = marginal * 1e6, (1 - marginal) * 1e6
     truth = 1000 + 400 / np.log(10) * fit_bradley_terry(big, ridge=1e-9)
     names = [f"p{i}" for i in range(n)]
-    envs = pd.DataFrame({"env_id": [f"e{k}" for k in range(n_env)],
-                         "author": [f"a{k // per_author}" for k in range(n_env)]})
-    design = make_design(FrameTables(pd.DataFrame(), envs, pd.DataFrame()))
+    envs = [env(f"e{k}", f"a{k // per_author}") for k in range(n_env)]
+    design = make_design(tables([], envs, []))
     assert np.bincount(design.strata).tolist() == [per_author] * (n_env // per_author)
     covered = []
     for _ in range(reps):

@@ -7,14 +7,14 @@ import numpy as np
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
 from envduels.analysis.ratings import duel_builder, make_design
-from envduels.store import AUDIT_REASON, EnvironmentRow, EpisodeRow, Store
+from envduels.envs import EnvSpec
+from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
 
 
-def _env(env_id: str, author: str) -> EnvironmentRow:
-    return EnvironmentRow(env_id=env_id, author=author, round=1, slot=0, domain="logic",
-                          title=env_id, valid=True, invalid_reason=None, hints={"hint": "h"},
-                          source="class E: pass\n", source_sha256="0" * 64, class_name="E",
-                          max_turns=4, fixed_pool=False, benchmark_seeds=(1, 2), metadata={})
+def _env(env_id: str, author: str) -> EnvRecord:
+    return EnvRecord(EnvSpec(env_id, "class E: pass\n", class_name="E", max_turns=4,
+                             domain="logic", author=author, title=env_id, hints={"hint": "h"},
+                             benchmark_seeds=(1, 2)), round=1)
 
 
 def _ep(env_id: str, author: str, solver: str, seed: int, hinted: bool, outcome: str) -> EpisodeRow:

@@ -3,20 +3,23 @@ sandbox pool's sizing all ask it, and it counts exactly the episodes the schedul
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from envduels.config import parse_config
 from envduels.engine.progress import Progress
 from envduels.engine.scheduler import Tournament, planned_episodes
 from envduels.engine.status import expected_episodes
-from envduels.store import EnvironmentRow, Store
+from envduels.envs import EnvSpec
+from envduels.store import EnvRecord, Store
 
-ENV = EnvironmentRow(env_id="r1-a-0", author="a", round=1, slot=0, domain="d", title="",
-                     valid=True, invalid_reason=None, hints={"hint": "h"}, source="s",
-                     source_sha256="x", class_name="E", max_turns=9, fixed_pool=False,
-                     benchmark_seeds=(11, 12), metadata={})
+
+def _env(env_id: str, author: str, *, seeds: tuple[int, ...], round_: int = 1, valid: bool = True,
+         fixed_pool: bool = False) -> EnvRecord:
+    """An environment as the run records it (the one place this test builds a record)."""
+    spec = EnvSpec(env_id, "s", class_name="E", max_turns=9, domain="d", author=author,
+                   hints={"hint": "h"}, benchmark_seeds=seeds)
+    return EnvRecord(spec, round=round_, valid=valid, invalid_reason=None if valid else "x",
+                     fixed_pool=fixed_pool)
 
 
 def _cfg(**tournament: object):
@@ -26,13 +29,13 @@ def _cfg(**tournament: object):
         {"name": "c", "provider": "openai", "model": "m", "roles": ["author"]}]})
 
 
-def _recorded() -> list[EnvironmentRow]:
+def _recorded() -> list[EnvRecord]:
     """Round 1 of `_cfg`: a's and c's environments (c's invalid), a fixed-pool one by c; round 2:
     a's with three seeds; c's round-2 environment not written yet."""
-    return [ENV,
-            replace(ENV, env_id="r1-c-0", author="c", valid=False, invalid_reason="x"),
-            replace(ENV, env_id="pool-env", author="c", fixed_pool=True, benchmark_seeds=(5,)),
-            replace(ENV, env_id="r2-a-0", round=2, benchmark_seeds=(1, 2, 3))]
+    return [_env("r1-a-0", "a", seeds=(11, 12)),
+            _env("r1-c-0", "c", seeds=(11, 12), valid=False),
+            _env("pool-env", "c", seeds=(5,), fixed_pool=True),
+            _env("r2-a-0", "a", seeds=(1, 2, 3), round_=2)]
 
 
 @pytest.mark.parametrize("self_play", [True, False])
@@ -45,7 +48,7 @@ def test_a_rounds_count_is_the_number_of_episodes_the_scheduler_builds(tmp_path,
     assert planned_episodes(cfg, envs, [1]) == len(t._tasks(round_1))
     # round 2: a's recorded environment, and c's unwritten one counted as if valid with
     # seeds_per_env (4) seeds, whose solvers are the same whether it is written or not
-    unwritten = replace(ENV, env_id="r2-c-0", author="c", round=2, benchmark_seeds=(1, 2, 3, 4))
+    unwritten = _env("r2-c-0", "c", seeds=(1, 2, 3, 4), round_=2)
     round_2 = [e for e in envs if e.round == 2] + [unwritten]
     assert planned_episodes(cfg, envs, [2]) == len(t._tasks(round_2))
     assert planned_episodes(cfg, envs + [unwritten], [2]) == len(t._tasks(round_2))

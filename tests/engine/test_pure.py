@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
+import run_records
 
 from envduels.config import parse_config
 from envduels.engine._keys import (
@@ -25,7 +25,6 @@ from envduels.engine.solving import (
     next_turn,
     turn_cap,
 )
-from envduels.store import ENVIRONMENT_COLUMNS, EPISODE_COLUMNS, Tables
 
 
 def test_last_boxed_takes_the_last_balanced_one_with_its_wrapper():
@@ -103,17 +102,10 @@ def test_episode_key_is_deterministic_and_separates_conditions():
     assert k != episode_key("fp", "env", "sha2", "b", 7, 0, False)
 
 
-def _tables(envs, eps):
-    return Tables(players=pd.DataFrame(),
-                  environments=pd.DataFrame(envs, columns=ENVIRONMENT_COLUMNS),
-                  episodes=pd.DataFrame(eps, columns=EPISODE_COLUMNS))
-
-
 def _env(env_id, author, valid=True, reason=None, round_=1, hint="count the vowels"):
-    return {"env_id": env_id, "author": author, "round": round_, "domain": "logic",
-            "title": env_id.upper(), "valid": valid, "invalid_reason": reason, "hint": hint,
-            "source": "", "source_sha256": "", "class_name": "E", "max_turns": 5,
-            "fixed_pool": False, "benchmark_seeds": [1, 2]}
+    return run_records.env(env_id, author, round=round_, valid=valid, invalid_reason=reason,
+                           hint=hint, domain="logic", title=env_id.upper(), source="",
+                           class_name="E", max_turns=5, benchmark_seeds=(1, 2))
 
 
 def _ep(env_id, author, solver, seed, hinted, outcome, action="\\boxed{x}", self_play=False):
@@ -133,7 +125,7 @@ def test_history_orders_by_hint_gain_and_respects_visibility_and_budget():
         _ep("gated", "b", "a", 1, True, "success", "\\boxed{vowels}"),
         _ep("gated", "b", "b", 1, True, "failure", self_play=True),
     ]
-    t = _tables(envs, eps)
+    t = run_records.tables(envs, eps)
     assert history_digest(t, author="a", round_=1, mode="all", max_chars=9999) == ""
     assert history_digest(t, author="a", round_=2, mode="none", max_chars=9999) == ""
     text = history_digest(t, author="a", round_=2, mode="all", max_chars=9999)
@@ -162,16 +154,15 @@ def test_episode_task_is_a_picklable_value():
 def _tasks(tmp_path, **tournament):
     from envduels.engine.progress import Progress
     from envduels.engine.scheduler import Tournament
-    from envduels.store import EnvironmentRow, Store
+    from envduels.envs import EnvSpec
+    from envduels.store import EnvRecord, Store
 
     cfg = parse_config({"name": "t", "tournament": tournament, "players": [
         {"name": "a", "provider": "openai", "model": "m"},
         {"name": "b", "provider": "openai", "model": "m", "roles": ["solver"]},
         {"name": "c", "provider": "openai", "model": "m", "roles": ["author"]}]})
-    env = EnvironmentRow(env_id="r1-a-0", author="a", round=1, slot=0, domain="d", title="",
-                         valid=True, invalid_reason=None, hints={"hint": "h"}, source="s",
-                         source_sha256="x", class_name="E", max_turns=9, fixed_pool=False,
-                         benchmark_seeds=(11, 12), metadata={})
+    env = EnvRecord(EnvSpec("r1-a-0", "s", class_name="E", max_turns=9, domain="d", author="a",
+                            hints={"hint": "h"}, benchmark_seeds=(11, 12)), round=1)
     t = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
                    fixed_envs=[], progress=Progress(rounds=1))
     return t._tasks([env])

@@ -8,19 +8,9 @@ import pytest
 from duel_script import CRASHY_SOURCE, LOCK_SOURCE
 
 from envduels.engine.solving import FORMAT_ERROR, SYSTEM_PROMPT, EpisodeTask, play_episode
+from envduels.envs import EnvSpec
 from envduels.players import ContextOverflow, ProviderError
 from envduels.sandbox import EnvPool
-
-
-@dataclass(frozen=True)
-class Spec:  # the fields of envs.EnvSpec an episode reads
-    id: str
-    source: str
-    hint: str
-    author: str = "a"
-    domain: str = "logic"
-    class_name: str | None = None
-    max_turns: int = 20
 
 
 @dataclass(frozen=True)
@@ -53,7 +43,7 @@ async def pool():
 
 
 def _task(source: str, *, hinted: bool, max_turns: int = 3) -> EpisodeTask:
-    return EpisodeTask(key="k", env=Spec("e", source, "SECRET HINT"), solver="s", seed=5,
+    return EpisodeTask(key="k", env=EnvSpec("e", source, author="a", domain="logic", hints={"hint": "SECRET HINT"}), solver="s", seed=5,
                        trial=0, hinted=hinted, max_turns=max_turns)
 
 

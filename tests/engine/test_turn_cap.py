@@ -111,8 +111,9 @@ def test_the_rule_lowers_an_environment_s_own_limit_and_never_raises_it():
 @pytest.mark.parametrize(("own", "limit", "cap"), CASES)
 def test_episodes_plan_estimate_and_gym_give_one_environment_the_same_cap(tmp_path, own, limit, cap):
     from envduels.config import parse_config
+    from envduels.engine.estimate import _plan
     from envduels.engine.progress import Progress
-    from envduels.engine.scheduler import Tournament, pool_row
+    from envduels.engine.scheduler import Tournament, fixed_env_record
     from envduels.gym import EnvDuelsGymEnv
     from envduels.report.plan import design_cost
 
@@ -120,10 +121,11 @@ def test_episodes_plan_estimate_and_gym_give_one_environment_the_same_cap(tmp_pa
     cfg = parse_config(_cfg(limit))
     tournament = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
                             fixed_envs=[spec], progress=Progress(rounds=1))
-    episodes = tournament._tasks([pool_row(spec, run_seed=cfg.seed, seeds_per_env=2)])
+    episodes = tournament._tasks([fixed_env_record(spec, run_seed=cfg.seed, seeds_per_env=2)])
     assert {t.max_turns for t in episodes} == {cap}
     design = design_cost(cfg, [spec])["players"]["s"]
     assert design["solving_calls_max"] == design["episodes"] * cap
+    assert {turns for _, turns in _plan(cfg, [spec], None).episodes["s"]} == {cap}   # the estimate
     assert EnvDuelsGymEnv(spec, max_turns=limit).max_turns == cap
     assert EnvDuelsGymEnv(spec).max_turns == own   # no limit given: the environment's own
 

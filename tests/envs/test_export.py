@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,26 @@ def test_a_path_too_long_for_the_file_system_is_refused_naming_the_row(tmp_path)
     assert refusal(folder).startswith("manifest row 0 (id 'lock'): source 'envs/aaaa")
     assert refusal(folder).endswith(".py' is not a usable path (OSError): give a short relative "
                                     "path to a file in the folder")
+
+
+@dataclass(frozen=True)
+class _LaterSpec(EnvSpec):
+    """EnvSpec as it would be with one more field (of a kind the manifest has no key for)."""
+
+    language: str = "en"
+
+
+def test_a_field_added_to_envspec_survives_export_and_import_with_no_change_to_the_format(
+        tmp_path, monkeypatch):
+    import envduels.envs._export as export_format
+
+    monkeypatch.setattr(export_format, "EnvSpec", _LaterSpec)
+    spec = _LaterSpec("lock", SOURCE, hints={"hint": "h"}, language="fr")
+    write_export(tmp_path / "x", [spec, _LaterSpec("plain", SOURCE, hints={"hint": "h"})])
+    rows = json.loads((tmp_path / "x" / "manifest.json").read_text())["environments"]
+    assert [r["metadata"].get("language") for r in rows] == ["fr", None]   # defaults not written
+    back = load_export(tmp_path / "x")
+    assert [(s.language, s.metadata) for s in back] == [("fr", {"split": "test"}),
+                                                        ("en", {"split": "test"})]
+    edit_manifest(tmp_path / "x", lambda rows: rows[0]["metadata"].update(language=7))
+    assert refusal(tmp_path / "x") == "manifest row 0 (id 'lock'): metadata.language must be a str, got 7"

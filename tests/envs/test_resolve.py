@@ -14,11 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from envduels import gym
 from envduels.config import parse_config
 from envduels.engine.checks import load_fixed_envs
 from envduels.engine.play import play_command
+from envduels.engine.run import run_command
 from envduels.envs import EnvSpec, library_env, resolve, write_export
 from envduels.errors import UserError
 
@@ -65,11 +67,14 @@ def _play(text: str, stdin: str, monkeypatch: pytest.MonkeyPatch) -> int:
                         unsafe_no_sandbox=False)
 
 
+def _config(text: str) -> dict:
+    return {"name": "t", "output_dir": "runs/t",
+            "players": [{"name": "a", "provider": "openai", "model": "m", "api_key_env": "K"}],
+            "tournament": {"environments": [text]}}
+
+
 def _pool_ids(text: str) -> list[str]:
-    cfg = parse_config({"name": "t", "players": [{"name": "a", "provider": "openai", "model": "m",
-                                                  "api_key_env": "K"}],
-                        "tournament": {"environments": [text]}})
-    return [s.id for s in load_fixed_envs(cfg)]
+    return [s.id for s in load_fixed_envs(parse_config(_config(text)))]
 
 
 def test_a_bare_library_name_that_is_also_a_folder_here_is_refused_by_every_entry_point(
@@ -84,6 +89,12 @@ def test_a_bare_library_name_that_is_also_a_folder_here_is_refused_by_every_entr
     with pytest.raises(UserError) as err:
         _pool_ids("maze")
     assert err.value.message == f"tournament.environments: {AMBIGUOUS}"
+    config = tmp_path / "run.yaml"   # `envduels run` reads it the same way, before any write
+    config.write_text(yaml.safe_dump(_config("maze")))
+    with pytest.raises(UserError) as err:
+        run_command(config, unsafe_no_sandbox=False, quiet=True)
+    assert err.value.message == f"tournament.environments: {AMBIGUOUS}"
+    assert not (tmp_path / "runs").exists()
     with pytest.raises(UserError) as err:
         gym.make("maze")
     assert err.value.message == AMBIGUOUS

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from envduels.analysis import SimulatedRun, simulate_tournament
-from envduels.store import EnvironmentRow, EpisodeRow, Store
+from envduels.envs import EnvSpec
+from envduels.store import EnvRecord, EpisodeRow, Store
 
 HOSTILE_TITLE = "<script>alert('title')</script>"
 HOSTILE_HINT = "</pre><script>alert('hint')</script> press <b>red</b>"
@@ -28,12 +29,12 @@ def write_run(run_dir: Path, run: SimulatedRun, *, name: str = "sim", history: s
                                 "output_tokens": 200, "cost_usd": 0.25 * (k + 1)})
     for i, e in enumerate(t.environments.to_dict("records")):
         evil = hostile and i == 0
-        store.put_environment(EnvironmentRow(
-            env_id=e["env_id"], author=e["author"], round=int(e["round"]), slot=i, domain=e["domain"],
-            title=HOSTILE_TITLE if evil else e["title"], valid=bool(e["valid"]), invalid_reason=e["invalid_reason"],
-            hints={"hint": HOSTILE_HINT if evil else e["hint"]}, source=HOSTILE_SOURCE if evil else e["source"],
-            source_sha256="0" * 64, class_name=e["class_name"], max_turns=20, fixed_pool=bool(e.get("fixed_pool", False)),
-            benchmark_seeds=tuple(e["benchmark_seeds"]), metadata={}))
+        store.put_environment(EnvRecord(EnvSpec(
+            e["env_id"], HOSTILE_SOURCE if evil else e["source"], class_name=e["class_name"], max_turns=20,
+            domain=e["domain"], author=e["author"], title=HOSTILE_TITLE if evil else e["title"],
+            hints={"hint": HOSTILE_HINT if evil else e["hint"]}, benchmark_seeds=tuple(e["benchmark_seeds"])),
+            round=int(e["round"]), slot=i, valid=bool(e["valid"]), invalid_reason=e["invalid_reason"],
+            fixed_pool=bool(e.get("fixed_pool", False))))
     first_env = t.environments["env_id"].iloc[0]
     for ep in t.episodes.to_dict("records"):
         transcript = ep["transcript"]

@@ -15,7 +15,7 @@ from envduels.envs import library_env, load_export
 from envduels.errors import UserError
 from envduels.export import export_command
 from envduels.gym import register_export
-from envduels.store import Store
+from envduels.store import EnvRecord, Store
 
 ENVDUELS = Path(sys.executable).parent / "envduels"
 LIBRARY = ["knights_knaves", "number_guess", "caesar_cipher"]   # the export's order: by env id
@@ -23,7 +23,7 @@ AUTHORS = {"number_guess": "alice", "knights_knaves": "alice", "caesar_cipher": 
 SEEDS = {"number_guess": [11, 12], "knights_knaves": [21, 22], "caesar_cipher": [31, 32]}
 
 
-def _env(name: str, env_id: str | None = None) -> dict:
+def _env(name: str, env_id: str | None = None) -> EnvRecord:
     spec = library_env(name)
     return env_row(env_id or f"r1-{AUTHORS.get(name, 'alice')}-{name}", AUTHORS.get(name, "alice"),
                    source=spec.source, class_name=spec.class_name, max_turns=spec.max_turns,
@@ -38,10 +38,10 @@ def run_dir(tmp_path_factory) -> Path:
     envs.append(env_row("r1-bob-broken", "bob", valid=False, invalid_reason="no class", source="x = 1\n"))
     eps = []
     for e in envs[:3]:
-        others = [s for s in ("alice", "bob", "carol") if s != e["author"]]
-        for i, seed in enumerate(e["benchmark_seeds"]):
+        others = [s for s in ("alice", "bob", "carol") if s != e.author]
+        for i, seed in enumerate(e.benchmark_seeds):
             for s in others:
-                eps += pair_rows(e["env_id"], e["author"], s, seed, int(s == "carol" and i == 1), 1)
+                eps += pair_rows(e.env_id, e.author, s, seed, int(s == "carol" and i == 1), 1)
     write_run(run, envs, eps, players=["alice", "bob", "carol"])
     return run
 

@@ -25,12 +25,16 @@ def _run():
     # b1: carol fails even with the hint on both seeds
     eps += pair_rows("b1", "bob", "carol", 1, 0, 0) + pair_rows("b1", "bob", "carol", 2, 0, 0)
     flags = {"a1": [], "a2": [], "b1": ["unsolved_with_hint"]}
-    return tables(envs, eps), flags
+    return envs, tables(envs, eps), flags
+
+
+def _select(filters: Filters) -> list:
+    envs, t, flags = _run()
+    return select(envs, t, filters, flags=flags)
 
 
 def _ids(filters: Filters) -> list[str]:
-    t, flags = _run()
-    return [i.env_id for i in select(t, filters, flags=flags)]
+    return [i.env_id for i in _select(filters)]
 
 
 def test_only_valid_environments_are_exported_in_table_order():
@@ -49,14 +53,12 @@ def test_learnable_band_drops_always_solved_and_never_solved():
 
 
 def test_target_keeps_only_the_seeds_it_fails_cold_and_passes_with_the_hint():
-    t, flags = _run()
-    items = select(t, Filters(target="carol"), flags=flags)
+    items = _select(Filters(target="carol"))
     assert [(i.env_id, i.seeds) for i in items] == [("a1", [1])]
 
 
 def test_per_solver_results_are_carried():
-    t, flags = _run()
-    a1 = select(t, Filters(), flags=flags)[0]
+    a1 = _select(Filters())[0]
     carol = next(s for s in a1.solvers if s["solver"] == "carol")
     assert carol == {"solver": "carol", "no_hint_rate": 0.5, "hinted_rate": 1.0,
                      "learnability": 0.25, "pairs": 2}
@@ -65,8 +67,7 @@ def test_per_solver_results_are_carried():
 
 
 def test_records_are_one_per_environment_and_seed():
-    t, flags = _run()
-    rows = records(select(t, Filters(authors=["alice"]), flags=flags))
+    rows = records(_select(Filters(authors=["alice"])))
     assert [(r["id"], r["seed"]) for r in rows] == [("a1", 1), ("a1", 2), ("a2", 1), ("a2", 2)]
     assert rows[0]["hint"] == "hint of a1"
     assert rows[0]["max_turns"] == 10
@@ -84,8 +85,7 @@ def test_records_are_one_per_environment_and_seed():
     ],
 )
 def test_bad_filters_are_one_line_user_errors(filters, message):
-    t, flags = _run()
     with pytest.raises(UserError) as err:
-        select(t, filters, flags=flags)
+        _select(filters)
     assert message in err.value.message
     assert "\n" not in err.value.message

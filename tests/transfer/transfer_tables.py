@@ -1,35 +1,24 @@
-"""Build small `Tables`-shaped run data by hand for the transfer tests."""
+"""Small run data for the transfer tests: real environment records (`tests/run_records.py`) and
+hand-chosen matched pairs, as analysis tables or as a real run database."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
-import pandas as pd
+import run_records
 
-ENV_COLUMNS = [
-    "env_id", "author", "round", "domain", "title", "valid", "invalid_reason", "hint", "source",
-    "source_sha256", "class_name", "max_turns", "fixed_pool", "benchmark_seeds",
-]
+from envduels.store import EnvRecord, EpisodeRow, Store, Tables
 
 
-@dataclass
-class FakeTables:
-    """The shape of `envduels.store.Tables`: players, environments, episodes DataFrames."""
-
-    environments: pd.DataFrame
-    episodes: pd.DataFrame
-    players: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-
-def env_row(env_id: str, author: str, **kw) -> dict:
-    row = {
-        "env_id": env_id, "author": author, "round": 1, "domain": "logic", "title": env_id,
-        "valid": True, "invalid_reason": None, "hint": f"hint of {env_id}", "source": "",
-        "source_sha256": "", "class_name": None, "max_turns": 10, "fixed_pool": False,
-        "benchmark_seeds": [11, 22],
-    }
-    row.update(kw)
-    return row
+def env_row(env_id: str, author: str, **kw: Any) -> EnvRecord:
+    """An environment of round 1 in domain logic, its hint "hint of ID", seeds 11 and 22, ten
+    turns, no source; `kw` sets any record or `EnvSpec` field."""
+    kw.setdefault("hint", f"hint of {env_id}")
+    kw.setdefault("source", "")
+    kw.setdefault("max_turns", 10)
+    kw.setdefault("benchmark_seeds", (11, 22))
+    kw.setdefault("domain", "logic")
+    return run_records.env(env_id, author, **kw)
 
 
 def pair_rows(env_id: str, author: str, solver: str, seed: int, y0: int, yh: int, *, trial: int = 0,
@@ -46,31 +35,16 @@ def pair_rows(env_id: str, author: str, solver: str, seed: int, y0: int, yh: int
     return rows
 
 
-def tables(envs: list[dict], episodes: list[dict]) -> FakeTables:
-    return FakeTables(
-        environments=pd.DataFrame(envs, columns=ENV_COLUMNS),
-        episodes=pd.DataFrame(episodes),
-    )
+def tables(envs: list[EnvRecord], episodes: list[dict]) -> Tables:
+    return run_records.tables(envs, episodes)
 
 
-def write_run(run_dir, envs: list[dict], episodes: list[dict], *, players: list[str] = ()) -> None:
-    """A real run database (through the engine's Store) holding these rows."""
-    import hashlib
-
-    from envduels.store import EnvironmentRow, EpisodeRow, Store
-
+def write_run(run_dir, envs: list[EnvRecord], episodes: list[dict], *, players: list[str] = ()) -> None:
+    """A real run database (through the engine's Store) holding these records."""
     with Store(run_dir) as store:
         store.set_meta("config", {"name": "transfer", "players": [{"name": p, "provider": "openai", "model": p}
                                               for p in players]})
-        for slot, e in enumerate(envs):
-            source = e["source"]
-            store.put_environment(EnvironmentRow(
-                env_id=e["env_id"], author=e["author"], round=e["round"], slot=slot,
-                domain=e["domain"], title=e["title"], valid=e["valid"],
-                invalid_reason=e["invalid_reason"], hints=e.get("hints") or {"hint": e["hint"]},
-                source=source, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
-                class_name=e["class_name"], max_turns=e["max_turns"], fixed_pool=e["fixed_pool"],
-                benchmark_seeds=tuple(e["benchmark_seeds"]), metadata=e.get("metadata", {}),
-            ))
+        for e in envs:
+            store.put_environment(e)
         for ep in episodes:
             store.put_episode(EpisodeRow(**ep))

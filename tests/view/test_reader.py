@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from envduels.analysis import compute_ratings, environment_flags, matched_pairs, simulate_tournament
-from envduels.store import EnvironmentRow, EpisodeRow, Store
+from envduels.envs import EnvSpec
+from envduels.store import EnvRecord, EpisodeRow, Store
 from envduels.view._reader import RunReader
 
 
@@ -35,12 +36,11 @@ def run(tmp_path):
         for p in t.players["name"]]})
     first = t.environments["env_id"].iloc[0]
     for i, e in enumerate(t.environments.to_dict("records")):
-        store.put_environment(EnvironmentRow(
-            env_id=e["env_id"], author=e["author"], round=1, slot=i, domain=e["domain"],
-            title=e["title"], valid=bool(e["valid"]), invalid_reason=e["invalid_reason"],
-            hints={"hint": "go north" if e["env_id"] == first else e["hint"]}, source="x",
-            source_sha256="0" * 64, class_name="E", max_turns=4, fixed_pool=False,
-            benchmark_seeds=tuple(e["benchmark_seeds"]), metadata={}))
+        store.put_environment(EnvRecord(EnvSpec(
+            e["env_id"], "x", class_name="E", max_turns=4, domain=e["domain"], author=e["author"],
+            title=e["title"], hints={"hint": "go north" if e["env_id"] == first else e["hint"]},
+            benchmark_seeds=tuple(e["benchmark_seeds"])),
+            round=1, slot=i, valid=bool(e["valid"]), invalid_reason=e["invalid_reason"]))
     # written in no particular order, as a concurrent tournament finishes them
     for ep in t.episodes.sample(frac=1.0, random_state=5).to_dict("records"):
         action = "north" if ep["env_id"] == first else f"move {ep['seed'] % 3}"

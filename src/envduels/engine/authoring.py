@@ -8,17 +8,18 @@ store, so a resumed run replays the conversation from the response cache and pay
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
 from envduels.config import RunConfig
+from envduels.envs._spec import EnvSpec
 from envduels.prompts import render
-from envduels.store import EnvironmentRow, Store
+from envduels.store import EnvRecord, Store
 
 if TYPE_CHECKING:
     from envduels.engine.solving import PlayerLike
-    from envduels.envs import EnvSpec, Verdict
+    from envduels.envs import Verdict
 
 _PY_OPEN = re.compile(r"```python", re.IGNORECASE)
 _FENCE = "```"
@@ -182,15 +183,15 @@ class Validator(Protocol):
 
 
 async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, store: Store,
-                     validate: Validator, seeds: list[int], prompt: str) -> EnvironmentRow | None:
-    """Author, validate and repair one environment; record every attempt and the final row.
+                     validate: Validator, seeds: list[int], prompt: str) -> EnvRecord | None:
+    """Author, validate and repair one environment; record every attempt and the final record.
 
     `validate(spec, seeds=...)` is awaited and returns an `envs.Verdict`. Returns the final
-    environment row, or None when the provider failed or `validate` raised `SandboxDown`
+    environment record (its spec is the one validated, with the class the validator found), or
+    None when the provider failed or `validate` raised `SandboxDown`
     (nothing final is recorded, so a resumed run tries again from the cached part of the
     conversation).
     """
-    from envduels.envs import EnvSpec
     from envduels.players import ContextOverflow, ProviderError
 
     t = cfg.tournament
@@ -213,10 +214,7 @@ async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, s
         if parsed.problems:
             reasons = list(parsed.problems)
         else:
-            spec = EnvSpec(id=job.env_id, source=parsed.source or "",
-                           max_turns=own_max_turns(parsed.source),
-                           domain=parsed.domain, author=job.author, title=parsed.title,
-                           hints={"hint": parsed.hint or ""}, benchmark_seeds=tuple(seeds))
+            spec = _spec(job, parsed, seeds)
             try:
                 verdict = await validate(spec, seeds=seeds)
             except SandboxDown:
@@ -228,28 +226,23 @@ async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, s
         store.put_validation(job.env_id, attempt, author=job.author, round=job.round, valid=valid,
                              reasons=reasons, verdict=verdict_json, reply=reply.text)
         if valid:
-            row = _row(job, parsed, seeds, valid=True, reason=None, class_name=class_name,
-                       attempts=attempt + 1)
-            store.put_environment(row)
-            return row
+            record = EnvRecord(replace(spec, class_name=class_name,
+                                       metadata={"attempts": attempt + 1}),
+                               round=job.round, slot=job.slot)
+            store.put_environment(record)
+            return record
         messages += [{"role": "assistant", "content": reply.text},
                      {"role": "user", "content": repair_prompt(reasons)}]
-    row = _row(job, parsed, seeds, valid=False, reason="; ".join(reasons) or "invalid",
-               class_name=None, attempts=t.author_repairs + 1)
-    store.put_environment(row)
-    return row
+    record = EnvRecord(replace(_spec(job, parsed, seeds),
+                               metadata={"attempts": t.author_repairs + 1}),
+                       round=job.round, slot=job.slot, valid=False,
+                       invalid_reason="; ".join(reasons) or "invalid")
+    store.put_environment(record)
+    return record
 
 
-def _row(job: AuthoringJob, parsed: AuthorReply, seeds: list[int], *,
-         valid: bool, reason: str | None, class_name: str | None, attempts: int) -> EnvironmentRow:
-    import hashlib
-
-    source = parsed.source or ""
-    return EnvironmentRow(
-        env_id=job.env_id, author=job.author, round=job.round, slot=job.slot,
-        domain=parsed.domain, title=parsed.title, valid=valid, invalid_reason=reason,
-        hints={"hint": parsed.hint or ""}, source=source,
-        source_sha256=hashlib.sha256(source.encode("utf-8")).hexdigest(),
-        class_name=class_name, max_turns=own_max_turns(parsed.source), fixed_pool=False,
-        benchmark_seeds=tuple(seeds), metadata={"attempts": attempts},
-    )
+def _spec(job: AuthoringJob, parsed: AuthorReply, seeds: list[int]) -> EnvSpec:
+    """The environment an author's reply describes (empty source when it held none)."""
+    return EnvSpec(id=job.env_id, source=parsed.source or "", max_turns=own_max_turns(parsed.source),
+                   domain=parsed.domain, author=job.author, title=parsed.title,
+                   hints={"hint": parsed.hint or ""}, benchmark_seeds=tuple(seeds))

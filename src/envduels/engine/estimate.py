@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from envduels.config import PlayerConfig, Price, RunConfig, TournamentConfig
 from envduels.engine._keys import authored_env_id
+from envduels.engine.scheduler import episodes_per_env
 from envduels.envs import turn_cap
 from envduels.players import cost_usd
 
@@ -249,12 +250,6 @@ class _Env:
     max_turns: int
 
 
-def _episodes_per_env(cfg: RunConfig, solver: PlayerConfig, author: str, seeds: int) -> int:
-    if not solver.solves or (solver.name == author and not cfg.tournament.self_play):
-        return 0
-    return seeds * cfg.tournament.trials_per_seed * 2
-
-
 @dataclass
 class _Plan:
     """What is left to play, exactly where known: per author, jobs left by round; per solver,
@@ -294,11 +289,11 @@ def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Pl
     unwritten_envs: dict[str, int] = defaultdict(int)
     for s in cfg.players:
         for env in known:
-            n = _episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
+            n = episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
             if n > 0:
                 episodes[s.name].append((n, turn_cap(env.max_turns, t.max_turns)))
         for author, count in unwritten_by_author.items():
-            per_env = _episodes_per_env(cfg, s, author, t.seeds_per_env)
+            per_env = episodes_per_env(cfg, s, author, t.seeds_per_env)
             if per_env:
                 unwritten[s.name] += per_env * count
                 unwritten_envs[s.name] += count

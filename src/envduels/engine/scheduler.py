@@ -69,7 +69,7 @@ from envduels.engine.solving import (
     turn_cap,
 )
 from envduels.errors import UserError
-from envduels.store import AUDIT_REASON, EnvironmentRow, EpisodeRow, Store
+from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec, Verdict
@@ -140,27 +140,17 @@ class _TrackedPlayer:
         return result
 
 
-def to_spec(row: EnvironmentRow) -> Any:
-    """The `envs.EnvSpec` of a recorded environment."""
-    from envduels.envs import EnvSpec
+def fixed_env_record(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvRecord:
+    """A fixed-pool environment (library or export) as the run records it: valid, in round 1,
+    its author "library" and its title its id when it names none, its benchmark seeds its own
+    or, when it has none, `seeds_per_env` derived from the run seed."""
+    from dataclasses import replace
 
-    return EnvSpec(id=row.env_id, source=row.source, class_name=row.class_name,
-                   max_turns=row.max_turns, domain=row.domain, author=row.author, title=row.title,
-                   hints=dict(row.hints), benchmark_seeds=tuple(row.benchmark_seeds),
-                   metadata=dict(row.metadata))
-
-
-def pool_row(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvironmentRow:
-    """A fixed-pool environment (library or export) as a round-1 environment row."""
     from envduels.envs import benchmark_seeds
 
     seeds = tuple(spec.benchmark_seeds) or tuple(benchmark_seeds(run_seed, spec.id, seeds_per_env))
-    return EnvironmentRow(
-        env_id=spec.id, author=spec.author or "library", round=1, slot=0, domain=spec.domain,
-        title=spec.title or spec.id, valid=True, invalid_reason=None, hints=dict(spec.hints),
-        source=spec.source, source_sha256=spec.source_sha256, class_name=spec.class_name,
-        max_turns=spec.max_turns, fixed_pool=True, benchmark_seeds=seeds,
-        metadata=dict(spec.metadata))
+    return EnvRecord(replace(spec, author=spec.author or "library", title=spec.title or spec.id,
+                             benchmark_seeds=seeds), round=1, fixed_pool=True)
 
 
 def condition_order(fingerprint: str, env_id: str, solver: str, seed: int,
@@ -200,7 +190,7 @@ def episodes_per_env(cfg: RunConfig, solver: PlayerConfig, author: str, n_seeds:
     return n_seeds * t.trials_per_seed * 2
 
 
-def planned_episodes(cfg: RunConfig, envs: Iterable[EnvironmentRow], rounds: Iterable[int]) -> int:
+def planned_episodes(cfg: RunConfig, envs: Iterable[EnvRecord], rounds: Iterable[int]) -> int:
     """Episodes `rounds` of a run play in all: every solver on each valid environment of those
     rounds in `envs` (the recorded ones; fixed-pool environments belong to round 1), plus each
     environment of those rounds not recorded yet, counted as if valid with `seeds_per_env`
@@ -294,10 +284,10 @@ class Tournament:
     def _record_fixed_envs(self) -> None:
         for spec in self.fixed_envs:
             if self.store.environment(spec.id) is None:
-                self.store.put_environment(pool_row(spec, run_seed=self.cfg.seed,
-                                                    seeds_per_env=self.cfg.tournament.seeds_per_env))
+                self.store.put_environment(fixed_env_record(
+                    spec, run_seed=self.cfg.seed, seeds_per_env=self.cfg.tournament.seeds_per_env))
 
-    async def _author_round(self, rnd: int) -> list[EnvironmentRow]:
+    async def _author_round(self, rnd: int) -> list[EnvRecord]:
         from envduels.envs import benchmark_seeds, validate_env
 
         t = self.cfg.tournament
@@ -327,7 +317,7 @@ class Tournament:
                 except SandboxStartError as err:  # the host's failure: the attempt stays unjudged
                     raise SandboxDown(err.reason) from None
 
-            async def one(job: AuthoringJob) -> EnvironmentRow | None:
+            async def one(job: AuthoringJob) -> EnvRecord | None:
                 if self.budget_reached():
                     return None
                 async with self._player_slots[job.author]:
@@ -340,7 +330,7 @@ class Tournament:
                     self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
                 return row
 
-            async def guarded(job: AuthoringJob) -> EnvironmentRow | None:
+            async def guarded(job: AuthoringJob) -> EnvRecord | None:
                 try:
                     return await one(job)
                 except UserError:
@@ -361,11 +351,11 @@ class Tournament:
         self.progress.envs_invalid = len(recorded) - self.progress.envs_valid
         return rows
 
-    def _tasks(self, envs: list[EnvironmentRow]) -> list[EpisodeTask]:
+    def _tasks(self, envs: list[EnvRecord]) -> list[EpisodeTask]:
         t = self.cfg.tournament
         tasks = []
         for env in envs:
-            spec = to_spec(env)
+            spec = env.spec
             for p in self.cfg.players:
                 if not p.solves:
                     continue
@@ -489,7 +479,7 @@ class Tournament:
         pending = self.store.unaudited_episodes()
         if not pending:
             return
-        specs = {e.env_id: to_spec(e) for e in self.store.environments()}
+        specs = {e.env_id: e.spec for e in self.store.environments()}
         pending = [ep for ep in pending if ep.env_id in specs]
         self.sandboxes.expect(len(pending))
 

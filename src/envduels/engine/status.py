@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,34 +14,19 @@ from envduels.store import Store, Totals
 
 if TYPE_CHECKING:
     from envduels.config import RunConfig
+    from envduels.store import EnvRecord
 
 
-def expected_episodes(cfg: RunConfig | None, envs: list[Any]) -> int:
-    """Episodes a complete run plays: recorded valid environments, plus the environments not yet
-    authored counted as if valid (an upper bound until they are). 0 without a config (no
-    solvers known)."""
+def expected_episodes(cfg: RunConfig | None, envs: list[EnvRecord]) -> int:
+    """Episodes a complete run plays: `scheduler.planned_episodes` over every round of the run
+    (and any recorded beyond `tournament.rounds`), so the environments not authored yet count
+    as if valid (an upper bound until they are). 0 without a config (no solvers known)."""
+    from envduels.engine.scheduler import planned_episodes
+
     if cfg is None:
         return 0
-    t = cfg.tournament
-    solvers = [p.name for p in cfg.players if p.solves]
-    authors = [p.name for p in cfg.players if p.authors]
-    trials = t.trials_per_seed
-    self_play = t.self_play
-
-    def per_env(author: str, n_seeds: int) -> int:
-        n_solvers = sum(1 for s in solvers if self_play or s != author)
-        return n_solvers * n_seeds * trials * 2
-
-    total = sum(per_env(e.author, len(e.benchmark_seeds)) for e in envs if e.valid)
-    known = {e.env_id for e in envs}
-    from envduels.engine._keys import authored_env_id
-
-    for rnd in range(1, t.rounds + 1):
-        for a in authors:
-            for slot in range(t.envs_per_author):
-                if authored_env_id(a, rnd, slot) not in known:
-                    total += per_env(a, t.seeds_per_env)
-    return total
+    last = max([cfg.tournament.rounds] + [e.round for e in envs if not e.fixed_pool])
+    return planned_episodes(cfg, envs, range(1, last + 1))
 
 
 def status_command(run_dir: Path) -> int:

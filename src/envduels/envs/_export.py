@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import MISSING, Field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 from envduels.envs._spec import DEFAULT_MAX_TURNS, EnvSpec
 from envduels.envs._static import StaticError, default_max_turns, find_env_class, parse_source
@@ -150,7 +151,10 @@ def _load_row(folder: Path, index: int, row: Any) -> EnvSpec:
     hints: dict[str, str] = {}
     if row.get("privileged") is not None:
         hints = _load_hints(folder, index, row, env_id)
-    extra = {k: v for k, v in metadata.items() if k not in ("benchmark_seeds", "title")}
+    carried = {f.name: _carried_value(index, row, f.name, metadata[f.name])
+               for f in _carried_fields() if f.name in metadata}
+    extra = {k: v for k, v in metadata.items()
+             if k not in ("benchmark_seeds", "title") and k not in carried}
     if "split" in row:
         extra["split"] = row["split"]
     return EnvSpec(
@@ -164,7 +168,30 @@ def _load_row(folder: Path, index: int, row: Any) -> EnvSpec:
         hints=hints,
         benchmark_seeds=tuple(seeds),
         metadata=extra,
+        **carried,
     )
+
+
+def _carried_fields() -> list[Field]:
+    """The `EnvSpec` fields without a place of their own in a manifest row: each travels in the
+    row's `metadata` under its own name, written when it differs from its default. So a field
+    added to `EnvSpec` survives an export and its import with no change here."""
+    own = {"id", "source", "class_name", "max_turns", "domain", "author", "title", "hints",
+           "benchmark_seeds", "metadata"}
+    return [f for f in fields(EnvSpec) if f.name not in own]
+
+
+def _carried_value(index: int, row: Any, name: str, value: Any) -> Any:
+    """`metadata[name]` as the value of `EnvSpec.name`; a row error when its JSON type is not
+    the field's."""
+    hint = get_type_hints(EnvSpec)[name]
+    kind = get_origin(hint) or hint
+    if kind is tuple and isinstance(value, list):
+        return tuple(value)
+    if isinstance(kind, type) and type(value) is kind:
+        return value
+    raise _row_error(index, row, f"metadata.{name} must be a {getattr(kind, '__name__', kind)}, "
+                     f"got {_short(value)}")
 
 
 def _load_hints(folder: Path, index: int, row: dict[str, Any], env_id: str) -> dict[str, str]:
@@ -213,11 +240,17 @@ def file_stem(env_id: str) -> str:
 
 
 def manifest_row(spec: EnvSpec, source_rel: str, privileged_rel: str | None) -> dict[str, Any]:
-    """The manifest row of `spec` (SPEC §9); `metadata` gets `benchmark_seeds` and `title`."""
+    """The manifest row of `spec` (SPEC §9); `metadata` gets `benchmark_seeds`, `title` and
+    every other field without a row key of its own that differs from its default."""
     metadata = {k: v for k, v in spec.metadata.items() if k != "split"}
     metadata["benchmark_seeds"] = list(spec.benchmark_seeds)
     if spec.title:
         metadata["title"] = spec.title
+    for f in _carried_fields():
+        value = getattr(spec, f.name)
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if value != default:
+            metadata[f.name] = list(value) if isinstance(value, tuple) else value
     return {
         "id": spec.id,
         "source": source_rel,

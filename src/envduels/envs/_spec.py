@@ -9,6 +9,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from envduels._text import valid_text
+
 OracleStatus = Literal["passed", "failed", "absent", "skipped"]
 
 DEFAULT_MAX_TURNS = 20
@@ -42,8 +44,10 @@ class EnvSpec:
 
     @property
     def source_sha256(self) -> str:
-        """Hex sha256 of the UTF-8 source, as written in an export manifest."""
-        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()
+        """Hex sha256 of the UTF-8 source, as written in an export manifest. A lone surrogate
+        (which UTF-8 cannot encode; environment code can hold one) counts as U+FFFD, the
+        character the run database stores for it."""
+        return hashlib.sha256(valid_text(self.source).encode("utf-8")).hexdigest()
 
 
 @dataclass

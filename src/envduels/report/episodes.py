@@ -155,7 +155,8 @@ def _tables(rows: list[dict[str, Any]], envs: dict[str, tuple[int, dict[str, Any
         {"env_id": e, "author": r["author"], "round": r["round"], "domain": r["domain"],
          "title": r["title"], "valid": True, "invalid_reason": None, "hint": r["hint"], "source": None,
          "source_sha256": None, "class_name": None, "max_turns": None, "fixed_pool": False,
-         "benchmark_seeds": sorted(seeds[e])}
+         "benchmark_seeds": sorted(seeds[e]), "slot": None,
+         "hints": {} if r["hint"] is None else {"hint": r["hint"]}, "metadata": {}}
         for e, (_line, r) in envs.items()
     ], columns=ENVIRONMENT_COLUMNS)
     episodes = pd.DataFrame([

@@ -61,7 +61,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
     `calls_max` is an upper bound: every authoring attempt (`author_repairs` + 1 per
     environment) and every solver turn up to the turn cap (the tournament's `max_turns`, or a
     pool environment's own limit when lower)."""
-    from envduels.engine.scheduler import pool_row
+    from envduels.engine.scheduler import fixed_env_record
     from envduels.envs import turn_cap
 
     t = cfg.tournament
@@ -79,7 +79,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
             per[s.name]["episodes"] += n
             per[s.name]["solving_calls_max"] += n * t.max_turns
     for spec in pool_specs:
-        row = pool_row(spec, run_seed=cfg.seed, seeds_per_env=t.seeds_per_env)  # as the run records it
+        row = fixed_env_record(spec, run_seed=cfg.seed, seeds_per_env=t.seeds_per_env)  # as the run records it
         seeds = len(row.benchmark_seeds)
         cap = turn_cap(row.max_turns, t.max_turns)
         for s in solvers:

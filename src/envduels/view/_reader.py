@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from envduels.config import RunConfig
-from envduels.store import EnvironmentRow, EpisodeRow, Store
+from envduels.store import EnvRecord, EpisodeRow, Store
 
 BOOTSTRAP = 500
 """Bootstrap draws for the viewer's rating intervals (the report's default is 1000): enough for
@@ -105,7 +105,7 @@ class Snapshot:
 
     version: int
     config: RunConfig | None         # as recorded (Store.run_config); None: none readable
-    environments: list[EnvironmentRow]
+    environments: list[EnvRecord]
     episode_counts: dict[str, int]                 # env_id -> episodes recorded
     latest: list[dict[str, Any]]                   # the last LATEST episodes, newest first
     usage: list[dict[str, Any]]                    # per player and role
@@ -131,7 +131,7 @@ class RunReader:
         self._index_rowid = 0
         self._usage: dict[tuple[str, str], dict[str, Any]] = {}
         self._usage_rowid = 0
-        self._envs: tuple[tuple[int, int], list[EnvironmentRow]] | None = None
+        self._envs: tuple[tuple[int, int], list[EnvRecord]] | None = None
         self._snapshot: Snapshot | None = None
         self._analysis: Analysis | None = None
         self._analysing = False
@@ -159,7 +159,7 @@ class RunReader:
 
     # -- one row by key, always read fresh ---------------------------------------------------
 
-    def environment(self, env_id: str) -> EnvironmentRow | None:
+    def environment(self, env_id: str) -> EnvRecord | None:
         return self.store.environment(env_id)
 
     def validations(self, env_id: str) -> list[dict[str, Any]]:
@@ -230,7 +230,7 @@ class RunReader:
         """Counts a live page shows: episodes done, left, by outcome; calls, tokens, cost."""
         return self.snapshot().progress
 
-    def environments(self) -> list[EnvironmentRow]:
+    def environments(self) -> list[EnvRecord]:
         return self.snapshot().environments
 
     def usage(self) -> list[dict[str, Any]]:
@@ -304,7 +304,7 @@ class RunReader:
         self.store.close()
 
 
-def _progress(config: RunConfig | None, envs: list[EnvironmentRow], counts: Counter[str],
+def _progress(config: RunConfig | None, envs: list[EnvRecord], counts: Counter[str],
               usage: list[dict[str, Any]]) -> dict[str, Any]:
     from envduels.engine.status import expected_episodes
 
