@@ -747,7 +747,7 @@ def compute_ratings(
         # such signs is moved by the noise: at 9 x 10 x 1, +-1.5 logits the draws sat up to ~0.45
         # logits (about one standard error) inside the estimate, the estimate up to ~0.3 outside
         # the truth, and the plain intervals covered 0.88; the allowance |draws' mean - estimate|
-        # on each side brought it to 0.94 (docs/analysis.md)
+        # on each side brought it to 0.95 (docs/analysis.md, coverage table)
         out[kind] = _rate(kind, b.players, stacked, ridge, design.inflation, note=note, pair_p=pair_p,
                           bias_allowance=kind == "author")
     return out
