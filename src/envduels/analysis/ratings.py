@@ -23,7 +23,7 @@ from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
 
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
-from envduels.analysis.randomization import sign_flip_pvalue
+from envduels.analysis.rank_tests import author_pair_pvalues, solver_pair_pvalues
 from envduels.analysis.transitivity import duel_edge_pvalues
 
 RIDGE = 0.1
@@ -320,10 +320,6 @@ on a solver cannot vary when its only environment is redrawn, and with two per a
 the intervals covered 0.88 (docs/analysis.md, coverage table)."""
 
 
-AUTHOR_RANK_NOTE = ("author ranks withheld: on simulated tournaments of identical authors the family-wise rank "
-                    "rule still claimed an order in 16-53% of runs (docs/analysis.md); read the intervals")
-
-
 def _laplacian(w: np.ndarray) -> np.ndarray:
     """The information matrix of BT from pair weights w = games · p(1 − p): diag(Σ w) − w."""
     return np.eye(w.shape[-1]) * w.sum(axis=-1)[..., None, :] - w
@@ -492,7 +488,7 @@ class Rating:
     interval: str = "bootstrap"
     note: str | None = None
     above: np.ndarray | None = None
-    rank_note: str | None = None  # why ranks are withheld while intervals are given
+    rank_note: str | None = None  # why ranks are withheld while intervals are given (none is now)
     edge_p: np.ndarray | None = None  # duel only: one-sided p that i beats j (`duel_edge_pvalues`)
     tie_rate: float = 0.0  # duel only: share of matches that ended level
 
@@ -507,8 +503,9 @@ def holm_above(
     diff: np.ndarray, se: np.ndarray, keep: np.ndarray, level: float = LEVEL, *, p: np.ndarray | None = None
 ) -> np.ndarray:
     """The family-wise rank rule: Holm's step-down over every pair of rated models, each pair
-    tested by z = (θ_i − θ_j)/se_ij (two-sided), or by the given two-sided p-values `p[i, j]`
-    (NaN: not testable). Returns above[i, j] = i is distinguishably above j (the order is the
+    tested by z = (θ_i − θ_j)/se_ij (two-sided), or by the given two-sided p-values: `p[i, j]`
+    where the test's own statistic favours i, NaN where it favours j (then a claim in θ̂'s order
+    would contradict the test: not testable) or the pair cannot be tested. Returns above[i, j] = i is distinguishably above j (the order is the
     sign of `diff`); the chance of any false claim among all pairs is at most 1 − `level`. A
     pair with no finite positive standard error (or no p-value) is never distinguished."""
     n = len(diff)
@@ -517,9 +514,10 @@ def holm_above(
     if p is None:
         ok = [(i, j) for i, j in pairs if np.isfinite(se[i, j]) and se[i, j] > 0]
         pv = np.array([2.0 * norm.sf(abs(diff[i, j]) / se[i, j]) for i, j in ok])
-    else:
-        ok = [(i, j) for i, j in pairs if np.isfinite(p[i, j])]
-        pv = np.array([p[i, j] for i, j in ok])
+    else:  # p[i, j] is given where the test's statistic favours i: a claim must agree with θ̂
+        directed = [(i, j, p[i, j] if diff[i, j] > 0 else p[j, i] if diff[i, j] < 0 else np.nan) for i, j in pairs]
+        ok = [(i, j) for i, j, v in directed if np.isfinite(v)]
+        pv = np.array([v for _, _, v in directed if np.isfinite(v)])
     if not ok:
         return above
     m = len(pairs)  # untestable pairs still count in the family: never a looser threshold
@@ -532,31 +530,6 @@ def holm_above(
         elif diff[i, j] < 0:
             above[j, i] = True
     return above
-
-
-def solver_pair_pvalues(points: np.ndarray, n: int, *, seed: int = 0) -> np.ndarray:
-    """Two-sided p[i, j] that solvers i and j differ, by a sign-flip test over the environments
-    both played (`sign_flip_pvalue`). On such an environment, d = i's points minus j's against
-    every other solver there, plus i's points against j minus j's against i; swapping the two
-    names on that environment flips the sign of d, so when the two solve alike d is symmetric
-    about 0 and flipping signs environment by environment is exact. The bootstrap z it replaces
-    claimed an order among identical solvers in 8% of runs at 9 × 10 × 1 under Holm at 0.05.
-    NaN where the pair shares fewer than one environment. `points` is `SolverBuilder.points`."""
-    pts = points.reshape(len(points), n, n)
-    played = (pts + np.swapaxes(pts, 1, 2)).sum(axis=2) > 0  # (env, solver)
-    p = np.full((n, n), np.nan)
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        for j in range(i + 1, n):
-            both = played[:, i] & played[:, j]
-            if not both.any():
-                continue
-            e = pts[both]
-            others = np.ones(n, dtype=bool)
-            others[[i, j]] = False
-            d = (e[:, i, others] - e[:, j, others]).sum(axis=1) + e[:, i, j] - e[:, j, i]
-            p[i, j] = p[j, i] = sign_flip_pvalue(d, rng=rng)
-    return p
 
 
 def _rows(rating: Rating, lo: np.ndarray, hi: np.ndarray, notes: list[str | None], ranked: bool) -> list[dict[str, Any]]:
@@ -723,7 +696,8 @@ def compute_ratings(
     Author intervals need every rated author to have `MIN_AUTHOR_ENVS` environments, and carry a
     bias allowance (each bound moved out by |draws' mean − estimate|). Solver ranks come from
     exact sign-flip tests over common environments (`solver_pair_pvalues`), duel ranks from Wald
-    tests of the Firth fit, both under Holm; author ranks are withheld (`AUTHOR_RANK_NOTE`).
+    tests of the Firth fit, author ranks from permutation tests of environments between the two
+    authors (`author_pair_pvalues`), all under Holm.
     """
     design = make_design(tables)
     w = design.weights(bootstrap, np.random.default_rng(seed))
@@ -765,19 +739,15 @@ def compute_ratings(
         pair_p = None
         if kind == "solver" and note is None and design.resamplable:
             pair_p = solver_pair_pvalues(b.points, len(b.players), seed=seed)
+        elif kind == "author" and note is None and design.resamplable:
+            env_author = dict(zip(tables.environments["env_id"], tables.environments["author"], strict=False))
+            pair_p = author_pair_pvalues(b.num, b.den, b.players, b.solvers,
+                                         [env_author.get(e) for e in design.env_ids], seed=seed)
         # an author comparison keeps only the sign of a noisy lift difference, and the BT fit of
         # such signs is moved by the noise: at 9 x 10 x 1, +-1.5 logits the draws sat up to ~0.45
         # logits (about one standard error) inside the estimate, the estimate up to ~0.3 outside
         # the truth, and the plain intervals covered 0.88; the allowance |draws' mean - estimate|
-        # on each side brought it to 0.94 (docs/analysis.md)
+        # on each side brought it to 0.95 (docs/analysis.md, coverage table)
         out[kind] = _rate(kind, b.players, stacked, ridge, design.inflation, note=note, pair_p=pair_p,
                           bias_allowance=kind == "author")
-        if kind == "author" and note is None:
-            # measured (bench/coverage_table.py): with identical authors the Holm rule on bootstrap
-            # standard errors still claimed some order in 16-53% of runs, far above 5%, so author
-            # ranks are withheld rather than printed as claims
-            out[kind].above = None
-            out[kind].rank_note = AUTHOR_RANK_NOTE
-            for row in out[kind].rows:
-                row.update(rank=None, above=None, below=None, tied_with=None)
     return out
