@@ -110,6 +110,21 @@ def test_the_sandbox_limits_a_config_sets_default_to_the_config_s_defaults() -> 
         memory_mb=1024, step_timeout_s=2.0)
 
 
+def test_the_sandbox_still_imports_without_the_project_s_dependencies() -> None:
+    """The sandbox runs under a bare system interpreter (docs/sandbox.md); taking the limits'
+    defaults from the pydantic config broke that (the unprivileged-user test caught it)."""
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).parents[1] / "src")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import envduels.sandbox; "
+            "print('pydantic' in sys.modules, envduels.sandbox.SandboxLimits().memory_mb)")
+    # -S: no site-packages, so no pydantic, yaml or numpy to lean on
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code, src], capture_output=True,
+                         text=True, timeout=60)
+    assert (out.returncode, out.stdout.split()) == (0, ["False", "512"]), out.stderr
+
+
 def test_a_limit_the_sandbox_config_gains_reaches_the_sandbox_without_an_edit_to_from_config() -> None:
     from envduels.config import SandboxConfig
     from envduels.sandbox import SandboxLimits

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
+from envduels import _sandbox_defaults as _sandbox
 from envduels.errors import UserError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -182,11 +183,11 @@ class SandboxConfig(_Strict):
     decide only how soon a misbehaving environment is stopped, never what a well-behaved one
     does; the observation cap changes what a solver sees."""
 
-    memory_mb: int = Field(512, ge=64, le=65536, json_schema_extra=NO_RESULT_EFFECT)
-    step_timeout_s: float = Field(5.0, gt=0, le=600, json_schema_extra=NO_RESULT_EFFECT)
-    cpu_s: int = Field(60, ge=1, json_schema_extra=NO_RESULT_EFFECT)
-    max_procs: int = Field(64, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
-    observation_max_chars: int = Field(8000, ge=100)
+    memory_mb: int = Field(_sandbox.MEMORY_MB, ge=64, le=65536, json_schema_extra=NO_RESULT_EFFECT)
+    step_timeout_s: float = Field(_sandbox.STEP_TIMEOUT_S, gt=0, le=600, json_schema_extra=NO_RESULT_EFFECT)
+    cpu_s: int = Field(_sandbox.CPU_S, ge=1, json_schema_extra=NO_RESULT_EFFECT)
+    max_procs: int = Field(_sandbox.MAX_PROCS, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
+    observation_max_chars: int = Field(_sandbox.OBSERVATION_MAX_CHARS, ge=100)
     warm_workers: int = Field(2, ge=0, le=256, json_schema_extra=NO_RESULT_EFFECT)
 
 

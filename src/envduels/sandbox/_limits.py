@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING
 
-from envduels.config import SandboxConfig
+from envduels import _sandbox_defaults as _defaults
 from envduels.errors import UserError
 
-
-def _configured(name: str) -> Any:
-    """The default of the run config's `sandbox.<name>`: written once, in config.py."""
-    return SandboxConfig.model_fields[name].default
+if TYPE_CHECKING:   # never at run time: the sandbox imports under a bare system interpreter
+    from envduels.config import SandboxConfig
 
 
 @dataclass(frozen=True)
@@ -24,18 +22,18 @@ class SandboxLimits:
     quota (cgroup cpu controller, all its processes together); with freeze_idle every process
     of the sandbox is frozen between calls (cgroup freezer). Both apply where the host has
     those cgroups (docs/sandbox.md). The limits a run config sets (`sandbox:`) default to the
-    config's defaults; the others are fixed here.
+    defaults in `envduels._sandbox_defaults`, which the config's also are; the others are fixed here.
     """
 
-    memory_mb: int = _configured("memory_mb")
-    step_timeout_s: float = _configured("step_timeout_s")
-    cpu_s: int = _configured("cpu_s")
-    max_procs: int = _configured("max_procs")
+    memory_mb: int = _defaults.MEMORY_MB
+    step_timeout_s: float = _defaults.STEP_TIMEOUT_S
+    cpu_s: int = _defaults.CPU_S
+    max_procs: int = _defaults.MAX_PROCS
     file_size_mb: int = 16
     open_files: int = 64
     scratch_mb: int = 64
     output_cap_bytes: int = 1 << 20
-    observation_max_chars: int = _configured("observation_max_chars")
+    observation_max_chars: int = _defaults.OBSERVATION_MAX_CHARS
     frame_max_bytes: int = 1 << 20
     cpu_cores: float = 1.0
     freeze_idle: bool = True
