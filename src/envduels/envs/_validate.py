@@ -32,12 +32,16 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from envduels.config import HINT_MAX_CHARS
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
 from envduels.envs._turns import turn_cap
 from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxStartError
+
+if TYPE_CHECKING:   # a run validates in whichever sandboxes it plays in, a Ray cluster's too
+    from envduels.sandbox.ray_pool import RayEnvPool
 
 PROBE_ACTIONS = (
     "\\boxed{1}",
@@ -200,7 +204,7 @@ def _first_difference(a: _Episode, b: _Episode) -> str:
 
 
 async def _run_episode(
-    pool: EnvPool,
+    pool: EnvPool | RayEnvPool,
     spec: EnvSpec,
     class_name: str,
     seed: int,
@@ -255,7 +259,7 @@ async def _run_episode(
 
 
 async def _check_seed(
-    pool: EnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
+    pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
     budget: _Budget, probe_seed: str,
 ) -> tuple[_Episode, _Episode | None]:
     probes = probe_actions(probe_seed, spec.source_sha256)
@@ -311,7 +315,7 @@ async def _check_seed(
     return probe, oracle
 
 
-async def _has_oracle(pool: EnvPool, spec: EnvSpec, class_name: str) -> bool:
+async def _has_oracle(pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str) -> bool:
     instance = await pool.open(spec.source, class_name=class_name, max_turns=spec.max_turns)
     try:
         return instance.has_oracle
@@ -321,7 +325,7 @@ async def _has_oracle(pool: EnvPool, spec: EnvSpec, class_name: str) -> bool:
 
 async def validate_env(
     spec: EnvSpec,
-    pool: EnvPool,
+    pool: EnvPool | RayEnvPool,
     *,
     seeds: list[int],
     require_oracle: bool,

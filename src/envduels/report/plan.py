@@ -61,7 +61,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
     `calls_max` is an upper bound: every authoring attempt (`author_repairs` + 1 per
     environment) and every solver turn up to the turn cap (the tournament's `max_turns`, or a
     pool environment's own limit when lower)."""
-    from envduels.engine.scheduler import fixed_env_record
+    from envduels.engine.scheduler import episodes_per_env, fixed_env_record
     from envduels.envs import turn_cap
 
     t = cfg.tournament
@@ -73,9 +73,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
         per[a.name]["environments"] = written
         per[a.name]["authoring_calls_max"] = written * (t.author_repairs + 1)
         for s in solvers:
-            if s.name == a.name and not t.self_play:
-                continue
-            n = written * t.seeds_per_env * t.trials_per_seed * 2
+            n = written * episodes_per_env(cfg, s, a.name, t.seeds_per_env)
             per[s.name]["episodes"] += n
             per[s.name]["solving_calls_max"] += n * t.max_turns
     for spec in pool_specs:
@@ -83,9 +81,7 @@ def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
         seeds = len(row.benchmark_seeds)
         cap = turn_cap(row.max_turns, t.max_turns)
         for s in solvers:
-            if s.name == row.author and not t.self_play:
-                continue
-            n = seeds * t.trials_per_seed * 2
+            n = episodes_per_env(cfg, s, row.author, seeds)
             per[s.name]["episodes"] += n
             per[s.name]["solving_calls_max"] += n * cap
     authored = sum(v["environments"] for v in per.values())
