@@ -10,7 +10,7 @@ import pytest
 from players_helpers import FAST, answer, player_config
 
 from envduels.config import Price
-from envduels.players import MemoryCache, ProviderError, build_player
+from envduels.players import MemoryCache, build_player
 from envduels.players._anthropic import MIN_CACHEABLE_TOKENS, cache_breakpoints
 from envduels.testing import ScriptedServer
 
@@ -225,17 +225,25 @@ async def test_cache_hints_leave_the_request_key_and_earlier_records_valid() -> 
     assert old.cached and (old.input_tokens, old.cache_read_tokens, old.reasoning_tokens) == (7, 0, 0)
 
 
-async def test_a_cached_count_larger_than_the_prompt_is_a_malformed_answer_and_retried() -> None:
-    # it would bill negative uncached input: a refund
-    for wire in ("openai", "anthropic"):
-        with ScriptedServer(answer, faults=["usage_cached_over"]) as srv:
-            cfg = _anthropic(srv.base_url) if wire == "anthropic" else player_config(srv.base_url)
-            player = build_player(cfg, retry_policy=FAST)
-            r = await player.chat(_episode(1)[0], call_id="ep:a:turn:1", role="solver")
-            await player.aclose()
-        assert r.retries == 1 and r.cache_read_tokens == 0 and srv.request_count == 2
+async def test_a_cached_count_larger_than_the_prompt_is_billed_as_uncached_without_a_paid_retry() -> None:
+    # billed as given it would be negative uncached input, a refund; retried, the call is paid
+    # again (and with max_retries 0 the answer was lost). The answer is kept, its whole prompt
+    # billed at the input price.
     with ScriptedServer(answer, faults=["usage_cached_over"]) as srv:
-        player = build_player(player_config(srv.base_url, max_retries=0), retry_policy=FAST)
-        with pytest.raises(ProviderError, match="usage parts exceed their totals"):
-            await player.chat(_episode(1)[0], call_id="ep:a:turn:1", role="solver")
+        cfg = player_config(srv.base_url, max_retries=0)
+        cfg = cfg.model_copy(update={"price": Price(input_per_mtok=2.0, output_per_mtok=8.0,
+                                                    cached_input_per_mtok=0.5)})
+        player = build_player(cfg, retry_policy=FAST)
+        r = await player.chat(_episode(1)[0], call_id="ep:a:turn:1", role="solver")
         await player.aclose()
+    assert (r.retries, srv.request_count, r.cache_read_tokens) == (0, 1, 0)
+    assert r.input_tokens > 0
+    assert r.cost_usd == pytest.approx((2.0 * r.input_tokens + 8.0 * r.output_tokens) / 1e6)
+
+
+async def test_a_negative_cache_count_is_a_malformed_answer_and_retried() -> None:
+    with ScriptedServer(answer, faults=["usage_cached_over"]) as srv:   # Anthropic: -5 read
+        player = build_player(_anthropic(srv.base_url), retry_policy=FAST)
+        r = await player.chat(_episode(1)[0], call_id="ep:a:turn:1", role="solver")
+        await player.aclose()
+    assert r.retries == 1 and r.cache_read_tokens == 0 and srv.request_count == 2

@@ -123,11 +123,17 @@ class Answer:
     reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
-        # A hostile or broken server could claim more cached than sent, or more reasoning than
-        # output: the bill would go negative. A malformed answer, retried.
-        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens or (
-                self.reasoning_tokens > self.output_tokens):
-            raise Retryable("malformed response (usage parts exceed their totals)")
+        # A broken server (or one that counts differently) may claim more cached tokens than it
+        # was sent, or more reasoning than output: billed as given, uncached input would go
+        # negative. The answer itself is sound, and retrying would pay for the call again, so
+        # the parts that do not fit are dropped instead: the whole prompt is billed at the
+        # input price (never less than the parts would bill on an OpenAI-style wire, which
+        # has no cache-write price), and the output holds no separate reasoning count.
+        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
+            object.__setattr__(self, "cache_read_tokens", 0)
+            object.__setattr__(self, "cache_write_tokens", 0)
+        if self.reasoning_tokens > self.output_tokens:
+            object.__setattr__(self, "reasoning_tokens", 0)
 
 
 MAX_TOKENS_PER_CALL = 1_000_000_000
