@@ -137,3 +137,29 @@ def test_an_environment_the_audit_caught_reads_alike_in_the_summary_and_the_full
     assert set(mine.outcome) <= {"incomplete", "error"}     # every episode: the author's fault
     cols = [c for c in full.episodes.columns if c != "transcript"]
     assert summary.episodes[cols].equals(full.episodes[cols])
+
+
+def test_a_failed_first_analysis_is_kept_and_not_recomputed_for_every_page(run, monkeypatch):
+    """Every page asking for a failed first analysis started it again (seconds of CPU each, a
+    traceback each, and a page waiting forever); it now reads as a one-line error until the
+    run changes."""
+    import envduels.view._reader as reader_module
+
+    store, _ = run
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise ValueError("boom\nsecond line")
+
+    monkeypatch.setattr(reader_module, "analyse", broken)
+    reader = RunReader(store.run_dir, bootstrap=20)
+    try:
+        first = reader.analysis()
+        assert (first.pending, first.error, first.ratings["solver"]) == (
+            False, "ValueError: boom second line", [])
+        for _ in range(5):
+            assert reader.analysis(wait=False) is first and reader.analysis() is first
+        assert len(calls) == 1
+    finally:
+        reader.close()

@@ -17,6 +17,7 @@ database's change counter (`Store.data_version`):
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import Counter
@@ -28,6 +29,8 @@ from typing import Any
 
 from envduels.config import RunConfig
 from envduels.store import EnvRecord, EpisodeRow, Store
+
+_log = logging.getLogger(__name__)
 
 BOOTSTRAP = 500
 """Bootstrap draws for the viewer's rating intervals (the report's default is 1000): enough for
@@ -51,6 +54,15 @@ class Analysis:
     envs: dict[str, dict[str, Any]]   # env_id -> flags, lift, pass rates, pairs
     attempts: dict[str, int] = field(default_factory=dict)
     pending: bool = False             # a placeholder: the first analysis is not done yet
+    error: str = ""                   # why the analysis failed (one line); empty when it did not
+
+
+def failed_analysis(version: int, err: BaseException, seconds: float) -> Analysis:
+    """An empty analysis saying, in one line, why computing it failed."""
+    why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+    return Analysis(version=version, computed_at=time.time(), seconds=seconds, episodes=0,
+                    ratings={"duel": [], "author": [], "solver": []}, headline=[], envs={},
+                    error=why)
 
 
 PENDING = Analysis(version=-1, computed_at=0.0, seconds=0.0, episodes=0,
@@ -259,7 +271,17 @@ class RunReader:
             return PENDING
         with self._first:   # one first computation, however many pages ask at once
             if self._analysis is None:
-                fresh = self._compute(version)
+                started = time.time()
+                try:
+                    fresh = self._compute(version)
+                except Exception as err:
+                    if self._closed:
+                        raise
+                    # kept like a result: asked again only when the run changes (as a refresh,
+                    # at most every REFRESH_S), not on every page, each of which paid for the
+                    # whole failing computation again
+                    _log.exception("envduels view: the analysis of %s failed", self.run_dir)
+                    fresh = failed_analysis(version, err, time.time() - started)
                 with self._analysis_lock:
                     self._analysis = fresh
             return self._analysis
