@@ -14,4 +14,8 @@ def unreachable(host: str, port: int, timeout_s: float) -> str | None:
             pass
     except OSError as err:
         return str(err.strerror or err)
+    except (UnicodeError, OverflowError, ValueError) as err:
+        # a host name IDNA cannot encode (a label over 63 characters), a port over 65535:
+        # nothing could answer there, and the caller's one line says which setting to fix
+        return " ".join(f"not a usable address: {err}".split())[:200]
     return None

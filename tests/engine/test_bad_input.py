@@ -100,6 +100,19 @@ def test_unreachable_server_is_named_with_its_url(tmp_path, monkeypatch, capsys,
     _unchanged(earlier_run)
 
 
+@pytest.mark.parametrize(("host_port", "why"), [
+    ("127.0.0.1:99999", "Port out of range"),
+    ("h" * 70 + ".example:8000", "idna"),
+])
+def test_a_server_address_no_one_could_answer_on_is_one_line_not_a_traceback(
+        tmp_path, monkeypatch, capsys, earlier_run, host_port, why):
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", "k")
+    url = f"http://{host_port}/v1"
+    code, err = _cli(monkeypatch, capsys, "run", _write(tmp_path, config(url, str(earlier_run))))
+    _assert_one_line(code, err, f"cannot reach {url} (not a usable address:", why)
+    _unchanged(earlier_run)
+
+
 def test_missing_export_folder_is_named(tmp_path, monkeypatch, capsys, earlier_run):
     monkeypatch.setenv("ENVDUELS_TEST_KEY", "k")
     with ScriptedServer() as server:

@@ -144,3 +144,11 @@ def test_a_name_in_no_form_is_one_error_naming_every_form(
         assert err.value.message == (
             f"{text!r} is not an environment file, an EnvDuels export folder or a library name: "
             "check the path, or see `envduels library list`")
+
+
+@pytest.mark.parametrize("text", ["x" * 300, "folder/" + "y" * 300, "nul\x00byte"])
+def test_a_name_the_os_cannot_look_up_is_the_same_one_line_error(text):
+    """A path component over 255 bytes made `Path.exists` raise (a traceback from validate,
+    play, a config and gym.make alike)."""
+    with pytest.raises(UserError, match="is not an environment file, an EnvDuels export folder"):
+        resolve(text)

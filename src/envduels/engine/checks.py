@@ -56,7 +56,10 @@ def load_fixed_envs(cfg: RunConfig) -> list[EnvSpec]:
 def _unreachable_url(base_url: str, timeout_s: float) -> str | None:
     """Why `base_url`'s server does not accept connections, or None."""
     url = urlparse(base_url)
-    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError as err:   # a port out of range or not a number
+        return f"not a usable address: {err}"
     return unreachable(url.hostname or "localhost", port, timeout_s)
 
 

@@ -59,7 +59,7 @@ def resolve(text: str | Path) -> Resolved:
     if text.startswith(LIBRARY_PREFIX):
         return Resolved(text, "library", [library_env(text[len(LIBRARY_PREFIX):])])
     path = Path(text)
-    if path.exists():
+    if _exists(path):
         if text in library_names():
             what = "folder" if path.is_dir() else "file"
             raise UserError(
@@ -68,7 +68,7 @@ def resolve(text: str | Path) -> Resolved:
         if path.is_dir():
             return Resolved(text, "folder", load_export(path))
         return Resolved(text, "file", [load_env_file(path)])
-    if "/" in text and (path.parent / MANIFEST).is_file():   # never a bare name: see step 4
+    if "/" in text and _exists(path.parent / MANIFEST):   # never a bare name: see step 4
         by_id = {s.id: s for s in load_export(path.parent)}
         if path.name in by_id:
             return Resolved(text, "entry", [by_id[path.name]])
@@ -78,3 +78,12 @@ def resolve(text: str | Path) -> Resolved:
         return Resolved(text, "library", [library_env(text)])
     raise UserError(f"{text!r} is not an environment file, an EnvDuels export folder or a library "
                     "name: check the path, or see `envduels library list`")
+
+
+def _exists(path: Path) -> bool:
+    """Whether `path` exists; False for a name the OS cannot even look up (a component over
+    255 bytes, a NUL), so that such text gets the resolver's one-line error, not a traceback."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
