@@ -160,13 +160,12 @@ def test_a_database_from_before_a_table_was_added_reads_as_having_none_recorded(
     assert snapshot(tmp_path / "old") == before
 
 
-@pytest.mark.parametrize("live", [True, False])
-def test_a_database_a_starting_run_has_created_but_not_filled_reads_as_empty(tmp_path, live):
+def test_a_database_a_starting_run_has_created_but_not_filled_reads_as_empty(tmp_path):
     """`envduels run` estimates from the folder before it takes the run lock: a second run
     started while the first had created run.db but not its tables failed with "no such table:
     meta" instead of naming the run that holds the folder."""
     (tmp_path / "run.db").write_bytes(b"")
-    store = Store.open_readonly(tmp_path, live=live)
+    store = Store.open_readonly(tmp_path, live=False)
     try:
         assert store.get_meta("config") is None and store.run_config() is None
         assert store.episodes() == [] and store.environments() == []
@@ -179,3 +178,19 @@ def test_a_file_that_is_no_database_is_still_one_line(tmp_path):
     (tmp_path / "run.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(UserError, match="cannot read the run database"):
         Store.open_readonly(tmp_path, live=False)
+
+
+def test_a_live_reader_of_a_database_being_created_asks_to_open_it_again(tmp_path):
+    """Empty stand-in tables would hide the real ones the starting run creates next, for as
+    long as the reader (`envduels view`) stays open: it would show an empty run throughout."""
+    (tmp_path / "run.db").write_bytes(b"")
+    with pytest.raises(UserError, match="still being created; open it again in a moment"):
+        Store.open_readonly(tmp_path, live=True)
+    writer = Store(tmp_path)
+    writer.set_meta("config", {"name": "x"})
+    reader = Store.open_readonly(tmp_path, live=True)
+    try:
+        assert reader.get_meta("config") == {"name": "x"}
+    finally:
+        reader.close()
+        writer.close()

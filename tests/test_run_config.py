@@ -73,3 +73,31 @@ def test_a_run_without_a_usable_config_reads_none_and_has_no_players(tmp_path):
         assert store.run_config() is None      # a player without a usable name: nothing to guess
         store.set_meta("config", ["not", "a", "mapping"])
         assert store.run_config() is None
+
+
+def test_a_config_today_s_schema_cannot_read_still_gives_the_analysis_its_players(tmp_path):
+    """One required value refused today (a provider since renamed) made the whole config
+    unreadable, and the report silently lost every player: no author or duel ratings."""
+    recorded = {"name": "old", "players": [
+        {"name": "a", "provider": "vllm", "model": "m", "params_b": 7},
+        {"name": "b", "provider": "openai", "model": "m2", "roles": ["solver"]}]}
+    with Store(tmp_path) as store:
+        store.set_meta("config", recorded)
+        assert store.run_config() is None
+        players = store.tables().players
+    assert players["name"].tolist() == ["a", "b"]
+    assert players["provider"].tolist() == ["vllm", "openai"]
+    assert players["roles"].tolist() == [["author", "solver"], ["solver"]]
+    assert players["params_b"].tolist()[0] == 7
+
+
+def test_refused_list_items_are_dropped_one_by_one_not_the_whole_list(tmp_path):
+    """Each refused value is dropped on its own, so a list keeps its usable items (dropping
+    several list items in one pass would shift the later indices)."""
+    recorded = {"name": "r", "players": [
+        {"name": "a", "provider": "openai", "model": "m", "roles": ["judge", "solver", "coach"]},
+        {"name": "b", "provider": "openai", "model": "m"}]}
+    with Store(tmp_path) as store:
+        store.set_meta("config", recorded)
+        cfg = store.run_config()
+    assert cfg is not None and cfg.players[0].roles == ["solver"]

@@ -7,6 +7,9 @@ Every field changes a run's results unless it is declared with `json_schema_extr
 (how fast, how often retried, what it may cost, where results go, what reports show): the run
 fingerprint (`engine/_keys.result_settings`) is derived from these declarations, so a new field
 enters it by default, and a field that does not change results says so where it is declared.
+The price of that default: a release that adds a result-changing field changes the fingerprint
+of every existing config (the new key is in it), so runs started before it no longer resume
+(`envduels run` says which setting differs). Such a release should say so in its notes.
 """
 
 from __future__ import annotations
@@ -286,11 +289,13 @@ def parse_recorded_config(data: object) -> RunConfig | None:
     if not isinstance(data, dict):
         return None
     data = copy.deepcopy(data)
-    for _ in range(64):   # each pass removes at least one key: a bound, not a tuning knob
+    for _ in range(256):   # each pass removes one value: a bound, not a tuning knob
         try:
             return RunConfig.model_validate(data)
         except ValidationError as err:
-            if not any(_drop(data, e["loc"]) for e in err.errors() if e["type"] != "missing"):
+            # one value per pass: dropping a list item shifts the indices of the later errors
+            refused = [e for e in err.errors() if e["type"] != "missing"]
+            if not refused or not _drop(data, refused[0]["loc"]):
                 return None
     return None
 

@@ -727,6 +727,26 @@ class Store:
         return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True))
                              for r in self._read("episodes", _EPISODE_COLUMNS)])
 
+    def _recorded_players(self) -> list[Any]:
+        """The players of a recorded config today's schema cannot read at all (one required
+        value it no longer accepts, such as a provider since renamed), as recorded: the
+        analysis still needs who authored and who solved. Each has `name`, `provider`, `model`,
+        `params_b` and `roles` (the schema's default roles when none was recorded)."""
+        from types import SimpleNamespace
+
+        from envduels.config import PlayerConfig
+
+        raw = self.get_meta("config")
+        recorded = raw.get("players") if isinstance(raw, dict) else None
+        if not isinstance(recorded, list):
+            return []
+        default_roles = PlayerConfig.model_fields["roles"].get_default(call_default_factory=True)
+        return [SimpleNamespace(name=p["name"], provider=p.get("provider"), model=p.get("model"),
+                                params_b=p.get("params_b"),
+                                roles=p["roles"] if isinstance(p.get("roles"), list)
+                                else default_roles)
+                for p in recorded if isinstance(p, dict) and isinstance(p.get("name"), str)]
+
     def _frames(self, eps: list[dict[str, Any]]) -> Tables:
         """The analysis tables around `eps` (episode records with every EPISODE_COLUMNS key):
         the one place that decides what analysis sees of a run, for `tables()` and
@@ -734,7 +754,7 @@ class Store:
         config = self.run_config()
         usage = self.usage_by_player()
         players = []
-        for p in config.players if config is not None else []:
+        for p in config.players if config is not None else self._recorded_players():
             u = usage.get(p.name, Totals(0, 0, 0, 0.0))
             players.append({
                 "name": p.name, "provider": p.provider, "model": p.model,
@@ -807,7 +827,14 @@ class Store:
             # opens it, and fails here on a file that is no database; a database a starting
             # run has created but not yet given its tables reads as empty, like an older one
             # lacking a table (envduels run's own estimate reads the folder before its lock)
-            store._db.execute("SELECT COUNT(*) FROM sqlite_master").fetchall()
+            tables = {r[0] for r in store._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if live and "meta" not in tables:
+                # a long-lived reader must not stand in TEMP tables now: they would hide the
+                # real ones the starting run is about to create, for as long as it stays open
+                store._db.close()
+                raise UserError(f"{store.run_dir} holds a run database still being created; "
+                                "open it again in a moment")
             _temp_missing_tables(store._db)
             store._migrate(write=False)
         except sqlite3.Error as err:
