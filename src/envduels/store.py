@@ -335,16 +335,11 @@ class Totals:
         return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
 
     def plus(self, other: Totals) -> Totals:
-        return Totals(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
+        return Totals(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
-
-
-def _fields(t: Totals) -> tuple:
-    return (t.calls, t.input_tokens, t.output_tokens, t.cost_usd, t.cache_read_tokens,
-            t.cache_write_tokens, t.reasoning_tokens, t.saved_usd)
 
 
 @contextmanager
