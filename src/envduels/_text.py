@@ -5,8 +5,7 @@ UTF-8 encoder, JSON file or SQLite column accepts), terminal control sequences (
 sequence can clear the screen, retitle the window or write the clipboard) and Unicode format
 characters (a bidi override shows "exe.txt" for "txt.exe"). Two helpers, used at
 the boundaries where such text enters (`valid_text`) or reaches a terminal (`printable`); and
-`last_boxed`, the one rule (SPEC §2) for which part of a reply is the action, shared by the
-engine and the analysis.
+`last_boxed` (re-exported from `duel.protocol`, where the episode rules live).
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ import functools
 import re
 import sys
 import unicodedata
+
+from envduels.duel.protocol import ACTION_SEARCH_MAX_CHARS, last_boxed  # noqa: F401 (re-exported)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # C0 controls except \t and \n, DEL, and the C1 controls (CSI, OSC, ... as single code points).
@@ -56,36 +57,3 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     """`n` and `word` agreeing in number: plural(1, "seed") -> "1 seed", plural(2, "seed") ->
     "2 seeds", plural(3, "retry", "retries") -> "3 retries"."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
-
-
-_BOXED = "\\boxed{"
-_BRACES = re.compile(r"[{}]")
-
-# Only the end of a longer reply is searched for the answer (the answer is the LAST box): the
-# scan is linear, but a reply is untrusted and the event loop waits on it. docs/engine.md.
-ACTION_SEARCH_MAX_CHARS = 100_000
-
-
-def last_boxed(text: str) -> str | None:
-    """The last balanced `\\boxed{...}` in `text`, wrapper included, or None.
-
-    "Last" is the one that closes last; of nested ones that close together, the outermost.
-    An unbalanced `\\boxed{` (a reply cut off mid-answer) is skipped. Only the last
-    `ACTION_SEARCH_MAX_CHARS` characters of `text` are searched. One pass over the braces.
-    """
-    if len(text) > ACTION_SEARCH_MAX_CHARS:
-        text = text[-ACTION_SEARCH_MAX_CHARS:]
-    opens_box = {m.end() - 1: m.start() for m in re.finditer(re.escape(_BOXED), text)}
-    if not opens_box:
-        return None
-    stack: list[int] = []          # positions of the open braces not yet closed
-    best: tuple[int, int] | None = None
-    for m in _BRACES.finditer(text, min(opens_box)):
-        i = m.start()
-        if text[i] == "{":
-            stack.append(i)
-        elif stack:
-            start = opens_box.get(stack.pop())
-            if start is not None:
-                best = (start, i)  # closes after every earlier candidate
-    return None if best is None else text[best[0]: best[1] + 1]

@@ -25,6 +25,9 @@ Contract (what a trainer may rely on):
   Reaching the cap returns `truncated=True`. An environment fault (raise, timeout, limit) ends the episode with
   `truncated=True` and the reason in `info["envduels"]["fault"]`; the next `reset` starts afresh.
 - `close()` kills the worker process tree; calling it twice is fine.
+- The rules are a duel's, from the one protocol (`envduels.duel.protocol`, shared with the
+  engine and `envduels serve`); `env.transcript` is the episode's transcript exactly as a duel
+  records it for the same seed, condition and replies.
 
 Hint-resampled training: roll out a group of episodes on one seed without the hint; if every
 rollout fails, replay the group with `reset(seed=s, options={"hint": True})` (the hint is prepended
@@ -41,9 +44,14 @@ from typing import TYPE_CHECKING, Any
 import gymnasium
 from gymnasium import spaces
 
-from envduels._text import ACTION_SEARCH_MAX_CHARS
-from envduels.engine.solving import FORMAT_ERROR, last_boxed
-from envduels.envs import turn_cap
+from envduels._text import valid_text
+from envduels.duel.protocol import (
+    ACTION_SEARCH_MAX_CHARS,
+    FORMAT_ERROR,
+    Episode,
+    hint_prefix,
+    turn_cap,
+)
 from envduels.errors import UserError
 
 if TYPE_CHECKING:
@@ -64,11 +72,6 @@ class AnyText(spaces.Text):
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
-
-
-def hint_prefix(hint: str) -> str:
-    """What the hinted condition puts before the first observation."""
-    return f"Hint: {hint}\n\n"
 
 
 class EnvDuelsGymEnv(gymnasium.Env[str, str]):
@@ -102,8 +105,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         self.observation_space = AnyText(max_length=obs_max, min_length=0, charset=ACTION_CHARSET)
         self.action_space = AnyText(max_length=action_max_length, min_length=0, charset=ACTION_CHARSET)
         self._instance: Any | None = None
-        self._turn = 0
-        self._done = True
+        self._episode: Episode | None = None
         self._seed: int | None = None
 
     # -- the Gymnasium API ----------------------------------------------------------------
@@ -131,7 +133,9 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
             if _is_fault(err):
                 raise RuntimeError(f"environment {self.env_spec.id} failed on reset: {_reason(err)}") from err
             raise
-        self._turn, self._done, self._seed = 0, False, env_seed
+        self._seed = env_seed
+        self._episode = Episode(self.max_turns, hint=self.env_spec.hint if hinted else None)
+        self._episode.start(obs)
         if hinted:
             obs = hint_prefix(self.env_spec.hint) + obs
         info = dict(env_info or {})
@@ -145,38 +149,46 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """One turn: (observation, reward, terminated, truncated, info); see the module docstring."""
-        if self._done or self._instance is None:
+        episode = self._episode
+        if episode is None or episode.done or self._instance is None:
             raise gymnasium.error.ResetNeeded("call reset() before step() and after an episode ends")
-        self._turn += 1
-        at_cap = self._turn >= self.max_turns
-        meta = {"turn": self._turn, "success": False, "format_error": False, "fault": None}
-        env_action = last_boxed(action) if self.parse_reply else action
+        # the duel's rules, from the one protocol: the turn, the box, the format error, the cap
+        env_action = episode.act(valid_text(action), parse=self.parse_reply)
+        meta = {"turn": episode.turn, "success": False, "format_error": False, "fault": None}
         if env_action is None:
             meta["format_error"] = True
-            self._done = at_cap
-            return self._clip(FORMAT_ERROR), 0.0, False, at_cap, {NAMESPACE: meta}
+            return self._clip(FORMAT_ERROR), 0.0, False, episode.done, {NAMESPACE: meta}
         try:
             result = self._instance.step(env_action)
         except Exception as err:
             if not _is_fault(err):
                 raise
             meta["fault"] = _reason(err)
-            self._done = True
+            episode.step_failed(meta["fault"])
+            episode.end("incomplete", f"environment fault: {meta['fault']}")
             self._close_instance()
             return self._clip(f"Environment error: {meta['fault']}"), 0.0, False, True, {NAMESPACE: meta}
+        episode.observe(result.observation, result.reward, result.terminated, result.truncated)
         terminated = bool(result.terminated)
-        truncated = bool(result.truncated) or (at_cap and not terminated)
+        truncated = bool(result.truncated) or (episode.done and not terminated)
         reward = float(result.reward)
-        meta["success"] = terminated and reward > 0
-        self._done = terminated or truncated
+        meta["success"] = episode.success
         info = dict(result.info or {})
         info[NAMESPACE] = meta
         return self._clip(result.observation), reward, terminated, truncated, info
 
+    @property
+    def transcript(self) -> list[dict[str, Any]]:
+        """The current (or last) episode's transcript, exactly as a duel records it for the same
+        seed, condition and replies: the solver's system prompt and user turns as the duel words
+        them (the observations this adapter returns are the environment's own, hint-prefixed),
+        the replies, the steps and the outcome (`duel.protocol.Episode`). Empty before the
+        first reset."""
+        return list(self._episode.transcript) if self._episode is not None else []
+
     def close(self) -> None:
         """Kill the sandboxed worker; idempotent."""
         self._close_instance()
-        self._done = True
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -23,28 +23,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envduels._text import ACTION_SEARCH_MAX_CHARS, last_boxed, valid_text  # noqa: F401 (re-exported)
-from envduels.envs import turn_cap  # noqa: F401 (re-exported: the episode's cap is this rule)
-from envduels.prompts import render
+from envduels._text import valid_text
+from envduels.duel.protocol import (  # noqa: F401 (re-exported: the rules are the protocol's)
+    ACTION_SEARCH_MAX_CHARS,
+    FORMAT_ERROR,
+    SYSTEM_PROMPT,
+    Episode,
+    Outcome,
+    first_turn,
+    last_boxed,
+    next_turn,
+    turn_cap,
+)
 
 if TYPE_CHECKING:
     from envduels.config import PlayerConfig
     from envduels.envs import EnvSpec
     from envduels.players import ChatResult
     from envduels.sandbox import StepResult
-
-SYSTEM_PROMPT = render("solver_system.txt")
-FORMAT_ERROR = render("solver_format_error.txt")
-
-def first_turn(observation: str, *, hint: str | None) -> str:
-    """The first user turn; `hint` given only in the hinted condition."""
-    return render("solver_first_turn.j2", hinted=hint is not None, hint=hint or "",
-                  observation=observation)
-
-
-def next_turn(observation: str) -> str:
-    """A later user turn carrying the environment's next observation."""
-    return render("solver_next_turn.j2", observation=observation)
 
 
 def _exc(err: BaseException) -> str:
@@ -78,6 +74,12 @@ class EpisodeResult:
     reason: str
     turns: int
     transcript: list[dict[str, Any]] = field(default_factory=list)
+
+
+def result_of(episode: Episode) -> EpisodeResult:
+    """The result of an ended `Episode`: its outcome, reason, turns taken and transcript."""
+    assert episode.outcome is not None, "the episode has not ended"
+    return EpisodeResult(episode.outcome, episode.reason, episode.turn, episode.transcript)
 
 
 class SolverLike(Protocol):
@@ -119,82 +121,60 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
     from envduels.players import ContentRefused, ContextOverflow, ProviderError
     from envduels.sandbox import EnvFault, SandboxStartError
 
-    transcript: list[dict[str, Any]] = []
+    episode = Episode(task.max_turns, hint=task.env.hint if task.hinted else None,
+                      on_event=on_event)
 
-    def log(entry: dict[str, Any]) -> None:
-        transcript.append(entry)
-        if on_event is not None:
-            on_event(entry)
-
-    def done(outcome: str, reason: str, turns: int) -> EpisodeResult:
-        log({"role": "outcome", "content": f"{outcome}: {reason}", "outcome": outcome})
-        return EpisodeResult(outcome, reason, turns, transcript)
+    def done(outcome: Outcome, reason: str) -> EpisodeResult:
+        episode.end(outcome, reason)
+        return result_of(episode)
 
     env = None
-    turns = 0
     try:
         try:
             env = await open_env()
             observation, _info = await env.reset(task.seed)
         except SandboxStartError as fault:
-            return done("error", f"sandbox error: {fault.reason}", 0)
+            return done("error", f"sandbox error: {fault.reason}")
         except EnvFault as fault:
-            return done("incomplete", f"environment failed to start: {fault.reason}", 0)
+            return done("incomplete", f"environment failed to start: {fault.reason}")
         except Exception as err:  # last resort: a value the parent could not take
-            return done("incomplete", f"environment failed to start: {_exc(err)}", 0)
-        messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": first_turn(
-                        observation, hint=task.env.hint if task.hinted else None)}]
-        for m in messages:
-            log(dict(m))
-        for turns in range(1, task.max_turns + 1):
+            return done("incomplete", f"environment failed to start: {_exc(err)}")
+        episode.start(observation)
+        while not episode.done:
             try:
-                reply = await solver.chat(messages, call_id=f"ep:{task.key}:turn:{turns}",
+                reply = await solver.chat(episode.messages(),
+                                          call_id=f"ep:{task.key}:turn:{episode.turn + 1}",
                                           role="solver")
             except ContextOverflow as err:
-                return done("failure", f"context overflow: {err}", turns - 1)
+                return done("failure", f"context overflow: {err}")
             except ContentRefused as err:   # the environment's text: its author's fault
-                return done("incomplete", f"content refused: {err}", turns - 1)
+                return done("incomplete", f"content refused: {err}")
             except ProviderError as err:
-                return done("error", f"provider error: {err}", turns - 1)
+                return done("error", f"provider error: {err}")
             except UserError:
                 raise   # a rejected key, unknown model, bad parameters: the run stops at once
             except Exception as err:  # last resort: the host's side failed, retried on resume
-                return done("error", f"solver call failed: {_exc(err)}", turns - 1)
-            text = reply.text
-            messages.append({"role": "assistant", "content": text})
-            log({"role": "assistant", "content": text, "turn": turns,
-                 "input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens})
-            action = last_boxed(text)
-            if action is not None:
-                action = valid_text(action)   # what the environment gets (and the sandbox sends)
+                return done("error", f"solver call failed: {_exc(err)}")
+            # valid text at this boundary: the action is what the environment gets (and what
+            # the sandbox sends), the reply what the store keeps
+            action = episode.act(valid_text(reply.text), input_tokens=reply.input_tokens,
+                                 output_tokens=reply.output_tokens)
             if action is None:
-                messages.append({"role": "user", "content": FORMAT_ERROR})
-                log({"role": "user", "content": FORMAT_ERROR, "format_error": True})
                 continue
             try:
                 result = await env.step(action)
             except SandboxStartError as fault:   # the host lost the sandbox (a cluster node)
-                log({"role": "env", "action": action, "fault": fault.reason})
-                return done("error", f"sandbox error: {fault.reason}", turns)
+                episode.step_failed(fault.reason)
+                return done("error", f"sandbox error: {fault.reason}")
             except EnvFault as fault:
-                log({"role": "env", "action": action, "fault": fault.reason})
-                return done("incomplete", f"environment fault: {fault.reason}", turns)
+                episode.step_failed(fault.reason)
+                return done("incomplete", f"environment fault: {fault.reason}")
             except Exception as err:  # last resort: a value or frame the parent could not take
-                log({"role": "env", "action": action, "fault": _exc(err)})
-                return done("incomplete", f"environment fault: {_exc(err)}", turns)
-            log({"role": "env", "action": action, "reward": result.reward,
-                 "terminated": result.terminated, "truncated": result.truncated,
-                 "content": result.observation})
-            if result.terminated:
-                if result.reward > 0:
-                    return done("success", f"terminated with reward {result.reward:g}", turns)
-                return done("failure", f"terminated with reward {result.reward:g}", turns)
-            if result.truncated:
-                return done("failure", "truncated by the environment", turns)
-            messages.append({"role": "user", "content": next_turn(result.observation)})
-            log({"role": "user", "content": messages[-1]["content"]})
-        return done("failure", f"turn cap {task.max_turns} reached", task.max_turns)
+                episode.step_failed(_exc(err))
+                return done("incomplete", f"environment fault: {_exc(err)}")
+            episode.observe(result.observation, result.reward, result.terminated,
+                            result.truncated)
+        return result_of(episode)
     finally:
         if env is not None:
             with contextlib.suppress(Exception):
