@@ -309,6 +309,21 @@ def view(
     raise typer.Exit(view_command(run_dirs, host=host, port=port))
 
 
+@app.command()
+def serve(
+    names: Annotated[list[str], typer.Argument(metavar="NAME", help="Environments: library names, .py files, export folders, FOLDER/ENV_ID, or run folders (their valid, unflagged environments).")],
+    host: Annotated[str, typer.Option(metavar="HOST", help="Address to listen on; loopback unless you mean it (there is no login).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on; 0 picks a free one.")] = 0,
+    max_sessions: Annotated[int, typer.Option("--max-sessions", metavar="N", help="Most sessions (sandboxes) at once.")] = 32,
+    idle_timeout: Annotated[float, typer.Option("--idle-timeout", metavar="S", help="End a session idle this many seconds.")] = 300.0,
+) -> None:
+    """Serve environments to RL trainers over OpenEnv (HTTP and WebSocket), each session in its own sandbox."""
+    from envduels.serve.commands import serve_command
+
+    raise typer.Exit(serve_command(names, host=host, port=port, max_sessions=max_sessions,
+                                   idle_timeout_s=idle_timeout))
+
+
 INTERRUPTED = "interrupted; finished work is saved, run the same command again to resume"
 
 

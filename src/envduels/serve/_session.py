@@ -1,0 +1,245 @@
+"""One served session: a sandboxed environment instance and a duel `Episode`, and the hub that
+holds every session's sandbox (capacity, idle reaping).
+
+A session runs one episode at a time; every reset starts a fresh sandboxed instance (the
+previous one is killed), so nothing an environment did in one episode reaches the next, and no
+two sessions ever share a process. An episode that ends frees its sandbox at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from fastapi import HTTPException
+
+from envduels._text import valid_text
+from envduels.duel.protocol import FORMAT_ERROR, Episode, turn_cap
+from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
+
+if TYPE_CHECKING:
+    from envduels.serve._catalog import Served
+
+log = logging.getLogger("envduels.serve")
+
+
+class ServeError(HTTPException):
+    """A request the server refuses or an episode that ended badly: one line for the client.
+
+    Over HTTP it is the response (`status` and `{"detail": line}`); over the WebSocket,
+    OpenEnv's error message (`str()` of it is the line)."""
+
+    def __init__(self, status: int, line: str) -> None:
+        super().__init__(status_code=status, detail=line)
+        self.line = line
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def _exc(err: BaseException) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+class Hub:
+    """Every session's sandbox: one `EnvPool` per distinct limits, at most `max_sessions`
+    instances alive at once, and a reaper that ends a session idle for `idle_timeout_s`.
+    Bound to the event loop of its first `open` (the server's)."""
+
+    def __init__(self, served: dict[str, Served], *, max_sessions: int, idle_timeout_s: float,
+                 unsafe_no_sandbox: bool = False) -> None:
+        self.served = served
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.sessions: set[Session] = set()
+        self.http: dict[str, Session] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._pools: dict[SandboxLimits, EnvPool] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def live(self) -> int:
+        """Sessions holding a sandbox now."""
+        return sum(1 for s in self.sessions if s.instance is not None)
+
+    async def open(self, session: Session, served: Served) -> EnvInstance:
+        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed).
+        ServeError 503 at capacity or when no sandbox could start."""
+        if self._closed:
+            raise ServeError(503, "the server is shutting down")
+        self.loop = asyncio.get_running_loop()
+        if self._reaper is None:
+            self._reaper = self.loop.create_task(self._reap())
+        if self.live() >= self.max_sessions:
+            raise ServeError(503, f"the server is at --max-sessions {self.max_sessions}: end "
+                                  "another episode or session, or try again later")
+        pool = self._pools.get(served.limits)
+        if pool is None:
+            pool = self._pools[served.limits] = EnvPool(
+                served.limits, unsafe_no_sandbox=self.unsafe_no_sandbox,
+                warm=min(2, self.max_sessions), max_warm=self.max_sessions)
+        self.sessions.add(session)
+        spec = served.spec
+        return await pool.open(spec.source, class_name=spec.class_name, max_turns=spec.max_turns)
+
+    async def _reap(self) -> None:
+        """End sessions idle past the timeout (their sandbox is killed; the client is told on
+        its next call)."""
+        interval = max(0.2, min(self.idle_timeout_s / 4, 10.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for session in list(self.sessions):
+                if now - session.last_active > self.idle_timeout_s and not session.busy:
+                    await session.expire(f"it was idle for more than {self.idle_timeout_s:g} s")
+
+    async def aclose(self) -> None:
+        """Kill every sandbox; the hub refuses new ones."""
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for session in list(self.sessions):
+            await session.close()
+        for pool in self._pools.values():
+            await pool.aclose()
+
+
+class Session:
+    """One client's episodes, one at a time, each in a fresh sandbox; see the module docstring.
+
+    Calls are serialized. `reset` and `step` return the observation's fields as a dict; bad
+    requests and ended episodes raise ServeError with one line naming the problem and the fix.
+    """
+
+    def __init__(self, hub: Hub, *, episode_id: str | None = None) -> None:
+        self.hub = hub
+        self.episode_id = episode_id
+        self.instance: EnvInstance | None = None
+        self.episode: Episode | None = None
+        self.served: Served | None = None
+        self.seed: int | None = None
+        self.hint = 0
+        self.ended: str | None = None   # why the last episode ended early (fault, idle)
+        self.last_active = time.monotonic()
+        self.busy = False
+        self._lock = asyncio.Lock()
+
+    def fields(self, text: str, **extra: Any) -> dict[str, Any]:
+        """The observation of the episode now, with `text` and `extra` fields."""
+        assert self.served is not None and self.episode is not None
+        return {"text": text, "turn": self.episode.turn, "max_turns": self.episode.max_turns,
+                "env_id": self.served.id, "seed": self.seed, "hint": self.hint,
+                "episode_id": self.episode_id, "panel": self.served.panel,
+                "done": self.episode.done, **extra}
+
+    async def reset(self, served: Served, *, seed: int, hint: int,
+                    max_turns: int | None) -> dict[str, Any]:
+        """Start an episode of `served` on `seed` at hint level `hint` in a fresh sandbox;
+        the observation's `text` is the duel's first solver turn."""
+        async with self._lock:
+            self.busy, self.last_active = True, time.monotonic()
+            try:
+                await self._close_instance()
+                self.served, self.seed, self.hint, self.ended = served, seed, hint, None
+                self.episode = Episode(turn_cap(served.max_turns, max_turns),
+                                       hint=served.hint_text(hint))
+                try:
+                    self.instance = await self.hub.open(self, served)
+                    observation, _info = await self.instance.reset(seed)
+                except SandboxStartError as fault:
+                    self.episode.end("error", f"sandbox error: {fault.reason}")
+                    await self._close_instance()
+                    raise ServeError(503, f"no sandbox could start ({fault.reason}); try again"
+                                     ) from None
+                except EnvFault as fault:
+                    return await self._fault(f"environment failed to start: {fault.reason}")
+                except ServeError:
+                    self.episode.end("error", "no sandbox")
+                    raise
+                return self.fields(self.episode.start(observation))
+            finally:
+                self.busy, self.last_active = False, time.monotonic()
+
+    async def step(self, message: str) -> dict[str, Any]:
+        """Play the model's whole reply `message` as this turn, by the duel's rules."""
+        async with self._lock:
+            self.busy, self.last_active = True, time.monotonic()
+            try:
+                return await self._step(valid_text(message))
+            finally:
+                self.busy, self.last_active = False, time.monotonic()
+
+    async def _step(self, message: str) -> dict[str, Any]:
+        episode = self.episode
+        if self.ended is not None:
+            raise ServeError(410, f"this session's episode ended because {self.ended}; "
+                                  "reset to start another")
+        if episode is None:
+            raise ServeError(409, "no episode is running: reset first")
+        if episode.done:
+            raise ServeError(409, f"the episode is over ({episode.outcome}: {episode.reason}); "
+                                  "reset to start another")
+        action = episode.act(message)
+        if action is None:
+            if episode.done:
+                await self._close_instance()
+            return self.fields(FORMAT_ERROR, reward=0.0, format_error=True)
+        assert self.instance is not None
+        try:
+            result = await self.instance.step(action)
+        except SandboxStartError as fault:   # the host's, not the environment's
+            episode.step_failed(fault.reason)
+            return await self._fault(f"sandbox error: {fault.reason}", outcome="error")
+        except EnvFault as fault:
+            episode.step_failed(fault.reason)
+            return await self._fault(f"environment fault: {fault.reason}")
+        except Exception as err:  # last resort, as the engine: a value the parent could not take
+            episode.step_failed(_exc(err))
+            return await self._fault(f"environment fault: {_exc(err)}")
+        upcoming = episode.observe(result.observation, result.reward, result.terminated,
+                                   result.truncated)
+        if episode.done:
+            await self._close_instance()
+        text = upcoming if upcoming is not None else result.observation
+        return self.fields(text, reward=result.reward, success=episode.success)
+
+    async def _fault(self, reason: str, *, outcome: str = "incomplete") -> dict[str, Any]:
+        """End the episode for an environment (or sandbox) failure: this client gets the
+        error, no one else notices."""
+        assert self.episode is not None and self.served is not None
+        self.episode.end("error" if outcome == "error" else "incomplete", reason)
+        self.ended = reason
+        await self._close_instance()
+        log.warning("session on %s seed %s ended: %s", self.served.id, self.seed, reason)
+        raise ServeError(503 if outcome == "error" else 502,
+                         f"{reason}; the episode ended ({outcome}), reset to start another")
+
+    async def expire(self, why: str) -> None:
+        """End this session from outside (idle reaping): a running episode ends, its sandbox
+        is killed, and the client's next step hears why."""
+        if self.episode is not None and not self.episode.done:
+            self.episode.end("failure", f"session ended: {why}")
+            self.ended = why
+        await self.close()
+
+    async def _close_instance(self) -> None:
+        instance, self.instance = self.instance, None
+        if instance is not None:
+            with contextlib.suppress(Exception):
+                await instance.close(wait=False)
+        # an HTTP episode that ended is forgotten: its id answers 404 from now on
+        if self.episode_id is not None and self.episode is not None and self.episode.done \
+                and self.hub.http.get(self.episode_id) is self:
+            del self.hub.http[self.episode_id]
+
+    async def close(self) -> None:
+        """Kill the sandbox and forget the session; idempotent."""
+        await self._close_instance()
+        self.hub.sessions.discard(self)
+        if self.episode_id is not None and self.hub.http.get(self.episode_id) is self:
+            del self.hub.http[self.episode_id]

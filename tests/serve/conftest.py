@@ -1,0 +1,106 @@
+"""A real `envduels serve` on 127.0.0.1, started through the console script, for the serve tests.
+
+`serve(*names, *options)` starts one and returns a `Server` (its URL, process and log); every
+server started is stopped after the test module, and its log must hold no traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+import envduels
+
+SCRIPT = Path(sys.executable).parent / "envduels"
+SRC = str(Path(envduels.__file__).resolve().parents[1])
+FIXTURES = Path(__file__).parent / "fixtures"
+MARKER = str(FIXTURES / "marker.py")
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def descendants(self) -> list[int]:
+        """Host pids of every process under the server (its sandboxes)."""
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                out.append(child)
+                todo.append(child)
+        return out
+
+
+def start_server(*args: str, timeout_s: float = 90.0) -> Server:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    log = Path(tempfile.mkstemp(prefix="envduels-serve-", suffix=".log")[1])
+    proc = subprocess.Popen([str(SCRIPT), "serve", *args, "--port", "0"], env=env,
+                            stdout=subprocess.PIPE, stderr=log.open("wb"), text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith("envduels serve: http://127.0.0.1:"), (first, log.read_text())
+    url = first.split(": ", 1)[1].strip().rstrip("/")
+    deadline = time.monotonic() + timeout_s
+    while True:   # the first line is printed before uvicorn listens: wait until it answers
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+        time.sleep(0.1)
+    return Server(url, proc, log)
+
+
+def stop_server(server: Server) -> str:
+    """Stop it as Ctrl-C does; returns its log."""
+    if server.proc.poll() is None:
+        server.proc.send_signal(signal.SIGINT)
+        try:
+            server.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.proc.kill()
+            server.proc.wait()
+    log = server.log()
+    server.log_path.unlink(missing_ok=True)
+    return log
+
+
+@pytest.fixture(scope="module")
+def serve() -> Iterator[Callable[..., Server]]:
+    started: list[Server] = []
+
+    def start(*args: str) -> Server:
+        server = start_server(*args)
+        started.append(server)
+        return server
+
+    yield start
+    logs = [stop_server(s) for s in started]
+    for log in logs:
+        assert "Traceback" not in log, log

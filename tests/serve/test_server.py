@@ -1,0 +1,155 @@
+"""`envduels serve` driven by OpenEnv's own client (WebSocket) and over HTTP, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from .conftest import MARKER
+from openenv.core.generic_client import GenericEnvClient
+
+from envduels.duel.protocol import FORMAT_ERROR, first_turn, next_turn
+from envduels.envs import library_env
+
+
+@pytest.fixture(scope="module")
+def server(serve):
+    return serve("number_guess", MARKER)
+
+
+def _client(server) -> GenericEnvClient:
+    return GenericEnvClient(base_url=server.url).sync()
+
+
+def test_the_first_stdout_line_is_the_url_and_environments_lists_the_served_ids(server):
+    listed = httpx.get(f"{server.url}/environments").json()["environments"]
+    assert [e["id"] for e in listed] == ["number_guess", "marker"]   # a file's id is its stem
+    guess = listed[0]
+    assert guess["hint_levels"] == [0, 1] and guess["panel"] is None
+    assert guess["benchmark_seeds"] == list(library_env("number_guess").benchmark_seeds)
+
+
+def test_a_hinted_reset_is_the_unhinted_one_with_the_hint_first(server):
+    hint = library_env("number_guess").hint
+    with _client(server) as env:
+        plain = env.reset(env_id="number_guess", seed=3, hint=0)
+        hinted = env.reset(env_id="number_guess", seed=3, hint=1)
+    assert hinted.observation["text"] == f"Hint: {hint}\n\n" + plain.observation["text"]
+    assert plain.observation["text"].startswith("Observation: I picked a whole number")
+    assert hint not in plain.observation["text"]
+    assert {k: v for k, v in hinted.observation.items() if k not in ("text", "hint")} == \
+        {k: v for k, v in plain.observation.items() if k not in ("text", "hint")}
+    assert (plain.observation["hint"], hinted.observation["hint"]) == (0, 1)
+    assert plain.observation["turn"] == 0 and plain.done is False and plain.reward is None
+
+
+def test_a_reply_without_a_box_costs_a_turn_with_reward_0(server):
+    with _client(server) as env:
+        env.reset(env_id="marker", seed=1, max_turns=2)
+        missed = env.step({"message": "I would say win, but no box"})
+        assert (missed.observation["text"], missed.reward, missed.done) == (FORMAT_ERROR, 0.0, False)
+        assert missed.observation["turn"] == 1 and missed.observation["format_error"] is True
+        last = env.step({"message": "still nothing"})
+        assert (last.observation["turn"], last.reward, last.done) == (2, 0.0, True)   # the cap
+        assert env.state()["outcome"] == "failure" and env.state()["reason"] == "turn cap 2 reached"
+
+
+def test_a_win_is_success_and_later_turns_are_the_duels_next_turn(server):
+    with _client(server) as env:
+        env.reset(env_id="marker", seed=4)
+        said = env.step({"message": "let me see \\boxed{hello}"})
+        assert said.observation["text"] == next_turn("you said \\boxed{hello}")
+        won = env.step({"message": "\\boxed{nope} no: \\boxed{win}"})
+        assert (won.reward, won.done, won.observation["success"]) == (1.0, True, True)
+        assert won.observation["text"] == "you win"
+        with pytest.raises(RuntimeError, match="the episode is over \\(success"):
+            env.step({"message": "\\boxed{win}"})
+
+
+def test_over_http_an_episode_is_its_episode_id(server):
+    reset = httpx.post(f"{server.url}/reset", json={"env_id": "marker", "seed": 8}).json()
+    obs = reset["observation"]
+    assert obs["text"] == first_turn("seed 8; markers before mine: []", hint=None)
+    eid = obs["episode_id"]
+    step = httpx.post(f"{server.url}/step", json={"action": {"message": "x"}, "episode_id": eid})
+    assert step.status_code == 200 and step.json()["observation"]["text"] == FORMAT_ERROR
+    won = httpx.post(f"{server.url}/step",
+                     json={"action": {"message": "\\boxed{win}"}, "episode_id": eid}).json()
+    assert (won["reward"], won["done"]) == (1.0, True)
+    gone = httpx.post(f"{server.url}/step",
+                      json={"action": {"message": "\\boxed{win}"}, "episode_id": eid})
+    assert gone.status_code == 404 and "no running episode" in gone.json()["detail"]
+
+
+BAD_RESETS = [
+    ({"env_id": "nope"}, 400, "unknown env_id 'nope'"),
+    ({"env_id": "../marker"}, 400, "unknown env_id '../marker'"),
+    ({"env_id": "/etc/passwd"}, 400, "unknown env_id"),
+    ({"env_id": 5}, 400, "unknown env_id 5"),
+    ({}, 400, "reset needs env_id: one of number_guess, marker"),
+    ({"env_id": "marker", "seed": "x"}, 422, "seed: Input should be a valid integer"),
+    ({"env_id": "marker", "seed": 2**64}, 400, "seed must be an integer from"),
+    ({"env_id": "marker", "hint": 3}, 400, "hint must be an integer from 0 to 2"),
+    ({"env_id": "marker", "hint": "1"}, 400, "hint must be an integer from 0 to 2"),
+    ({"env_id": "marker", "hint": 2}, 400, "has no hint of level 2"),
+    ({"env_id": "marker", "max_turns": 0}, 400, "max_turns must be an integer from 1"),
+    ({"env_id": "marker", "colour": 1}, 400, "unknown reset field(s) 'colour'"),
+    ({"env_id": "marker", "episode_id": "a b"}, 400, "episode_id must be"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "line"), BAD_RESETS)
+def test_a_bad_reset_is_a_one_line_error_over_http(server, body, status, line):
+    response = httpx.post(f"{server.url}/reset", json=body)
+    assert response.status_code == status
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail and line in detail, detail
+
+
+@pytest.mark.parametrize(("body", "status", "line"), [
+    ({"action": {}}, 422, "message: Field required"),
+    ({"action": {"message": 5}}, 422, "message: Input should be a valid string"),
+    ({"action": {"message": "x"}}, 400, "over HTTP, /step needs the episode_id"),
+    ({"action": {"message": "x"}, "episode_id": "never"}, 404, "no running episode 'never'"),
+    ({"action": {"message": "x"}, "episode_id": ["a"]}, 400, "episode_id must be"),
+    ({"actions": {"message": "x"}}, 422, "action: Field required"),
+])
+def test_a_bad_step_is_a_one_line_error_over_http(server, body, status, line):
+    response = httpx.post(f"{server.url}/step", json=body)
+    assert response.status_code == status
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail and line in detail, detail
+
+
+def test_an_oversized_or_malformed_body_is_a_one_line_error(server):
+    big = httpx.post(f"{server.url}/step", content=b"{" + b" " * (2 << 20) + b"}",
+                     headers={"content-type": "application/json"})
+    assert big.status_code == 413 and "request body over 1048576 bytes" in big.json()["detail"]
+    broken = httpx.post(f"{server.url}/reset", content=b"{not json",
+                        headers={"content-type": "application/json"})
+    assert broken.status_code == 422 and isinstance(broken.json()["detail"], str)
+
+
+def test_bad_websocket_requests_are_one_line_errors_and_the_session_goes_on(server):
+    with _client(server) as env:
+        with pytest.raises(RuntimeError, match="no episode is running: reset first"):
+            env.step({"message": "\\boxed{win}"})
+        with pytest.raises(RuntimeError, match="unknown env_id '../../x'"):
+            env.reset(env_id="../../x")
+        with pytest.raises(RuntimeError, match="Invalid message"):
+            env.step({"message": None})
+        with pytest.raises(RuntimeError, match="hint must be an integer from 0 to 2"):
+            env.reset(env_id="marker", hint=True)
+        assert env.reset(env_id="marker", seed=2).observation["turn"] == 0
+
+
+def test_an_environment_fault_ends_that_episode_with_a_clear_error(server):
+    with _client(server) as env:
+        env.reset(env_id="marker", seed=5)
+        with pytest.raises(RuntimeError, match="environment fault: .*crashed on purpose.*"
+                                               "the episode ended \\(incomplete\\)"):
+            env.step({"message": "\\boxed{crash}"})
+        with pytest.raises(RuntimeError, match="episode ended because environment fault"):
+            env.step({"message": "\\boxed{look}"})
+        assert env.reset(env_id="marker", seed=6).observation["text"].startswith(
+            "Observation: seed 6; markers before mine: []")   # a fresh sandbox
+    assert httpx.get(f"{server.url}/health").json()["status"] == "healthy"
