@@ -1,0 +1,129 @@
+"""One protocol (issue 21, issue 23): the engine, `envduels play`, the Gym adapter and
+`envduels serve` give identical transcripts for the same environment, seed, condition and
+replies, because all four drive `envduels.duel.protocol.Episode`."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+import yaml
+from openenv.core.generic_client import GenericEnvClient
+from rich.console import Console
+
+from envduels.engine.play import _printer, play_command
+from envduels.engine.solving import EpisodeTask, play_episode
+from envduels.envs import library_env
+from envduels.gym import make
+from envduels.sandbox import EnvPool
+from envduels.testing import ScriptedServer
+
+ENV, SEED, KEY = "number_guess", 3, "sk-protocol"
+# a missing box, a box that is not a number, a wrong guess, two boxes (the last counts), a win
+# (seed 3's number is 152)
+REPLIES = ["Let me think about the range first.", "\\boxed{two hundred}",
+           "I go high: \\boxed{150}", "maybe \\boxed{25} or \\boxed{160}", "\\boxed{155}",
+           "so it is \\boxed{152}"]
+
+
+class Scripted:
+    """A solver that answers REPLIES in order, as a player would."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    async def chat(self, messages, *, call_id, role, max_tokens=None):
+        from envduels.players import ChatResult
+
+        text = REPLIES[self.turn]
+        self.turn += 1
+        return ChatResult(text=text, input_tokens=1, output_tokens=1, finish_reason="stop",
+                          latency_s=0.0, cost_usd=0.0, cached=False, retries=0, request_key="")
+
+
+def _without_usage(transcript: list[dict]) -> list[dict]:
+    """The episode's transcript without what the player billed (the engine's own bookkeeping)."""
+    return [{k: v for k, v in e.items() if k not in ("input_tokens", "output_tokens")}
+            for e in transcript]
+
+
+def _engine(hinted: bool) -> list[dict]:
+    spec = library_env(ENV)
+
+    async def main():
+        task = EpisodeTask(key="k", env=spec, solver="s", seed=SEED, trial=0, hinted=hinted,
+                           max_turns=spec.max_turns)
+        async with EnvPool(warm=0) as pool:
+            return await play_episode(task, Scripted(), lambda: pool.open(
+                spec.source, class_name=spec.class_name, max_turns=spec.max_turns))
+    return _without_usage(asyncio.run(main()).transcript)
+
+
+def _gym(hinted: bool) -> list[dict]:
+    env = make(ENV, hint_in_first_observation=hinted)
+    try:
+        env.reset(seed=SEED)
+        for reply in REPLIES:
+            *_, terminated, truncated, _info = env.step(reply)
+            if terminated or truncated:
+                break
+        return env.transcript
+    finally:
+        env.close()
+
+
+def _served(url: str, hinted: bool) -> list[dict]:
+    with GenericEnvClient(base_url=url).sync() as env:
+        env.reset(env_id=ENV, seed=SEED, hint=int(hinted))
+        for reply in REPLIES:
+            if env.step({"message": reply}).done:
+                break
+        return env.state()["transcript"]
+
+
+def _play_output(tmp_path, monkeypatch, capsys, hinted: bool) -> str:
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+
+    def respond(model, messages):
+        return REPLIES[sum(m["role"] == "assistant" for m in messages)]
+
+    with ScriptedServer(respond, api_key=KEY) as llm:
+        config = tmp_path / "play.yaml"
+        config.write_text(yaml.safe_dump({"name": "protocol", "players": [
+            {"name": "s", "provider": "openai", "model": "m-s", "roles": ["solver"],
+             "base_url": llm.base_url, "api_key_env": "ENVDUELS_TEST_KEY", "max_retries": 0,
+             "temperature": 0.0}], "tournament": {"environments": [ENV], "max_turns": 24}}))
+        capsys.readouterr()
+        play_command(ENV, config=config, player="s", human=False, hint=hinted, seed=SEED,
+                     unsafe_no_sandbox=False)
+        return capsys.readouterr().out
+
+
+def _printed(transcript: list[dict]) -> str:
+    """A transcript as `envduels play` prints it."""
+    out = io.StringIO()
+    show = _printer(Console(file=out, highlight=False, emoji=False, markup=False))
+    for entry in transcript:
+        show(entry)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def server(serve):
+    return serve(ENV)
+
+
+@pytest.mark.parametrize("hinted", [False, True], ids=["unhinted", "hinted"])
+def test_engine_play_gym_and_server_transcripts_are_identical(server, tmp_path, monkeypatch,
+                                                               capsys, hinted):
+    engine = _engine(hinted)
+    assert [e["role"] for e in engine[:2]] == ["system", "user"]
+    assert engine[1]["content"].startswith("Hint: " if hinted else "Observation: ")
+    assert any(e.get("format_error") for e in engine)
+    assert engine[-1] == {"role": "outcome", "content": "success: terminated with reward 1",
+                          "outcome": "success"}
+    assert _gym(hinted) == engine
+    served = _served(server.url, hinted)
+    assert served == engine
+    assert _play_output(tmp_path, monkeypatch, capsys, hinted) == _printed(served)

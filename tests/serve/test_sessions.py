@@ -1,0 +1,99 @@
+"""Each session is its own sandbox: 32 concurrent sessions through OpenEnv's client never see
+one another's files, killing one session's worker ends only that session, and the server goes
+on answering."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import httpx
+import pytest
+from openenv.core.generic_client import GenericEnvClient
+
+from .conftest import MARKER
+
+SESSIONS = 32
+
+
+@pytest.fixture(scope="module")
+def server(serve):
+    return serve(MARKER, "--max-sessions", str(SESSIONS), "--idle-timeout", "3")
+
+
+def _worker_holding(server, marker: str) -> int:
+    """The host pid of the sandboxed process whose private /tmp holds `marker`."""
+    for pid in server.descendants():
+        try:
+            if os.path.exists(f"/proc/{pid}/root/tmp/{marker}"):
+                return pid
+        except OSError:
+            continue
+    raise AssertionError(f"no process under the server holds /tmp/{marker}")
+
+
+async def _session(url: str, seed: int, started: asyncio.Barrier, looked: asyncio.Event,
+                   killed: asyncio.Event, victim: int) -> list[str]:
+    seen = []
+    async with GenericEnvClient(base_url=url) as env:
+        first = await env.reset(env_id="marker", seed=seed)
+        seen.append(first.observation["text"])
+        await started.wait()            # every session has reset: all 32 markers exist now
+        look = await env.step({"message": "\\boxed{look}"})
+        seen.append(look.observation["text"])
+        if seed == 0:
+            looked.set()
+        await killed.wait()
+        try:
+            again = await env.step({"message": "\\boxed{look}"})
+            seen.append(again.observation["text"])
+        except RuntimeError as err:
+            seen.append(f"ERROR {err}")
+        if seed != victim:
+            won = await env.step({"message": "\\boxed{win}"})
+            seen.append(f"reward {won.reward} done {won.done}")
+    return seen
+
+
+def test_32_concurrent_sessions_are_separate_sandboxes_and_a_killed_one_ends_alone(server):
+    victim = 7
+
+    async def main() -> list[list[str]]:
+        started, looked, killed = asyncio.Barrier(SESSIONS), asyncio.Event(), asyncio.Event()
+        tasks = [asyncio.create_task(_session(server.url, s, started, looked, killed, victim))
+                 for s in range(SESSIONS)]
+        await asyncio.wait_for(looked.wait(), 240)
+        await asyncio.sleep(0.5)
+        os.kill(_worker_holding(server, f"marker-{victim}"), signal.SIGKILL)
+        health = await asyncio.to_thread(httpx.get, f"{server.url}/health", timeout=10)
+        assert health.json()["status"] == "healthy"
+        killed.set()
+        return await asyncio.wait_for(asyncio.gather(*tasks), 240)
+
+    results = asyncio.run(main())
+    for seed, seen in enumerate(results):
+        assert seen[0].startswith(f"Observation: seed {seed}; markers before mine: []\n")
+        assert seen[1].startswith(f"Observation: markers: ['marker-{seed}']\n"), seen[1]
+        if seed == victim:
+            assert seen[2].startswith("ERROR Server error: environment fault:"), seen[2]
+            assert "the episode ended (incomplete)" in seen[2]
+        else:
+            assert seen[2].startswith(f"Observation: markers: ['marker-{seed}']\n"), seen[2]
+            assert seen[3] == "reward 1.0 done True"
+    assert httpx.get(f"{server.url}/health").json()["status"] == "healthy"
+
+
+def test_an_idle_session_is_reaped_and_told_so(server):
+    async def main() -> str:
+        async with GenericEnvClient(base_url=server.url) as env:
+            await env.reset(env_id="marker", seed=1)
+            await asyncio.sleep(5)      # --idle-timeout 3
+            try:
+                await env.step({"message": "\\boxed{look}"})
+            except RuntimeError as err:
+                return str(err)
+            return "answered"
+
+    said = asyncio.run(main())
+    assert "episode ended because it was idle for more than 3 s; reset to start another" in said
