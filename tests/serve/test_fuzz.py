@@ -8,10 +8,12 @@ Schemathesis' pytest plugin does not load under this pytest, so its Python API d
 from __future__ import annotations
 
 import pytest
-import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from .conftest import MARKER
+
+schemathesis = pytest.importorskip("schemathesis", reason="the test extra is not installed")
+pytest.importorskip("openenv.core", reason="the serve extra is not installed: pip install 'envduels[serve]'")
 
 EXAMPLES = 20   # per operation: the whole module stays well under a minute on 2 busy cores
 

@@ -9,7 +9,6 @@ import io
 
 import pytest
 import yaml
-from openenv.core.generic_client import GenericEnvClient
 from rich.console import Console
 
 from envduels.engine.play import _printer, play_command
@@ -25,6 +24,10 @@ ENV, SEED, KEY = "number_guess", 3, "sk-protocol"
 REPLIES = ["Let me think about the range first.", "\\boxed{two hundred}",
            "I go high: \\boxed{150}", "maybe \\boxed{25} or \\boxed{160}", "\\boxed{155}",
            "so it is \\boxed{152}"]
+
+GenericEnvClient = pytest.importorskip(
+    "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
+).GenericEnvClient
 
 
 class Scripted:

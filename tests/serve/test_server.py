@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import httpx
 import pytest
-from .conftest import MARKER
-from openenv.core.generic_client import GenericEnvClient
 
 from envduels.duel.protocol import FORMAT_ERROR, first_turn, next_turn
 from envduels.envs import library_env
+
+from .conftest import MARKER, SCRIPT, SRC
+
+GenericEnvClient = pytest.importorskip(
+    "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
+).GenericEnvClient
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +160,16 @@ def test_an_environment_fault_ends_that_episode_with_a_clear_error(server):
         assert env.reset(env_id="marker", seed=6).observation["text"].startswith(
             "Observation: seed 6; markers before mine: []")   # a fresh sandbox
     assert httpx.get(f"{server.url}/health").json()["status"] == "healthy"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["nosuchenv"], "error: 'nosuchenv' is not an environment file"),
+    (["number_guess", "--max-sessions", "0"], "error: --max-sessions must be at least 1"),
+    (["number_guess", "--port", "70000"], "error: --port must be between 0 and 65535"),
+    (["number_guess", "number_guess"], "error: environment id 'number_guess' is served twice"),
+])
+def test_a_bad_serve_command_is_one_line_and_a_non_zero_exit(args, said):
+    done = subprocess.run([str(SCRIPT), "serve", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": SRC})
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr

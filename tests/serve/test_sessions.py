@@ -10,11 +10,14 @@ import signal
 
 import httpx
 import pytest
-from openenv.core.generic_client import GenericEnvClient
 
 from .conftest import MARKER
 
 SESSIONS = 32
+
+GenericEnvClient = pytest.importorskip(
+    "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
+).GenericEnvClient
 
 
 @pytest.fixture(scope="module")
