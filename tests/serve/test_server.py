@@ -8,7 +8,7 @@ import subprocess
 import httpx
 import pytest
 
-from envduels.duel.protocol import FORMAT_ERROR, first_turn, next_turn
+from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, first_turn, next_turn
 from envduels.envs import library_env
 
 from .conftest import MARKER, SCRIPT, SRC
@@ -47,6 +47,7 @@ def test_a_hinted_reset_is_the_unhinted_one_with_the_hint_first(server):
         {k: v for k, v in plain.observation.items() if k not in ("text", "hint")}
     assert (plain.observation["hint"], hinted.observation["hint"]) == (0, 1)
     assert plain.observation["turn"] == 0 and plain.done is False and plain.reward is None
+    assert plain.observation["system"] == SYSTEM_PROMPT
 
 
 def test_a_reply_without_a_box_costs_a_turn_with_reward_0(server):
@@ -65,6 +66,7 @@ def test_a_win_is_success_and_later_turns_are_the_duels_next_turn(server):
         env.reset(env_id="marker", seed=4)
         said = env.step({"message": "let me see \\boxed{hello}"})
         assert said.observation["text"] == next_turn("you said \\boxed{hello}")
+        assert said.observation["system"] == ""
         won = env.step({"message": "\\boxed{nope} no: \\boxed{win}"})
         assert (won.reward, won.done, won.observation["success"]) == (1.0, True, True)
         assert won.observation["text"] == "you win"

@@ -53,6 +53,8 @@ class DuelObservation(Observation):
     is the duel's (terminated with reward > 0)."""
 
     text: str = ""
+    system: str = Field(default="", description="After a reset: the duel's solver system "
+                        "prompt, to send as the system message (empty after a step).")
     turn: int = 0
     max_turns: int = 0
     env_id: str = ""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import HTTPException
 
 from envduels._text import valid_text
-from envduels.duel.protocol import FORMAT_ERROR, Episode, turn_cap
+from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
 from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class Session:
                 except ServeError:
                     self.episode.end("error", "no sandbox")
                     raise
-                return self.fields(self.episode.start(observation))
+                return self.fields(self.episode.start(observation), system=SYSTEM_PROMPT)
             finally:
                 self.busy, self.last_active = False, time.monotonic()
 

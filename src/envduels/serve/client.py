@@ -25,6 +25,7 @@ class DuelClient:
         self._client = GenericEnvClient(base_url=base_url,
                                         message_timeout_s=message_timeout_s).sync()
         self.text = ""
+        self.system = ""
         self.reward = 0.0
         self.done = True
         self.success = False
@@ -34,10 +35,12 @@ class DuelClient:
         """Start an episode from a dataset row: its `env_id`, `seed`, `hint` (0, 1 or 2) and
         `max_turns` columns are the reset's (the others, such as `prompt`, are ignored), so
         that a GRPO group, which repeats one row, is one environment and seed. Returns the
-        duel's first user turn (`Hint: ...` first when hinted)."""
+        duel's first user turn (`Hint: ...` first when hinted); `system` holds the duel's
+        solver system prompt."""
         kwargs = {k: v for k, v in row.items() if k in RESET_COLUMNS and v is not None}
         result = self._client.reset(**kwargs)
         self.observation = dict(result.observation)
+        self.system = self.observation.get("system", "")
         self.text, self.reward, self.done, self.success = self.observation["text"], 0.0, False, False
         return self.text
 
