@@ -1,7 +1,9 @@
 """A real `envduels serve` on 127.0.0.1, started through the console script, for the serve tests.
 
-`serve(*names, *options)` starts one and returns a `Server` (its URL, process and log); every
-server started is stopped after the test module, and its log must hold no traceback.
+Two servers are shared by the whole session (each start costs seconds of CPU): `server` serves
+the library's `number_guess` and the `marker` fixture with room for 32 concurrent sessions;
+`short_server` serves `marker` alone with 3 sessions and a 2 s idle timeout (the fuzzer, idle
+reaping). Every server started is stopped at the end, and its log must hold no traceback.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def stop_server(server: Server) -> str:
     return log
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def serve() -> Iterator[Callable[..., Server]]:
     started: list[Server] = []
 
@@ -104,3 +106,13 @@ def serve() -> Iterator[Callable[..., Server]]:
     logs = [stop_server(s) for s in started]
     for log in logs:
         assert "Traceback" not in log, log
+
+
+@pytest.fixture(scope="session")
+def server(serve: Callable[..., Server]) -> Server:
+    return serve("number_guess", MARKER, "--max-sessions", "40")
+
+
+@pytest.fixture(scope="session")
+def short_server(serve: Callable[..., Server]) -> Server:
+    return serve(MARKER, "--max-sessions", "3", "--idle-timeout", "2")

@@ -16,11 +16,6 @@ pytest.importorskip("openenv.core.generic_client",
 from envduels.serve.client import DuelClient  # noqa: E402  (needs the serve extra)
 
 
-@pytest.fixture(scope="module")
-def server(serve):
-    return serve(MARKER)
-
-
 def test_a_dataset_row_is_the_reset_and_the_duel_decides_the_reward(server):
     row = {"prompt": [{"role": "user", "content": "ignored"}], "env_id": "marker", "seed": 3,
            "hint": 0}

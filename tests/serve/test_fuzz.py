@@ -10,8 +10,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from .conftest import MARKER
-
 schemathesis = pytest.importorskip("schemathesis", reason="the test extra is not installed")
 pytest.importorskip("openenv.core", reason="the serve extra is not installed: pip install 'envduels[serve]'")
 
@@ -19,9 +17,8 @@ EXAMPLES = 20   # per operation: the whole module stays well under a minute on 2
 
 
 @pytest.fixture(scope="module")
-def api(serve):
-    server = serve(MARKER, "--max-sessions", "3", "--idle-timeout", "2")
-    return schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+def api(short_server):
+    return schemathesis.openapi.from_url(f"{short_server.url}/openapi.json")
 
 
 def _check(case) -> None:

@@ -112,10 +112,6 @@ def _printed(transcript: list[dict]) -> str:
     return out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def server(serve):
-    return serve(ENV)
-
 
 @pytest.mark.parametrize("hinted", [False, True], ids=["unhinted", "hinted"])
 def test_engine_play_gym_and_server_transcripts_are_identical(server, tmp_path, monkeypatch,

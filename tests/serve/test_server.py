@@ -11,16 +11,12 @@ import pytest
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, first_turn, next_turn
 from envduels.envs import library_env
 
-from .conftest import MARKER, SCRIPT, SRC
+from .conftest import SCRIPT, SRC
 
 GenericEnvClient = pytest.importorskip(
     "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
 ).GenericEnvClient
 
-
-@pytest.fixture(scope="module")
-def server(serve):
-    return serve("number_guess", MARKER)
 
 
 def _client(server) -> GenericEnvClient:

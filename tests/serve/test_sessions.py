@@ -11,18 +11,12 @@ import signal
 import httpx
 import pytest
 
-from .conftest import MARKER
-
 SESSIONS = 32
 
 GenericEnvClient = pytest.importorskip(
     "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
 ).GenericEnvClient
 
-
-@pytest.fixture(scope="module")
-def server(serve):
-    return serve(MARKER, "--max-sessions", str(SESSIONS), "--idle-timeout", "3")
 
 
 def _worker_holding(server, marker: str) -> int:
@@ -87,11 +81,11 @@ def test_32_concurrent_sessions_are_separate_sandboxes_and_a_killed_one_ends_alo
     assert httpx.get(f"{server.url}/health").json()["status"] == "healthy"
 
 
-def test_an_idle_session_is_reaped_and_told_so(server):
+def test_an_idle_session_is_reaped_and_told_so(short_server):
     async def main() -> str:
-        async with GenericEnvClient(base_url=server.url) as env:
+        async with GenericEnvClient(base_url=short_server.url) as env:
             await env.reset(env_id="marker", seed=1)
-            await asyncio.sleep(5)      # --idle-timeout 3
+            await asyncio.sleep(4)      # --idle-timeout 2
             try:
                 await env.step({"message": "\\boxed{look}"})
             except RuntimeError as err:
@@ -99,4 +93,4 @@ def test_an_idle_session_is_reaped_and_told_so(server):
             return "answered"
 
     said = asyncio.run(main())
-    assert "episode ended because it was idle for more than 3 s; reset to start another" in said
+    assert "episode ended because it was idle for more than 2 s; reset to start another" in said
