@@ -9,7 +9,6 @@ passes it back. Everything a client sends is checked here before a sandbox sees 
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import re
 import uuid
@@ -200,13 +199,8 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
     def close(self) -> None:
         """Kill this connection's sandbox. OpenEnv may call it from a worker thread."""
         session, self._session = self._session, None
-        loop = self._hub.loop
-        if session is None or loop is None or loop.is_closed():
-            return
-        if _in_loop(loop):
-            loop.create_task(session.close())
-        else:
-            loop.call_soon_threadsafe(lambda: loop.create_task(session.close()))
+        if session is not None:
+            self._hub.spawn(session.close())
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -239,13 +233,6 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
 def _ids(served: dict[str, Any]) -> str:
     ids = list(served)
     return ", ".join(ids[:8]) + (f" ({len(ids)} in all)" if len(ids) > 8 else "")
-
-
-def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 def _version() -> str:

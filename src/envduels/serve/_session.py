@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException
@@ -61,11 +62,35 @@ class Hub:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._pools: dict[SandboxLimits, EnvPool] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._opening = 0
         self._closed = False
 
     def live(self) -> int:
-        """Sessions holding a sandbox now."""
-        return sum(1 for s in self.sessions if s.instance is not None)
+        """Sandboxes alive or being opened now."""
+        return self._opening + sum(1 for s in self.sessions if s.instance is not None)
+
+    def spawn(self, close: Coroutine[Any, Any, None]) -> None:
+        """Run `close` on the hub's loop, from any thread, keeping the task referenced until
+        it is done (the event loop holds tasks weakly)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            close.close()
+            return
+
+        def start() -> None:
+            task = loop.create_task(close)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            start()
+        else:
+            loop.call_soon_threadsafe(start)
 
     async def open(self, session: Session, served: Served) -> EnvInstance:
         """A fresh sandboxed instance of `served` for `session` (whose previous one is closed).
@@ -85,7 +110,12 @@ class Hub:
                 warm=min(2, self.max_sessions), max_warm=self.max_sessions)
         self.sessions.add(session)
         spec = served.spec
-        return await pool.open(spec.source, class_name=spec.class_name, max_turns=spec.max_turns)
+        self._opening += 1   # counted from now: concurrent opens cannot pass the cap together
+        try:
+            return await pool.open(spec.source, class_name=spec.class_name,
+                                   max_turns=spec.max_turns)
+        finally:
+            self._opening -= 1
 
     async def _reap(self) -> None:
         """End sessions idle past the timeout (their sandbox is killed; the client is told on
