@@ -1,5 +1,8 @@
 """`envduels play`: one episode in the terminal, by a person (`--human`) or a configured player.
 
+The episode is the engine's (`play_episode`), so its rules are the duel's own protocol
+(`envduels.duel.protocol`), shared with `run`, the Gym adapter and `envduels serve`.
+
 Everything an environment or a model prints is untrusted: `_printer` shows it as plain text
 with control and format characters removed.
 """
@@ -18,7 +21,8 @@ from rich.text import Text
 from envduels._text import printable
 from envduels.config import load_config
 from envduels.engine.checks import check_reachable
-from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode, turn_cap
+from envduels.duel.protocol import turn_cap
+from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode
 from envduels.envs import resolve
 from envduels.errors import UserError
 from envduels.players import ChatResult
