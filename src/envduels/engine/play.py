@@ -20,8 +20,8 @@ from rich.text import Text
 
 from envduels._text import printable
 from envduels.config import load_config
-from envduels.engine.checks import check_reachable
 from envduels.duel.protocol import turn_cap
+from envduels.engine.checks import check_reachable
 from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode
 from envduels.envs import resolve
 from envduels.errors import UserError
