@@ -1,7 +1,9 @@
 """A real `envduels serve` on 127.0.0.1, started through the console script, for the serve tests.
 
 Two servers are shared by the whole session (each start costs seconds of CPU): `server` serves
-the library's `number_guess` and the `marker` fixture with room for 32 concurrent sessions;
+the library's `number_guess`, the `marker` fixture, a run folder's valid, unflagged
+environments (`maze`, `r1-bob-0`: listed, their sources are placeholders) and an export of
+`graded` (a graded hint pair), with room for 32 concurrent sessions;
 `short_server` serves `marker` alone with 3 sessions and a 2 s idle timeout (the fuzzer, idle
 reaping). Every server started is stopped at the end, and its log must hold no traceback.
 """
@@ -27,6 +29,8 @@ SCRIPT = Path(sys.executable).parent / "envduels"
 SRC = str(Path(envduels.__file__).resolve().parents[1])
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKER = str(FIXTURES / "marker.py")
+# a real run folder (written by an older envduels): valid, flagged and invalid environments
+RUN = str(Path(__file__).parents[1] / "data" / "main_6b44c60" / "run")
 
 
 @dataclass
@@ -108,9 +112,26 @@ def serve() -> Iterator[Callable[..., Server]]:
         assert "Traceback" not in log, log
 
 
+PANEL = {"no_hint_rate": 0.25, "hinted_rate": 0.75, "learnability": 0.5}
+
+
 @pytest.fixture(scope="session")
-def server(serve: Callable[..., Server]) -> Server:
-    return serve("number_guess", MARKER, "--max-sessions", "40")
+def graded_export(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An EnvDuels export holding `graded`: the marker environment with a graded hint pair
+    and panel results in its metadata, as `envduels export` writes them."""
+    from envduels.envs import EnvSpec, write_export
+
+    folder = tmp_path_factory.mktemp("export")
+    write_export(folder, [EnvSpec(
+        id="graded", source=Path(MARKER).read_text(), class_name="MarkerEnv", max_turns=4,
+        hints={"hint_1": "walls", "hint_2": "exit east"}, benchmark_seeds=(11, 22),
+        metadata={"panel": PANEL, "round": 1, "flags": []})])
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def server(serve: Callable[..., Server], graded_export: str) -> Server:
+    return serve("number_guess", MARKER, RUN, graded_export, "--max-sessions", "40")
 
 
 @pytest.fixture(scope="session")

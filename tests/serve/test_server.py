@@ -11,7 +11,7 @@ import pytest
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, first_turn, next_turn
 from envduels.envs import library_env
 
-from .conftest import SCRIPT, SRC
+from .conftest import PANEL, SCRIPT, SRC
 
 GenericEnvClient = pytest.importorskip(
     "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
@@ -23,12 +23,28 @@ def _client(server) -> GenericEnvClient:
     return GenericEnvClient(base_url=server.url).sync()
 
 
-def test_the_first_stdout_line_is_the_url_and_environments_lists_the_served_ids(server):
+def test_environments_lists_the_served_ids_with_their_panel_results(server):
     listed = httpx.get(f"{server.url}/environments").json()["environments"]
-    assert [e["id"] for e in listed] == ["number_guess", "marker"]   # a file's id is its stem
-    guess = listed[0]
+    # a file's id is its stem; of the run, the valid environments without a flag
+    # (r1-alice-0 has hint_leak, r2-bob-0 is nondeterministic, r1-alice-1 is invalid)
+    assert [e["id"] for e in listed] == ["number_guess", "marker", "maze", "r1-bob-0", "graded"]
+    guess, maze = listed[0], listed[2]
     assert guess["hint_levels"] == [0, 1] and guess["panel"] is None
     assert guess["benchmark_seeds"] == list(library_env("number_guess").benchmark_seeds)
+    assert maze["panel"] == {"no_hint_rate": 0.75, "hinted_rate": 0.5, "learnability": 0.125}
+    assert maze["hint_levels"] == [0, 1, 2] and maze["benchmark_seeds"] == [11, 22]
+
+
+def test_hint_levels_1_and_2_are_a_graded_pair_s_hints_and_the_panel_rides_along(server):
+    with _client(server) as env:
+        plain = env.reset(env_id="graded", seed=11).observation
+        one = env.reset(env_id="graded", seed=11, hint=1).observation
+        two = env.reset(env_id="graded", seed=11, hint=2).observation
+    assert plain["text"].startswith("Observation: seed 11; markers before mine: []")
+    assert one["text"] == "Hint: walls\n\n" + plain["text"]
+    assert two["text"] == "Hint: exit east\n\n" + plain["text"]
+    assert plain["panel"] == two["panel"] == PANEL
+    assert (two["max_turns"], two["seed"], two["hint"]) == (4, 11, 2)
 
 
 def test_a_hinted_reset_is_the_unhinted_one_with_the_hint_first(server):
@@ -90,7 +106,7 @@ BAD_RESETS = [
     ({"env_id": "../marker"}, 400, "unknown env_id '../marker'"),
     ({"env_id": "/etc/passwd"}, 400, "unknown env_id"),
     ({"env_id": 5}, 400, "unknown env_id 5"),
-    ({}, 400, "reset needs env_id: one of number_guess, marker"),
+    ({}, 400, "reset needs env_id: one of number_guess, marker, maze, r1-bob-0, graded"),
     ({"env_id": "marker", "seed": "x"}, 422, "seed: Input should be a valid integer"),
     ({"env_id": "marker", "seed": 2**64}, 400, "seed must be an integer from"),
     ({"env_id": "marker", "hint": 3}, 400, "hint must be an integer from 0 to 2"),
