@@ -187,3 +187,23 @@ def test_a_bad_serve_command_is_one_line_and_a_non_zero_exit(args, said):
                           timeout=60, env={**os.environ, "PYTHONPATH": SRC})
     assert done.returncode != 0 and done.stdout == ""
     assert done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_an_environment_that_hangs_is_stopped_at_the_call_deadline_for_that_client_only(server):
+    with _client(server) as env, _client(server) as other:
+        env.reset(env_id="marker", seed=21)
+        other.reset(env_id="marker", seed=22)
+        with pytest.raises(RuntimeError, match="environment fault: step timed out after 5 s; "
+                                               "the episode ended \\(incomplete\\)"):
+            env.step({"message": "\\boxed{hang}"})   # the sandbox's deadline per call
+        assert other.step({"message": "\\boxed{win}"}).reward == 1.0
+
+
+def test_an_oversized_websocket_message_closes_only_that_socket(server):
+    with _client(server) as env:
+        env.reset(env_id="marker", seed=23)
+        with pytest.raises(Exception):   # noqa: B017 (the socket closes: websockets' own error)
+            env.step({"message": "x" * (2 << 20)})
+    with _client(server) as env:
+        assert env.reset(env_id="marker", seed=24).observation["turn"] == 0
+    assert httpx.get(f"{server.url}/health").json()["status"] == "healthy"
