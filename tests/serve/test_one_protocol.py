@@ -25,9 +25,6 @@ REPLIES = ["Let me think about the range first.", "\\boxed{two hundred}",
            "I go high: \\boxed{150}", "maybe \\boxed{25} or \\boxed{160}", "\\boxed{155}",
            "so it is \\boxed{152}"]
 
-GenericEnvClient = pytest.importorskip(
-    "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
-).GenericEnvClient
 
 
 class Scripted:
@@ -77,6 +74,8 @@ def _gym(hinted: bool) -> list[dict]:
 
 
 def _served(url: str, hinted: bool) -> list[dict]:
+    from openenv.core.generic_client import GenericEnvClient
+
     with GenericEnvClient(base_url=url).sync() as env:
         env.reset(env_id=ENV, seed=SEED, hint=int(hinted))
         for reply in REPLIES:
@@ -113,16 +112,27 @@ def _printed(transcript: list[dict]) -> str:
 
 
 
-@pytest.mark.parametrize("hinted", [False, True], ids=["unhinted", "hinted"])
-def test_engine_play_gym_and_server_transcripts_are_identical(server, tmp_path, monkeypatch,
-                                                               capsys, hinted):
-    engine = _engine(hinted)
-    assert [e["role"] for e in engine[:2]] == ["system", "user"]
-    assert engine[1]["content"].startswith("Hint: " if hinted else "Observation: ")
-    assert any(e.get("format_error") for e in engine)
-    assert engine[-1] == {"role": "outcome", "content": "success: terminated with reward 1",
-                          "outcome": "success"}
-    assert _gym(hinted) == engine
-    served = _served(server.url, hinted)
-    assert served == engine
-    assert _play_output(tmp_path, monkeypatch, capsys, hinted) == _printed(served)
+@pytest.fixture(scope="module", params=[False, True], ids=["unhinted", "hinted"])
+def engine(request) -> tuple[bool, list[dict]]:
+    hinted = request.param
+    transcript = _engine(hinted)
+    assert [e["role"] for e in transcript[:2]] == ["system", "user"]
+    assert transcript[1]["content"].startswith("Hint: " if hinted else "Observation: ")
+    assert any(e.get("format_error") for e in transcript)
+    assert transcript[-1] == {"role": "outcome", "content": "success: terminated with reward 1",
+                              "outcome": "success"}
+    return hinted, transcript
+
+
+def test_engine_play_and_gym_transcripts_are_identical(engine, tmp_path, monkeypatch, capsys):
+    hinted, transcript = engine
+    assert _gym(hinted) == transcript
+    assert _play_output(tmp_path, monkeypatch, capsys, hinted) == _printed(transcript)
+
+
+def test_the_server_s_transcript_is_the_engine_s(engine, request):
+    pytest.importorskip("openenv.core.generic_client",
+                        reason="the serve extra is not installed: pip install 'envduels[serve]'")
+    hinted, transcript = engine
+    server = request.getfixturevalue("server")
+    assert _served(server.url, hinted) == transcript
