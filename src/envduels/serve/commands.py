@@ -14,6 +14,11 @@ def serve_command(names: list[str], *, host: str = "127.0.0.1", port: int = 0,
     `envduels serve: http://HOST:PORT/`. Bound to loopback unless `host` says otherwise, with a
     warning (on stderr) that there is no login. UserError for bad names or options, or when no
     sandbox can run here."""
+    try:
+        import openenv.core.env_server  # noqa: F401  (the server is OpenEnv's)
+    except ImportError as err:
+        raise UserError(f"envduels serve needs openenv-core ({err}): pip install "
+                        "'envduels[serve]'") from None
     import uvicorn
 
     from envduels.sandbox import SandboxLimits, check_sandbox
