@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import httpx
 import pytest
@@ -94,3 +95,27 @@ def test_an_idle_session_is_reaped_and_told_so(short_server):
 
     said = asyncio.run(main())
     assert "episode ended because it was idle for more than 2 s; reset to start another" in said
+
+
+def test_max_sessions_caps_the_sandboxes_alive_at_once(short_server):
+    url = short_server.url
+    clients = [GenericEnvClient(base_url=url).sync() for _ in range(3)]   # --max-sessions 3
+    try:
+        for seed, env in enumerate(clients):
+            env.reset(env_id="marker", seed=seed)
+        full = httpx.post(f"{url}/reset", json={"env_id": "marker", "seed": 9})
+        assert full.status_code == 503
+        assert full.json()["detail"].startswith("the server is at --max-sessions 3")
+        clients.pop().close()           # its sandbox goes with it (the server closes it soon)
+        deadline = time.monotonic() + 20
+        while (again := httpx.post(f"{url}/reset", json={"env_id": "marker", "seed": 9})
+               ).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert again.status_code == 200, again.text
+        eid = again.json()["observation"]["episode_id"]
+        won = httpx.post(f"{url}/step", json={"action": {"message": "\\boxed{win}"},
+                                              "episode_id": eid}).json()
+        assert (won["reward"], won["done"]) == (1.0, True)
+    finally:
+        for env in clients:
+            env.close()
