@@ -496,6 +496,9 @@ class WorkerChannel:
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        release = getattr(self.launched.popen, "release", None)
+        if release is not None:   # a forked instance: let its pid go (_template.ForkedProcess)
+            release()
         if self.launched.cgroup is not None and h.cgroups is not None:
             self.launched.cgroup.kill_all()
             h.cgroups.discard(self.launched.cgroup)

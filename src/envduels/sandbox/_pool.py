@@ -14,6 +14,7 @@ from ._channel import WorkerChannel
 from ._instance import EnvInstance
 from ._launcher import Launched, discard, launch, launcher_threads, require_bwrap
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
+from ._template import Templates, TemplateUnavailable, template_problem
 
 log = logging.getLogger("envduels.sandbox")
 _UNSAFE_WARNED = threading.Event()
@@ -39,11 +40,16 @@ class EnvPool:
     event loop of its first `open()`. Raises SandboxUnavailable at construction when
     bubblewrap is missing (unless `unsafe_no_sandbox`, which runs environment code with
     rlimits only: trusted code only).
+
+    With `templates` (the default, where the host allows it: `template_problem`), each
+    instance is instead forked from a template sandbox of its source (docs/sandbox.md,
+    Templates): no warm workers are kept, and an `open()` costs a fork and a load. The pool
+    falls back to fresh sandboxes for good, with one warning, if a template cannot start.
     """
 
     def __init__(self, limits: SandboxLimits = DEFAULT_LIMITS, *,
                  unsafe_no_sandbox: bool = False, warm: int = 2, max_warm: int | None = None,
-                 parallel_starts: int = 8) -> None:
+                 parallel_starts: int = 8, templates: bool = True) -> None:
         if warm < 0:
             raise ValueError(f"warm must be >= 0, got {warm}")
         if max_warm is not None and max_warm < warm:
@@ -71,6 +77,14 @@ class EnvPool:
         self._expected: int | None = None
         self._start_error: BaseException | None = None
         self._closed = False
+        self._templates: Templates | None = None
+        if templates and not unsafe_no_sandbox and template_problem(limits) is None:
+            self._templates = Templates(limits)
+
+    @property
+    def uses_templates(self) -> bool:
+        """Whether instances are forked from templates now (False: fresh sandboxes)."""
+        return self._templates is not None
 
     async def __aenter__(self) -> EnvPool:
         self._schedule_refill()
@@ -134,8 +148,8 @@ class EnvPool:
         return want + sum(1 for w in self._waiters if not w.done())
 
     def _schedule_refill(self) -> None:
-        if self._closed:
-            return
+        if self._closed or self._templates is not None:
+            return   # forked instances need no warm fresh workers
         loop = asyncio.get_running_loop()
         while (self._starting < self.parallel_starts
                and len(self._ready) + self._starting < self._target()):
@@ -190,9 +204,14 @@ class EnvPool:
         return None
 
     async def open(self, source: str, *, class_name: str | None = None,
-                   max_turns: int | None = None) -> EnvInstance:
+                   max_turns: int | None = None, replay: bool = False) -> EnvInstance:
         """Load `source` in a worker, find its one environment class (or `class_name`) and
         construct it, with `max_turns` when given and accepted by its __init__.
+
+        `replay=True` (the replay audit) guarantees an instance that shares no template,
+        process or tmpfs with any instance opened without it: with templates, replays are
+        forked from a separate template sandbox of the source (its own uid and pid
+        namespace); fresh sandboxes share nothing anyway.
 
         EnvFault when it does not compile, raises while loading, has no or several
         environment classes, or its constructor raises. SandboxStartError (an EnvFault, but
@@ -213,10 +232,41 @@ class EnvPool:
                 raise error
         if self._expected:
             self._expected -= 1
+        if self._templates is not None:
+            channel = await self._fork(source, replay)
+            if channel is not None:
+                self._in_use.add(channel)
+                return await self._load(channel, source, class_name, max_turns)
         channel = await self._take_ready()
         if channel is None:
             channel = await self._wait_for_worker()
         self._in_use.add(channel)
+        return await self._load(channel, source, class_name, max_turns)
+
+    async def _fork(self, source: str, replay: bool) -> WorkerChannel | None:
+        """A greeted instance forked from `source`'s template; None when templates turned
+        out not to work here (the pool then uses fresh sandboxes from now on)."""
+        assert self._templates is not None
+        try:
+            launched = await self._templates.fork(source, replay=replay)
+        except TemplateUnavailable as err:
+            log.warning("sandbox instances come from fresh sandboxes: %s", err)
+            templates, self._templates = self._templates, None
+            await templates.aclose()
+            self._schedule_refill()
+            return None
+        channel = WorkerChannel(launched, self.limits, asyncio.get_running_loop())
+        self._live.add(channel)
+        try:
+            await channel.wait_ready(max(_STARTUP_TIMEOUT_S, self.limits.step_timeout_s))
+        except EnvFault as fault:
+            self._live.discard(channel)
+            raise SandboxStartError(f"the sandbox failed to start: {fault.reason}",
+                                    channel.output_tail()) from None
+        return channel
+
+    async def _load(self, channel: WorkerChannel, source: str, class_name: str | None,
+                    max_turns: int | None) -> EnvInstance:
         try:
             reply = await channel.call({"op": "load", "source": source,
                                         "class_name": class_name, "max_turns": max_turns},
@@ -266,6 +316,8 @@ class EnvPool:
         self._live.clear()
         for channel in channels:
             await channel.close()
+        if self._templates is not None:
+            await self._templates.aclose()
 
 
 def check_sandbox(limits: SandboxLimits = DEFAULT_LIMITS, *, unsafe_no_sandbox: bool = False) -> None:
