@@ -179,6 +179,7 @@ class Template:
         self.ctl: socket.socket | None = None
         self.dead: str | None = None
         self.instances: list[ForkedProcess] = []
+        self.init_pid: int | None = None
         self._lock = threading.Lock()
 
     @property
@@ -249,6 +250,7 @@ class Template:
         ctl_child.close()
         self.launched = Launched(popen, ctl.fileno(), out_r, -1, slot, uid, group, True)
         self.ctl = ctl
+        self.init_pid = _wait_for_init(popen.pid)
         try:
             ctl.settimeout(_START_TIMEOUT_S)
             data = source.encode("utf-8", "surrogatepass")
@@ -349,7 +351,34 @@ class Template:
             launched, self.launched = self.launched, None
             if self.ctl is not None:
                 self.ctl.detach()   # the fd is closed by `discard` as request_w
+            if self.init_pid is None:
+                self.init_pid = _wait_for_init(launched.popen.pid)
+            if self.init_pid is not None:   # ends the sandbox's pid namespace, instances too
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.init_pid, signal.SIGKILL)
             discard(launched)
+            if self.init_pid is not None and host().subreaper:
+                # bwrap's init is handed to us (the subreaper) once bwrap is gone: collect it
+                end = time.monotonic() + 5.0
+                while time.monotonic() < end:
+                    try:
+                        if os.waitpid(self.init_pid, os.WNOHANG)[0]:
+                            break
+                    except ChildProcessError:
+                        break
+                    time.sleep(0.002)
+
+
+def _wait_for_init(pid: int) -> int | None:
+    """Host pid of bwrap's init inside the sandbox (the child of the outer bwrap); the
+    kernel's list of children can miss one while others are forked, so it is read again."""
+    for _ in range(50):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            if children:
+                return int(children[0])
+        time.sleep(0.001)
+    return None
 
 
 _FORKERS: ThreadPoolExecutor | None = None
@@ -404,11 +433,13 @@ class Templates:
                 _fallback_reason = str(err)
                 self._templates.pop(key, None)
                 future.set_exception(err)
+                future.exception()   # retrieved: waiters, if any, raise it themselves
                 raise
             except OSError as err:
                 self._templates.pop(key, None)
                 error = SandboxStartError(f"the sandbox failed to start: {err}")
                 future.set_exception(error)
+                future.exception()
                 raise error from None
             future.set_result(template)
         self._templates.move_to_end(key)
