@@ -69,9 +69,35 @@ def template_problem(limits: SandboxLimits) -> str | None:
     return None
 
 
+def host_template_problem(runtime: str = "bubblewrap") -> str | None:
+    """`template_problem` without probing the host (no sandbox started, nothing created):
+    for `envduels status`, which reads and never starts anything."""
+    import ctypes.util
+    import shutil
+
+    if os.environ.get("ENVDUELS_TEMPLATES", "1") == "0":
+        return "templates turned off (ENVDUELS_TEMPLATES=0)"
+    if runtime not in ("bubblewrap", "bwrap"):
+        return f"the {runtime} runtime starts a fresh sandbox per instance"
+    if shutil.which("bwrap") is None:
+        return "no bubblewrap"
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "the harness is not root (no uid of its own per template)"
+    if not all(os.access(f"/sys/fs/cgroup/{c}", os.W_OK) for c in ("memory", "pids")):
+        return "no per-sandbox cgroups (an instance's memory and process limits would be shared)"
+    if ctypes.util.find_library("seccomp") is None:
+        return "no seccomp filter (libseccomp not found)"
+    return None
+
+
 def instance_mode(limits: SandboxLimits | None = None) -> str:
     """One line for `envduels status` and logs: where episode instances come from here."""
     problem = _fallback_reason or template_problem(limits or SandboxLimits())
+    return describe_mode(problem)
+
+
+def describe_mode(problem: str | None) -> str:
+    """The line for `problem` (None: templates are used)."""
     if problem is None:
         return "instances forked from per-environment templates (docs/sandbox.md, Templates)"
     return f"fresh sandboxes, one per instance: {problem}"
@@ -320,13 +346,17 @@ class Template:
             if data != b"i" or pid <= 0:
                 tail = self._output_tail()
                 raise OSError(f"the instance could not confine itself ({tail or 'no greeting'})")
+            init = _parent_of(pid)   # the instance's pid 1: the worker's parent
+            if init is None:
+                raise OSError("the instance's init is gone")
             group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
-            process = ForkedProcess(pid, status)
+            process = ForkedProcess(init, status)
             try:
+                group.move(init)
                 group.move(pid)
             except OSError:
                 with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)   # still unreaped: the pid is its own
+                    os.kill(init, signal.SIGKILL)   # still unreaped: the pid is its own
                 process.release()
                 h.cgroups.discard(group)
                 raise
@@ -367,6 +397,12 @@ class Template:
                     except ChildProcessError:
                         break
                     time.sleep(0.002)
+
+
+def _parent_of(pid: int) -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return None
 
 
 def _wait_for_init(pid: int) -> int | None:

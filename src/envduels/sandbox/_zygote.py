@@ -31,6 +31,7 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 _MNT_DETACH = 2
 _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = 24, 38, 22
+_PR_SET_DUMPABLE = 4
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _SECCOMP_MODE_FILTER = 2
 _CAP_VERSION_3 = 0x20080522
@@ -173,9 +174,9 @@ def _template_main():
 
 
 def _instance(ctl, fds, state):
-    """The first child: new namespaces, then it forks the instance (pid 1 of its own pid
-    namespace), reports its exit status on the status socket and stays until the harness
-    closes that socket, so the instance's pid is not reused before the harness lets go."""
+    """The first child: new namespaces, then it forks the instance's init (pid 1 of its own pid
+    namespace), reports the init's exit status on the status socket and stays until the
+    harness closes that socket, so the init's pid is not reused before the harness lets go."""
     libc = state[0]
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     ctl.close()
@@ -185,11 +186,11 @@ def _instance(ctl, fds, state):
     pid = os.fork()
     if pid == 0:
         os.close(status)
-        _become_instance(req, resp, out, cred, state)
+        _init(req, resp, out, cred, state)
     for fd in (req, resp, out, cred):
         os.close(fd)
     info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-    code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+    code = info.si_status if info.si_code == os.CLD_EXITED else 128 + info.si_status
     try:
         os.write(status, str(code).encode())
         os.read(status, 1)   # until the harness closes its end
@@ -197,8 +198,12 @@ def _instance(ctl, fds, state):
         os._exit(0)
 
 
-def _become_instance(req, resp, out, cred, state):
-    libc, prog, _buf, covers, obs_cap, frame_max, instance_limits, scratch = state
+def _init(req, resp, out, cred, state):
+    """pid 1 of the instance, as bubblewrap's init is in a fresh sandbox: it gives the
+    instance its mounts, forks the worker (pid 2), confines itself as the worker does and
+    reaps orphans; it exits with the worker's status (128 + n for a signal, as bwrap)."""
+    libc, prog, _buf, covers = state[:4]
+    scratch = state[7]
     os.setsid()   # its own process group: the harness kills the instance by group
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), libc, "private /")
     _check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV,
@@ -212,14 +217,26 @@ def _become_instance(req, resp, out, cred, state):
             _check(libc.mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY
                               | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), libc, "cover ro")
     os.chdir("/tmp")
-    # Descriptors: output on 1 and 2, requests on 3, responses on 4, nothing else at all.
-    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (req, resp, cred)]
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    for target, fd in zip((3, 4, 5), moved):
-        os.dup2(fd, target)
-    os.closerange(6, 1 << 20)
-    # Capabilities: bounding set, ambient set, then every set of this process.
+    worker = os.fork()
+    if worker == 0:
+        _become_worker(req, resp, out, cred, state)
+    os.closerange(0, 1 << 20)
+    _drop_privileges(libc, prog)
+    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)   # the worker may not read this process
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if pid == worker:
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status)
+                     else 128 + os.WTERMSIG(status))
+
+
+def _drop_privileges(libc, prog):
+    """Every capability (bounding, ambient, then every set), no_new_privs, the seccomp filter."""
     for cap in range(64):
         libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
@@ -229,9 +246,23 @@ def _become_instance(req, resp, out, cred, state):
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), libc, "no_new_privs")
     _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), libc,
            "seccomp")
+
+
+def _become_worker(req, resp, out, cred, state):
+    libc, prog, _buf, _covers, obs_cap, frame_max, instance_limits, _scratch = state
+    os.setsid()   # as bwrap --new-session: no terminal, its own group
+    # Descriptors: output on 1 and 2, requests on 3, responses on 4, nothing else at all.
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (req, resp, cred)]
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    for target, fd in zip((3, 4, 5), moved):
+        os.dup2(fd, target)
+    os.closerange(6, 1 << 20)
+    _drop_privileges(libc, prog)
     _limit_self(instance_limits)
     global _MAIN_PID
     _MAIN_PID = os.getpid()
+    sys.argv = [sys.argv[0], "3", "4", str(obs_cap), str(frame_max), instance_limits]
     gc.enable()
     # Tell the harness who we are: the kernel writes our pid as the harness sees it.
     sock = socket.socket(fileno=5)
