@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import FAST, TRIVIAL, sandbox_uid_processes
 
-from envduels.sandbox import EnvPool
-from envduels.sandbox import _template
+from envduels.sandbox import EnvPool, _template
 from envduels.sandbox._template import instance_mode, template_problem
 
 pytestmark = pytest.mark.skipif(template_problem(FAST) is not None,
-                                reason=f"no templates here: {template_problem(FAST)}")
+                                reason=f"platform: no templates here: {template_problem(FAST)}")
 
 # reset() reports everything one episode could have left for another; step("leave") leaves
 # all of it: files in /tmp and /dev/shm, a variable, a module global and a class attribute, an

@@ -34,8 +34,16 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._launcher import (_WORKER_STUB, WORKER_SOURCE, Host, Launched, bwrap_argv, discard, host,
-                        launcher_threads)
+from ._launcher import (
+    _WORKER_STUB,
+    WORKER_SOURCE,
+    Host,
+    Launched,
+    bwrap_argv,
+    discard,
+    host,
+    launcher_threads,
+)
 from ._limits import SandboxLimits, SandboxStartError
 
 log = logging.getLogger("envduels.sandbox")

@@ -18,12 +18,17 @@ template answers b"ok" once ready; then each b"F" message carries five descripto
 request read end, response write end, output write end, status socket, credentials socket.
 """
 
+# ruff: noqa: F821 (_limit_self, _warm_up, _compile_source, _serve, _PRECOMPILED and
+# _MAIN_PID are _worker.py's: this file runs in the same namespace, after it)
+
 import array
 import ctypes
 import fcntl
 import gc
+import os
 import signal
 import socket
+import sys
 
 _CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
@@ -31,7 +36,6 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 _MNT_DETACH = 2
 _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = 24, 38, 22
-_PR_SET_DUMPABLE = 4
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _SECCOMP_MODE_FILTER = 2
 _CAP_VERSION_3 = 0x20080522
@@ -39,12 +43,7 @@ _CAP_VERSION_3 = 0x20080522
 # Imported in the template when the source names them: standard-library modules whose import
 # runs no user-visible side effect (no output, no thread, no process, no file). Any other
 # import happens in the instance, as in a fresh sandbox.
-_PRELOADABLE = frozenset("""
-abc array ast base64 binascii bisect calendar cmath collections colorsys contextlib copy csv
-dataclasses datetime decimal difflib enum fnmatch fractions functools hashlib heapq hmac
-itertools json keyword math numbers operator pprint random re statistics string struct
-textwrap types typing unicodedata uuid zlib
-""".split())
+_PRELOADABLE = frozenset(["abc", "array", "ast", "base64", "binascii", "bisect", "calendar", "cmath", "collections", "colorsys", "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "enum", "fnmatch", "fractions", "functools", "hashlib", "heapq", "hmac", "itertools", "json", "keyword", "math", "numbers", "operator", "pprint", "random", "re", "statistics", "string", "struct", "textwrap", "types", "typing", "unicodedata", "uuid", "zlib"])
 
 
 class _SockFilterProg(ctypes.Structure):
@@ -201,7 +200,9 @@ def _instance(ctl, fds, state):
 def _init(req, resp, out, cred, state):
     """pid 1 of the instance, as bubblewrap's init is in a fresh sandbox: it gives the
     instance its mounts, forks the worker (pid 2), confines itself as the worker does and
-    reaps orphans; it exits with the worker's status (128 + n for a signal, as bwrap)."""
+    reaps orphans; it exits with the worker's status (128 + n for a signal, as bwrap). Once
+    confined it holds nothing the worker lacks (no descriptor, no capability), so, like
+    bwrap's init, it is no boundary the worker could gain by reaching it."""
     libc, prog, _buf, covers = state[:4]
     scratch = state[7]
     os.setsid()   # its own process group: the harness kills the instance by group
@@ -222,7 +223,6 @@ def _init(req, resp, out, cred, state):
         _become_worker(req, resp, out, cred, state)
     os.closerange(0, 1 << 20)
     _drop_privileges(libc, prog)
-    libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)   # the worker may not read this process
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
@@ -255,7 +255,7 @@ def _become_worker(req, resp, out, cred, state):
     moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (req, resp, cred)]
     os.dup2(out, 1)
     os.dup2(out, 2)
-    for target, fd in zip((3, 4, 5), moved):
+    for target, fd in ((3, moved[0]), (4, moved[1]), (5, moved[2])):
         os.dup2(fd, target)
     os.closerange(6, 1 << 20)
     _drop_privileges(libc, prog)
