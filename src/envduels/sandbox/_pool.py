@@ -246,14 +246,17 @@ class EnvPool:
     async def _fork(self, source: str, replay: bool) -> WorkerChannel | None:
         """A greeted instance forked from `source`'s template; None when templates turned
         out not to work here (the pool then uses fresh sandboxes from now on)."""
-        assert self._templates is not None
+        templates = self._templates
+        if templates is None:
+            return None
         try:
-            launched = await self._templates.fork(source, replay=replay)
+            launched = await templates.fork(source, replay=replay)
         except TemplateUnavailable as err:
-            log.warning("sandbox instances come from fresh sandboxes: %s", err)
             templates, self._templates = self._templates, None
-            await templates.aclose()
-            self._schedule_refill()
+            if templates is not None:   # the first of the opens that waited for it says so
+                log.warning("sandbox instances come from fresh sandboxes: %s", err)
+                await templates.aclose()
+                self._schedule_refill()
             return None
         channel = WorkerChannel(launched, self.limits, asyncio.get_running_loop())
         self._live.add(channel)
