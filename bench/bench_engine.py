@@ -56,9 +56,15 @@ def main() -> int:
                     help="measure the replay audit's cost at 50 and 500 ms instead")
     ap.add_argument("--repeats", type=int, default=2,
                     help="with --audit: runs per latency and setting, alternated")
+    ap.add_argument("--compare-src", metavar="SRC",
+                    help="at 50 and 500 ms, this tree against the envduels at SRC (e.g. "
+                         "/work/main/src), alternated, side by side")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.audit:
         return _audit_bench(args)
+    if args.compare_src:
+        return _compare(args)
 
     server = subprocess.Popen(
         [sys.executable, "-m", "envduels.testing.server", "--port", "0", "--latency-ms",
@@ -203,6 +209,13 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     ceiling_wall = asyncio.run(_ceiling(path, conversations))
     n = len(episodes)
     ratio = (n / solving) / (len(conversations) / ceiling_wall)
+    if args.json:
+        import json
+
+        print(json.dumps({"episodes": n, "wall": wall, "solving": solving,
+                          "ceiling_eps": len(conversations) / ceiling_wall,
+                          "load": load_engine}))
+        return 0
     print(f"players {PLAYERS} x concurrency {args.concurrency}, server latency "
           f"{args.latency_ms:g} ms, {n} episodes, {len(solver_calls)} solver calls; "
           f"load average {load_engine:.1f} / {os.getloadavg()[0]:.1f} (engine / ceiling) "
@@ -217,6 +230,41 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     print(f"engine-bound fraction (vs ceiling):   {max(0.0, 1.0 - ratio):8.2f}")
     print(f"slot-idle fraction (raw):             {slot_idle:8.2f}")
     print(f"peak memory: engine {peak_self:.0f} MiB, largest child {peak_child:.0f} MiB")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Solving and whole-run episodes/s as shares of the players-only ceiling, this tree
+    beside another envduels (`--compare-src`), at 50 and 500 ms, runs alternated."""
+    import json
+
+    trees = {"other": Path(args.compare_src).resolve(), "this": HERE.parent / "src"}
+    results: dict[tuple[float, str], list[dict]] = {}
+    for latency in (50.0, 500.0):
+        for _ in range(args.repeats):
+            for name, src in trees.items():
+                run = subprocess.run(
+                    [sys.executable, __file__, "--latency-ms", str(latency), "--seeds",
+                     str(args.seeds), "--concurrency", str(args.concurrency), "--json"],
+                    capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
+                if run.returncode != 0:
+                    print(f"{name} at {latency:g} ms failed: {run.stderr[-2000:]}",
+                          file=sys.stderr)
+                    return run.returncode
+                results.setdefault((latency, name), []).append(
+                    json.loads(run.stdout.strip().splitlines()[-1]))
+    print(f"players {PLAYERS} x concurrency {args.concurrency}, {args.seeds} seed(s) per "
+          f"environment, audit on, {args.repeats} run(s) each (means), on {os.cpu_count()} "
+          f"CPUs; other = {trees['other']}")
+    print(f"{'latency':>8} {'tree':>6} {'episodes':>8} {'run s':>7} {'solving s':>9} "
+          f"{'ceiling ep/s':>12} {'solving/ceiling':>15} {'run/ceiling':>11} {'load':>5}")
+    for (latency, name), rows in results.items():
+        mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+        solving = mean["episodes"] / mean["solving"] / mean["ceiling_eps"]
+        whole = mean["episodes"] / mean["wall"] / mean["ceiling_eps"]
+        print(f"{latency:6.0f}ms {name:>6} {mean['episodes']:8.0f} {mean['wall']:7.1f} "
+              f"{mean['solving']:9.1f} {mean['ceiling_eps']:12.1f} {solving:15.2f} "
+              f"{whole:11.2f} {mean['load']:5.1f}")
     return 0
 
 

@@ -473,6 +473,9 @@ class WorkerChannel:
             return
         self._closed = True
         end = time.monotonic() + 5.0
+        wait_async = getattr(self.launched.popen, "wait_async", None)
+        if wait_async is not None:   # a forked instance says when it is gone: no polling
+            await wait_async(self.loop, 5.0)
         while self.launched.popen.poll() is None and time.monotonic() < end:
             await asyncio.sleep(0.002)
         h = host()

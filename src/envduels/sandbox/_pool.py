@@ -42,8 +42,8 @@ class EnvPool:
     rlimits only: trusted code only).
 
     With `templates` (the default, where the host allows it: `template_problem`), each
-    instance is instead forked from a template sandbox of its source (docs/sandbox.md,
-    Templates): no warm workers are kept, and an `open()` costs a fork and a load. The pool
+    instance is instead forked from a template sandbox of its source (docs/templates.md):
+    no warm workers are kept, and an `open()` costs a fork and a load. The pool
     falls back to fresh sandboxes for good, with one warning, if a template cannot start.
     """
 

@@ -6,7 +6,7 @@ modules it names, never runs environment code, and forks on request. Each fork c
 itself (own mount/IPC/network/pid namespaces, fresh /tmp and /proc, no capabilities, the
 seccomp filter, the instance rlimits) before it greets; the harness then moves it into its
 own memory/pids/cpu cgroup and freezer group, and only then sends `load`. What is shared with
-the template and its other instances, and what is not: docs/sandbox.md ("Templates").
+the template and its other instances, and what is not: docs/templates.md.
 
 Templates need what makes the per-instance limits honest and the confinement complete: root
 (a uid per template, setpriv), per-sandbox cgroups, the seccomp filter (it also replaces the
@@ -107,7 +107,7 @@ def instance_mode(limits: SandboxLimits | None = None) -> str:
 def describe_mode(problem: str | None) -> str:
     """The line for `problem` (None: templates are used)."""
     if problem is None:
-        return "instances forked from per-environment templates (docs/sandbox.md, Templates)"
+        return "instances forked from per-environment templates (docs/templates.md)"
     return f"fresh sandboxes, one per instance: {problem}"
 
 
@@ -148,6 +148,20 @@ class ForkedProcess:
             if self._status is not None:
                 select.select([self._status], [], [], left)
         return self.returncode or 0
+
+    async def wait_async(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        """Wait (without polling) until the exit status is known or `timeout` passes."""
+        if self.poll() is not None or self._status is None:
+            return
+        done = loop.create_future()
+        fd = self._status.fileno()
+        loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done, timeout)
+        finally:
+            loop.remove_reader(fd)
+        self.poll()
 
     def release(self) -> None:
         if self._status is not None:
