@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import threading
 from collections import deque
@@ -22,6 +23,10 @@ _UNSAFE_WARNED = threading.Event()
 _STARTUP_TIMEOUT_S = 20.0
 # An author's value: `10**400` would reach the store (SQLite holds 64-bit ints) unclamped.
 MAX_TURNS_DECLARED = 2**31 - 1
+# Instances forked ahead of time per (source, role), waiting for their `load`: an open then
+# costs a round trip instead of a fork, a cgroup move (RCU waits: milliseconds under load) and
+# a greeting. At the end of a run at most this many per template are forked for nothing.
+SPARE_INSTANCES = 2
 
 
 def _discard_when_started(started: asyncio.Future[Launched]) -> None:
@@ -78,6 +83,8 @@ class EnvPool:
         self._start_error: BaseException | None = None
         self._closed = False
         self._templates: Templates | None = None
+        self._spares: dict[tuple[str, bool], deque[WorkerChannel]] = {}
+        self._forking: dict[tuple[str, bool], int] = {}
         if templates and not unsafe_no_sandbox and template_problem(limits) is None:
             self._templates = Templates(limits)
 
@@ -244,8 +251,51 @@ class EnvPool:
         return await self._load(channel, source, class_name, max_turns)
 
     async def _fork(self, source: str, replay: bool) -> WorkerChannel | None:
-        """A greeted instance forked from `source`'s template; None when templates turned
-        out not to work here (the pool then uses fresh sandboxes from now on)."""
+        """A greeted instance of `source`'s template for this role: a spare one forked ahead
+        of time if one is waiting, else a new fork; None when templates turned out not to
+        work here (the pool then uses fresh sandboxes from now on). Each open also forks a
+        spare for the next open of the same source and role (SPARE_INSTANCES at most), so
+        an open costs one round trip, as from the warm pool."""
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), replay)
+        spares = self._spares.setdefault(key, deque())
+        while spares:
+            channel = spares.popleft()
+            if channel.usable:
+                self._fork_spare(key, source, replay)
+                return channel
+            self._live.discard(channel)
+            await channel.close()
+        channel = await self._fork_new(source, replay)
+        if channel is not None:
+            self._fork_spare(key, source, replay)
+        return channel
+
+    def _fork_spare(self, key: tuple[str, bool], source: str, replay: bool) -> None:
+        if self._closed or self._templates is None \
+                or len(self._spares[key]) + self._forking.get(key, 0) >= SPARE_INSTANCES:
+            return
+        self._forking[key] = self._forking.get(key, 0) + 1
+
+        async def fork_one() -> None:
+            try:
+                channel = await self._fork_new(source, replay)
+            except Exception:   # the next open forks (and reports) for itself
+                return
+            finally:
+                self._forking[key] -= 1
+            if channel is None:
+                return
+            if self._closed:
+                self._live.discard(channel)
+                await channel.close()
+            else:
+                self._spares[key].append(channel)
+
+        task = asyncio.get_running_loop().create_task(fork_one())
+        self._starts.add(task)
+        task.add_done_callback(self._starts.discard)
+
+    async def _fork_new(self, source: str, replay: bool) -> WorkerChannel | None:
         templates = self._templates
         if templates is None:
             return None
@@ -315,6 +365,7 @@ class EnvPool:
                 waiter.set_exception(SandboxStartError("the sandbox pool is closed"))
         self._waiters.clear()
         channels = list(self._live) + list(self._ready)
+        self._spares.clear()   # each spare is in _live too
         self._ready.clear()
         self._live.clear()
         for channel in channels:
