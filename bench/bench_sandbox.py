@@ -418,20 +418,17 @@ async def _instances(n: int, limits: SandboxLimits, *, templates: bool, meter: _
 
 
 def _gym_resets(n: int, templates: bool) -> float:
-    """Resets/s of `envduels.gym` on a library environment, each reset a fresh instance."""
-    from envduels.gym import make
-
-    os.environ["ENVDUELS_TEMPLATES"] = "1" if templates else "0"
-    env = make("number_guess")
-    try:
-        env.reset(seed=0)
-        start = time.perf_counter()
-        for i in range(n):
-            env.reset(seed=i)
-        return n / (time.perf_counter() - start)
-    finally:
-        env.close()
-        os.environ.pop("ENVDUELS_TEMPLATES", None)
+    """Resets/s of `envduels.gym` on a library environment, each reset a fresh instance; in
+    a process of its own (the gym's pool is one per process, made on first use)."""
+    code = ("import sys, time; from envduels.gym import make\n"
+            "env = make('number_guess'); env.reset(seed=0); n = int(sys.argv[1])\n"
+            "start = time.perf_counter()\n"
+            "for i in range(n): env.reset(seed=i)\n"
+            "print(n / (time.perf_counter() - start)); env.close()\n")
+    done = subprocess.run([sys.executable, "-c", code, str(n)], capture_output=True, text=True,
+                          env={**os.environ, "ENVDUELS_TEMPLATES": "1" if templates else "0"},
+                          check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 async def template_rows(n: int, limits: SandboxLimits) -> None:

@@ -72,7 +72,9 @@ class SyncEnvInstance:
 
     def close(self) -> None:
         async def _close() -> None:
-            await self._instance.close()
+            # In the shared pool the instance is killed now and collected in the background
+            # (the pool waits for that at exit), so a gym reset does not wait for teardown.
+            await self._instance.close(wait=self._owns_pool)
             if self._owns_pool:
                 await self._pool.aclose()
         _run(_close())
