@@ -27,6 +27,7 @@ MAX_TURNS_DECLARED = 2**31 - 1
 # costs a round trip instead of a fork, a cgroup move (RCU waits: milliseconds under load) and
 # a greeting. At the end of a run at most this many per template are forked for nothing.
 SPARE_INSTANCES = 2
+SPARE_SOURCES = 24   # (source, role) pairs that keep spares: the most recently opened
 
 
 def _discard_when_started(started: asyncio.Future[Launched]) -> None:
@@ -257,7 +258,11 @@ class EnvPool:
         spare for the next open of the same source and role (SPARE_INSTANCES at most), so
         an open costs one round trip, as from the warm pool."""
         key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), replay)
-        spares = self._spares.setdefault(key, deque())
+        spares = self._spares.pop(key, None)
+        if spares is None:
+            spares = deque()
+            await self._drop_oldest_spares()
+        self._spares[key] = spares   # most recently used last
         while spares:
             channel = spares.popleft()
             if channel.usable:
@@ -270,8 +275,17 @@ class EnvPool:
             self._fork_spare(key, source, replay)
         return channel
 
+    async def _drop_oldest_spares(self) -> None:
+        """Keep spares for the SPARE_SOURCES most recently opened sources and roles only: a
+        template with no instance left can then be closed (Templates keeps at most 32)."""
+        while len(self._spares) >= SPARE_SOURCES:
+            oldest = next(iter(self._spares))
+            for channel in self._spares.pop(oldest):
+                self._live.discard(channel)
+                await channel.close(wait=False)
+
     def _fork_spare(self, key: tuple[str, bool], source: str, replay: bool) -> None:
-        if self._closed or self._templates is None \
+        if self._closed or self._templates is None or key not in self._spares \
                 or len(self._spares[key]) + self._forking.get(key, 0) >= SPARE_INSTANCES:
             return
         self._forking[key] = self._forking.get(key, 0) + 1
@@ -285,9 +299,9 @@ class EnvPool:
                 self._forking[key] -= 1
             if channel is None:
                 return
-            if self._closed:
+            if self._closed or key not in self._spares:
                 self._live.discard(channel)
-                await channel.close()
+                await channel.close(wait=False)
             else:
                 self._spares[key].append(channel)
 
