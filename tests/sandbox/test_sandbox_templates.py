@@ -210,3 +210,21 @@ def _ancestors(pid: int) -> list[int]:
         stat = Path(f"/proc/{pid}/stat").read_text()
         pid = int(stat.rsplit(")", 1)[1].split()[1])
     return chain
+
+
+def test_envduels_status_row_says_fresh_sandboxes_and_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from envduels.engine.status import _instance_mode
+
+    monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")
+    assert _instance_mode(None) == ("fresh sandboxes, one per instance: templates turned off "
+                                    "(ENVDUELS_TEMPLATES=0)")
+
+    class Gvisor:
+        class sandbox:   # noqa: N801 (a config's shape)
+            runtime = "gvisor"
+
+    monkeypatch.delenv("ENVDUELS_TEMPLATES")
+    assert _instance_mode(Gvisor) == ("fresh sandboxes, one per instance: the gvisor runtime "
+                                      "starts a fresh sandbox per instance")
+    assert _instance_mode(None).startswith("instances forked from per-environment templates")
