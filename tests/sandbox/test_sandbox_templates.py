@@ -196,6 +196,7 @@ async def test_a_template_that_cannot_start_falls_back_to_fresh_sandboxes_and_sa
 
 def test_status_says_fresh_sandboxes_when_templates_are_off(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_template, "_fallback_reason", None)   # no earlier failure here
     monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")
     assert instance_mode(FAST) == ("fresh sandboxes, one per instance: templates turned off "
                                    "(ENVDUELS_TEMPLATES=0)")
@@ -216,6 +217,7 @@ def test_envduels_status_row_says_fresh_sandboxes_and_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from envduels.engine.status import _instance_mode
 
+    monkeypatch.setattr(_template, "_fallback_reason", None)
     monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")
     assert _instance_mode(None) == ("fresh sandboxes, one per instance: templates turned off "
                                     "(ENVDUELS_TEMPLATES=0)")

@@ -274,6 +274,12 @@ class WorkerChannel:
             # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
             self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
 
+    async def adopted(self) -> None:
+        """Wait until the sandbox has joined its freezer group (started by `wait_ready`), so
+        that the first call's deadline is the environment's alone."""
+        if self._adopting is not None:
+            await asyncio.shield(self._adopting)
+
     async def call(self, msg: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
         """Send `msg` and return the worker's reply dict; EnvFault (and a dead worker) on any
         timeout, exit, flood or protocol violation. `what` names the call in reasons."""

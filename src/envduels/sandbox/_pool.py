@@ -330,6 +330,9 @@ class EnvPool:
             self._live.discard(channel)
             raise SandboxStartError(f"the sandbox failed to start: {fault.reason}",
                                     channel.output_tail()) from None
+        # joining the freezer waits for RCU grace periods (long under load): part of the
+        # start, not of the `load` call's deadline, as for a worker from the warm pool
+        await channel.adopted()
         return channel
 
     async def _load(self, channel: WorkerChannel, source: str, class_name: str | None,
