@@ -56,9 +56,15 @@ def main() -> int:
                     help="measure the replay audit's cost at 50 and 500 ms instead")
     ap.add_argument("--repeats", type=int, default=2,
                     help="with --audit: runs per latency and setting, alternated")
+    ap.add_argument("--compare-src", metavar="SRC",
+                    help="at 50 and 500 ms, this tree against the envduels at SRC (e.g. "
+                         "/work/main/src), alternated, side by side")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.audit:
         return _audit_bench(args)
+    if args.compare_src:
+        return _compare(args)
 
     server = subprocess.Popen(
         [sys.executable, "-m", "envduels.testing.server", "--port", "0", "--latency-ms",
@@ -179,9 +185,12 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     }
     path = tmp / "bench.yaml"
     path.write_text(yaml.safe_dump(cfg))
+    meter = _CpuMeter()   # after the server started: the engine's process tree only
     started = time.monotonic()
+    cpu0 = meter.seconds()
     code = run_command(path, unsafe_no_sandbox=args.unsafe_no_sandbox, quiet=True)
     wall = time.monotonic() - started
+    engine_cpu = meter.seconds() - cpu0
     if code != 0:
         print(f"run failed with exit code {code}", file=sys.stderr)
         return code
@@ -200,9 +209,20 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     load_engine = os.getloadavg()[0]
 
     conversations = _conversations(solver_calls)
+    cpu0 = meter.seconds()
     ceiling_wall = asyncio.run(_ceiling(path, conversations))
+    ceiling_cpu = meter.seconds() - cpu0
+    meter.close()
     n = len(episodes)
     ratio = (n / solving) / (len(conversations) / ceiling_wall)
+    if args.json:
+        import json
+
+        print(json.dumps({"episodes": n, "wall": wall, "solving": solving,
+                          "ceiling_eps": len(conversations) / ceiling_wall,
+                          "load": load_engine, "engine_cpu": engine_cpu,
+                          "ceiling_cpu": ceiling_cpu}))
+        return 0
     print(f"players {PLAYERS} x concurrency {args.concurrency}, server latency "
           f"{args.latency_ms:g} ms, {n} episodes, {len(solver_calls)} solver calls; "
           f"load average {load_engine:.1f} / {os.getloadavg()[0]:.1f} (engine / ceiling) "
@@ -217,6 +237,81 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     print(f"engine-bound fraction (vs ceiling):   {max(0.0, 1.0 - ratio):8.2f}")
     print(f"slot-idle fraction (raw):             {slot_idle:8.2f}")
     print(f"peak memory: engine {peak_self:.0f} MiB, largest child {peak_child:.0f} MiB")
+    if meter.ok:
+        print(f"CPU of the whole run (engine, sandboxes): {engine_cpu:.1f} s = "
+              f"{engine_cpu / n * 1000:.0f} ms per episode; the ceiling's: {ceiling_cpu:.1f} s")
+    return 0
+
+
+class _CpuMeter:
+    """CPU seconds of this process and everything it starts from now on (sandboxes too: they
+    leave our memory/pids/cpu cgroups, never cpuacct's), via a cpuacct cgroup of its own;
+    `ok` is False (and figures 0) where cgroup v1 cpuacct is not writable."""
+
+    def __init__(self) -> None:
+        self.group = Path(f"/sys/fs/cgroup/cpuacct/envduels-bench-{os.getpid()}")
+        self.ok = False
+        try:
+            self.group.mkdir(exist_ok=True)
+            for tid in os.listdir("/proc/self/task"):
+                (self.group / "tasks").write_text(tid)
+            self.ok = True
+        except OSError:
+            pass
+
+    def seconds(self) -> float:
+        return int((self.group / "cpuacct.usage").read_text()) / 1e9 if self.ok else 0.0
+
+    def close(self) -> None:
+        if not self.ok:
+            return
+        import contextlib
+
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):   # a thread that ended meanwhile
+                (self.group.parent / "tasks").write_text(tid)
+        for _ in range(20):   # empty once the sandboxes' last processes are gone
+            try:
+                self.group.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Solving and whole-run episodes/s as shares of the players-only ceiling, this tree
+    beside another envduels (`--compare-src`), at 50 and 500 ms, runs alternated."""
+    import json
+
+    trees = {"other": Path(args.compare_src).resolve(), "this": HERE.parent / "src"}
+    results: dict[tuple[float, str], list[dict]] = {}
+    for latency in (50.0, 500.0):
+        for _ in range(args.repeats):
+            for name, src in trees.items():
+                run = subprocess.run(
+                    [sys.executable, __file__, "--latency-ms", str(latency), "--seeds",
+                     str(args.seeds), "--concurrency", str(args.concurrency), "--json"],
+                    capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
+                if run.returncode != 0:
+                    print(f"{name} at {latency:g} ms failed: {run.stderr[-2000:]}",
+                          file=sys.stderr)
+                    return run.returncode
+                results.setdefault((latency, name), []).append(
+                    json.loads(run.stdout.strip().splitlines()[-1]))
+    print(f"players {PLAYERS} x concurrency {args.concurrency}, {args.seeds} seed(s) per "
+          f"environment, audit on, {args.repeats} run(s) each (means), on {os.cpu_count()} "
+          f"CPUs; other = {trees['other']}")
+    print(f"{'latency':>8} {'tree':>6} {'episodes':>8} {'run s':>7} {'solving s':>9} "
+          f"{'ceiling ep/s':>12} {'solving/ceiling':>15} {'run/ceiling':>11} "
+          f"{'run CPU ms/ep':>13} {'load':>5}")
+    for (latency, name), rows in results.items():
+        mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+        solving = mean["episodes"] / mean["solving"] / mean["ceiling_eps"]
+        whole = mean["episodes"] / mean["wall"] / mean["ceiling_eps"]
+        print(f"{latency:6.0f}ms {name:>6} {mean['episodes']:8.0f} {mean['wall']:7.1f} "
+              f"{mean['solving']:9.1f} {mean['ceiling_eps']:12.1f} {solving:15.2f} "
+              f"{whole:11.2f} {mean['engine_cpu'] / mean['episodes'] * 1000:13.0f} "
+              f"{mean['load']:5.1f}")
     return 0
 
 

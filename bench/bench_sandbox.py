@@ -57,7 +57,7 @@ async def cold_starts(n: int, limits: SandboxLimits) -> tuple[list[float], list[
         subprocess.run([python, "-c", "pass"], check=True)
         bare.append(time.perf_counter() - start)
         for unsafe, out in ((False, sandboxed), (True, unsandboxed)):
-            pool = EnvPool(limits, warm=0, unsafe_no_sandbox=unsafe)
+            pool = EnvPool(limits, warm=0, unsafe_no_sandbox=unsafe, templates=False)
             start = time.perf_counter()
             inst = await pool.open(TRIVIAL)
             await inst.reset(0)
@@ -68,7 +68,7 @@ async def cold_starts(n: int, limits: SandboxLimits) -> tuple[list[float], list[
 
 async def ready_from_pool(n: int, limits: SandboxLimits) -> list[float]:
     times = []
-    async with EnvPool(limits, warm=2) as pool:
+    async with EnvPool(limits, warm=2, templates=False) as pool:
         for _ in range(n):
             while len(pool._ready) < 2:
                 await asyncio.sleep(0.005)
@@ -367,6 +367,103 @@ async def heavy_info_lag(n: int, limits: SandboxLimits) -> None:
           f"{statistics.median(heavy) / statistics.median(old):10.2f}")
 
 
+class _CpuMeter:
+    """CPU of this process and every process it starts (sandboxes, templates, instances), from
+    a cpuacct cgroup of its own: sandboxes leave our memory/pids/cpu groups, not cpuacct's.
+    None where cgroup v1 cpuacct is not writable."""
+
+    def __init__(self) -> None:
+        from pathlib import Path
+
+        self.group = Path(f"/sys/fs/cgroup/cpuacct/envduels-bench-{os.getpid()}")
+        self.ok = False
+        with contextlib.suppress(OSError):
+            self.group.mkdir(exist_ok=True)
+            for tid in os.listdir("/proc/self/task"):
+                (self.group / "tasks").write_text(tid)
+            self.ok = True
+
+    def ns(self) -> int:
+        return int((self.group / "cpuacct.usage").read_text()) if self.ok else 0
+
+    def close(self) -> None:
+        from pathlib import Path
+
+        with contextlib.suppress(OSError):
+            for tid in os.listdir("/proc/self/task"):
+                (Path("/sys/fs/cgroup/cpuacct") / "tasks").write_text(tid)
+            time.sleep(0.2)
+            self.group.rmdir()
+
+
+async def _instances(n: int, limits: SandboxLimits, *, templates: bool, meter: _CpuMeter
+                     ) -> tuple[list[float], list[float], list[float]]:
+    """n instances opened, reset and closed one after another (`close(wait=False)`, as the
+    engine does): wall per instance, CPU per instance of everything, and of this process."""
+    walls, cpu_all, cpu_self = [], [], []
+    async with EnvPool(limits, warm=0, templates=templates) as pool:
+        inst = await pool.open(TRIVIAL)   # the template (or nothing) is started once
+        await inst.reset(0)
+        await inst.close()
+        for _ in range(n):
+            all0, self0, start = meter.ns(), time.process_time(), time.perf_counter()
+            inst = await pool.open(TRIVIAL)
+            await inst.reset(0)
+            await inst.close(wait=False)
+            walls.append(time.perf_counter() - start)
+            await asyncio.sleep(0.03)   # the background collection is billed to this instance
+            cpu_all.append((meter.ns() - all0) / 1e9)
+            cpu_self.append(time.process_time() - self0)
+    return walls, cpu_all, cpu_self
+
+
+def _gym_resets(n: int, templates: bool) -> float:
+    """Resets/s of `envduels.gym` on a library environment, each reset a fresh instance; in
+    a process of its own (the gym's pool is one per process, made on first use)."""
+    code = ("import sys, time; from envduels.gym import make\n"
+            "env = make('number_guess'); env.reset(seed=0); n = int(sys.argv[1])\n"
+            "start = time.perf_counter()\n"
+            "for i in range(n): env.reset(seed=i)\n"
+            "print(n / (time.perf_counter() - start)); env.close()\n")
+    done = subprocess.run([sys.executable, "-c", code, str(n)], capture_output=True, text=True,
+                          env={**os.environ, "ENVDUELS_TEMPLATES": "1" if templates else "0"},
+                          check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+async def template_rows(n: int, limits: SandboxLimits) -> None:
+    """Instances forked from a template beside fresh bubblewrap sandboxes, in one run."""
+    from envduels.sandbox._template import instance_mode, template_problem
+
+    print(f"instances from templates vs fresh sandboxes ({instance_mode(limits)}):")
+    if template_problem(limits) is not None:
+        print("  (no templates on this host: nothing to compare)")
+        return
+    meter = _CpuMeter()
+    try:
+        fresh: dict[bool, tuple[list[float], list[float], list[float]]] = {}
+        for templates in (False, True, False, True):   # alternated: load hits both alike
+            got = await _instances(n // 2, limits, templates=templates, meter=meter)
+            old = fresh.setdefault(templates, ([], [], []))
+            for mine, new in zip(old, got, strict=True):
+                mine.extend(new)
+    finally:
+        meter.close()
+    for templates, label in ((False, "fresh bubblewrap sandbox (cold start)"),
+                             (True, "instance forked from a template")):
+        walls, cpu_all, cpu_self = fresh[templates]
+        row(f"{label}: wall", walls)
+        if meter.ok:
+            row(f"{label}: CPU, all processes", cpu_all,
+                "target <= 3 ms" if templates else "")
+            row(f"{label}: CPU, sandbox side", [a - s for a, s in zip(cpu_all, cpu_self,
+                                                                         strict=True)])
+        row(f"{label}: CPU, harness process", cpu_self)
+    if meter.ok:
+        ratio = statistics.median(fresh[False][1]) / statistics.median(fresh[True][1])
+        print(f"  {'CPU per instance, fresh / template (medians)':<46} {ratio:10.2f}")
+
+
 async def main(quick: bool, flood_only: bool = False) -> None:
     if flood_only:
         await print_flood(10.0, SandboxLimits())
@@ -377,6 +474,10 @@ async def main(quick: bool, flood_only: bool = False) -> None:
     print(f"envduels sandbox benchmark  (cpus={os.cpu_count()}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, python in sandbox: {h.python}, "
           f"per-slot uid: {h.root}, cgroup: {h.cgroups is not None})")
+    await template_rows(20 if quick else 80, limits)
+    resets = {t: await asyncio.to_thread(_gym_resets, 10 if quick else 40, t) for t in (False, True)}
+    print(f"  {'envduels.gym resets/s, fresh sandboxes':<46} {resets[False]:10.1f}")
+    print(f"  {'envduels.gym resets/s, from a template':<46} {resets[True]:10.1f}")
     print("cold start (spawn -> loaded -> first reset done):")
     sandboxed, unsandboxed, bare = await cold_starts(n_cold, limits)
     row("sandboxed instance (bwrap + uid + cgroup)", sandboxed, "target <= 40 ms")
@@ -415,10 +516,21 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
     parser.add_argument("--flood-only", action="store_true",
                         help="only the frame-flood figures (also runs against older sources)")
+    parser.add_argument("--templates-only", action="store_true",
+                        help="only the template rows (instances and envduels.gym resets)")
     parser.add_argument("--compare-src", metavar="SRC",
                         help="only cold starts, alternated with those of SRC (e.g. main's src)")
     args = parser.parse_args()
     if args.compare_src:
         compare_cold_starts(args.compare_src, 4 if args.quick else 10)
+        sys.exit(0)
+    if args.templates_only:
+        async def _only() -> None:
+            await template_rows(20 if args.quick else 80, SandboxLimits())
+            resets = {t: await asyncio.to_thread(_gym_resets, 10 if args.quick else 40, t)
+                      for t in (False, True)}
+            print(f"  {'envduels.gym resets/s, fresh sandboxes':<46} {resets[False]:10.1f}")
+            print(f"  {'envduels.gym resets/s, from a template':<46} {resets[True]:10.1f}")
+        asyncio.run(_only())
         sys.exit(0)
     sys.exit(asyncio.run(main(args.quick, args.flood_only)))

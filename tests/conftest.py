@@ -23,3 +23,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> objec
         if not reason.removeprefix("Skipped: ").startswith("platform:"):
             report.outcome = "failed"
             report.longrepr = f"skipped under CI=true, where every dependency is installed: {reason}"
+
+
+@pytest.fixture(autouse=True)
+def _private_verdict_cache(tmp_path_factory: pytest.TempPathFactory,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own validation-verdict cache (envs/_verdict_cache.py): a verdict one test
+    cached never answers another, and no test reads or writes the user's ~/.cache."""
+    monkeypatch.setenv("ENVDUELS_CACHE_DIR", str(tmp_path_factory.mktemp("envduels-cache")))

@@ -147,6 +147,7 @@ def validate(
     require_oracle: Annotated[bool, typer.Option("--require-oracle", help="An environment without oracle_action is invalid.")] = False,
     hint_max_chars: Annotated[int | None, typer.Option(metavar="N", help="Longest hint allowed [default: that of a run config's tournament.hint_max_chars].", show_default=False)] = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
+    revalidate: Annotated[bool, typer.Option("--revalidate", help="Judge library and export environments again instead of reusing the verdict cached for the same source, seeds, options and validator.")] = False,
 ) -> None:
     """Validate an environment file or an EnvDuels export folder; exit 0 only if valid."""
     from envduels.config import HINT_MAX_CHARS  # here, not at the top: --help stays fast
@@ -160,6 +161,7 @@ def validate(
             require_oracle=require_oracle,
             hint_max_chars=HINT_MAX_CHARS if hint_max_chars is None else hint_max_chars,
             unsafe_no_sandbox=unsafe_no_sandbox,
+            revalidate=revalidate,
         )
     )
 

@@ -201,6 +201,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
             max_turns=self.env_spec.max_turns,
             limits=self.limits,
             unsafe_no_sandbox=self.unsafe_no_sandbox,
+            shared=True,   # one pool per process: each reset forks from the template
         )
 
     def _close_instance(self) -> None:

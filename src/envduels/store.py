@@ -39,13 +39,13 @@ from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-import pandas as pd
-
 from envduels._text import valid_text
 from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from envduels.config import RunConfig
 
 DB_NAME = "run.db"
@@ -269,6 +269,7 @@ def _env_record(values: list[Any]) -> EnvRecord:
 
 
 def environment_frame(envs: list[EnvRecord]) -> pd.DataFrame:
+    import pandas as pd  # here: a run that never analyses should not pay pandas' import
     """`envs` as `Tables.environments`, in the order given: one row per record with every
     column of `ENVIRONMENT_COLUMNS` (sequences as lists, `valid` and `fixed_pool` bools)."""
     rows = []
@@ -746,6 +747,8 @@ class Store:
         """The analysis tables around `eps` (episode records with every EPISODE_COLUMNS key):
         the one place that decides what analysis sees of a run, for `tables()` and
         `summary_tables()` alike."""
+        import pandas as pd
+
         config = self.run_config()
         usage = self.usage_by_player()
         players = []

@@ -113,6 +113,16 @@ async def pool(canary: Path) -> AsyncIterator[EnvPool]:
 
 
 @pytest.fixture
+async def fresh_pool(canary: Path) -> AsyncIterator[EnvPool]:
+    """Like `pool`, with fresh sandboxes and a warm worker instead of templates: for the
+    warm-pool machinery itself (docs/templates.md says when the pool uses it)."""
+    async with EnvPool(FAST, warm=1, templates=False) as p:
+        yield p
+    left = sandbox_uid_processes()
+    assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
+
+
+@pytest.fixture
 async def roomy_pool(canary: Path) -> AsyncIterator[EnvPool]:
     """Like `pool`, with a 15 s deadline per call."""
     async with EnvPool(ROOMY, warm=1) as p:

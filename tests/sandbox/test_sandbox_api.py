@@ -98,7 +98,8 @@ async def test_a_source_that_hangs_while_loading_times_out(pool: EnvPool, source
     await assert_pool_still_works(pool)
 
 
-async def test_a_warm_worker_that_died_while_idle_is_skipped(pool: EnvPool) -> None:
+async def test_a_warm_worker_that_died_while_idle_is_skipped(fresh_pool: EnvPool) -> None:
+    pool = fresh_pool
     for _ in range(200):
         if pool._ready:
             break
@@ -182,7 +183,8 @@ async def test_info_is_made_json_safe(pool: EnvPool) -> None:
     await inst.close()
 
 
-async def test_warm_pool_opens_in_well_under_50_ms_and_refills(pool: EnvPool) -> None:
+async def test_warm_pool_opens_in_well_under_50_ms_and_refills(fresh_pool: EnvPool) -> None:
+    pool = fresh_pool
     await asyncio.sleep(0.5)  # let the warm worker start
     start = time.perf_counter()
     inst = await pool.open(TRIVIAL)

@@ -25,7 +25,7 @@ async def _ready_settles(pool: EnvPool, want: int, *, timeout: float = 20.0) -> 
 
 
 async def test_warm_workers_follow_the_instances_in_use_up_to_max_warm() -> None:
-    async with EnvPool(FAST, warm=0, max_warm=3) as pool:
+    async with EnvPool(FAST, warm=0, max_warm=3, templates=False) as pool:
         assert await _ready_settles(pool, 0, timeout=0) == 0
         first = [await pool.open(TRIVIAL) for _ in range(2)]
         assert await _ready_settles(pool, 2) == 2          # one successor per instance in use
@@ -37,7 +37,7 @@ async def test_warm_workers_follow_the_instances_in_use_up_to_max_warm() -> None
 
 
 async def test_an_announced_batch_is_prestarted_and_never_overstarted() -> None:
-    async with EnvPool(FAST, warm=0, max_warm=8) as pool:
+    async with EnvPool(FAST, warm=0, max_warm=8, templates=False) as pool:
         pool.expect(3)
         assert await _ready_settles(pool, 3) == 3           # the batch, not max_warm
         opened = [await pool.open(TRIVIAL) for _ in range(3)]

@@ -31,7 +31,7 @@ _launcher.host()
 os.getpid = real
 
 async def main():
-    pool = EnvPool(FAST, warm=0)
+    pool = EnvPool(FAST, warm=0, templates=False)   # a uid per fresh sandbox
     insts = [await pool.open(TRIVIAL) for _ in range(3)]
     for inst in insts:
         await inst.reset(1)

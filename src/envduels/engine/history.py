@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:   # annotations only: a run should not pay pandas' import to start
+    import pandas as pd
 
-if TYPE_CHECKING:
     from envduels.store import Tables
 
 EXCERPT_CHARS = 160

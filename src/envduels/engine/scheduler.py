@@ -426,10 +426,12 @@ class Tournament:
         self.progress.episode_finished(result.outcome)
         return result
 
-    def _opener(self, env: EnvSpec) -> Callable[[], Awaitable[EnvLike]]:
+    def _opener(self, env: EnvSpec, *, replay: bool = False) -> Callable[[], Awaitable[EnvLike]]:
+        """Opens an instance of `env`; `replay=True` for the audit: an instance that shares no
+        template, process or tmpfs with any play (`EnvPool.open`)."""
         async def open_env() -> EnvLike:
             return await self.sandboxes.open(env.source, class_name=env.class_name,
-                                        max_turns=env.max_turns)
+                                             max_turns=env.max_turns, replay=replay)
         return open_env
 
     def _record(self, task: EpisodeTask, result: EpisodeResult) -> None:
@@ -448,13 +450,13 @@ class Tournament:
             async with self._env_slots:
                 verdict = await replay_episode(transcript, seed=seed,
                                                hint=env.hint if hinted else None,
-                                               open_env=self._opener(env))
+                                               open_env=self._opener(env, replay=True))
                 if not verdict.passed and verdict.detail.startswith(REPLAY_FAULT_PREFIX):
                     # a fault where the play had none may be the host's (a deadline missed
                     # under load): condemn the environment only if a second replay agrees
                     verdict = await replay_episode(transcript, seed=seed,
                                                    hint=env.hint if hinted else None,
-                                                   open_env=self._opener(env))
+                                                   open_env=self._opener(env, replay=True))
         except ReplayHostError as err:
             log.error("episode %s not audited: the sandbox could not start (%s)", key, err)
             self._errors += 1

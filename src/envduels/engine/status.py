@@ -29,6 +29,15 @@ def expected_episodes(cfg: RunConfig | None, envs: list[EnvRecord]) -> int:
     return planned_episodes(cfg, envs, range(1, last + 1))
 
 
+def _instance_mode(cfg: object) -> str:
+    """Where a run's episode instances come from on this machine: templates or, and why,
+    fresh sandboxes (checked without starting a sandbox)."""
+    from envduels.sandbox._template import describe_mode, host_template_problem
+
+    runtime = str(getattr(getattr(cfg, "sandbox", None), "runtime", "bubblewrap"))
+    return describe_mode(host_template_problem(runtime))
+
+
 def status_command(run_dir: Path) -> int:
     """Print what a run has done, left and failed, and its tokens and cost, from its database."""
     store = Store.open_readonly(run_dir, live=False)
@@ -64,6 +73,7 @@ def status_command(run_dir: Path) -> int:
     for env_id, detail in store.nondeterministic_environments().items():
         table.add_row(f"  {escape(printable(env_id))}",
                       f"nondeterministic: {escape(printable(detail))}")
+    table.add_row("sandbox instances", _instance_mode(cfg))
     table.add_row("calls", f"{totals.calls} ({totals.input_tokens:,} in + "
                   f"{totals.output_tokens:,} out tokens)")
     table.add_row("input", _input_split(totals))

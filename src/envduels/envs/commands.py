@@ -41,19 +41,35 @@ def seeds_for(spec: EnvSpec, n: int) -> list[int]:
 
 async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: bool,
                         hint_max_chars: int, unsafe_no_sandbox: bool,
-                        fixed_pool: bool = False) -> list[Verdict]:
+                        fixed_pool: bool = False, revalidate: bool = False) -> list[Verdict]:
+    """Each spec's verdict. A fixed-pool environment (library, export) judged before with the
+    same source, seeds, options and validator gets its cached verdict (`_verdict_cache`)
+    unless `revalidate`; verdicts judged without the sandbox are never cached."""
+    from envduels.envs import _verdict_cache
     from envduels.sandbox import EnvPool, SandboxStartError
 
     # A fresh secret salt per invocation: with a fixed one an author could know the probes.
     probe_seed = secrets.token_hex(16)
+    options = {"require_oracle": require_oracle, "hint_max_chars": hint_max_chars,
+               "fixed_pool": fixed_pool}
+    cached = fixed_pool and not unsafe_no_sandbox
+    keys = [_verdict_cache.verdict_key(spec, seeds=seeds_for(spec, seeds), options=options)
+            if cached else "" for spec in specs]
+    verdicts: list[Verdict | None] = [
+        _verdict_cache.load(key) if key and not revalidate else None for key in keys]
+    if all(v is not None for v in verdicts):
+        return [v for v in verdicts if v is not None]
     try:
         async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
-            return [
-                await validate_env(spec, pool, seeds=seeds_for(spec, seeds),
-                                   require_oracle=require_oracle, hint_max_chars=hint_max_chars,
-                                   fixed_pool=fixed_pool, probe_seed=probe_seed)
-                for spec in specs
-            ]
+            for i, spec in enumerate(specs):
+                if verdicts[i] is None:
+                    verdicts[i] = await validate_env(
+                        spec, pool, seeds=seeds_for(spec, seeds), require_oracle=require_oracle,
+                        hint_max_chars=hint_max_chars, fixed_pool=fixed_pool,
+                        probe_seed=probe_seed)
+                    if keys[i]:
+                        _verdict_cache.store(keys[i], verdicts[i])
+            return [v for v in verdicts if v is not None]
     except SandboxStartError as err:
         raise UserError(f"the sandbox could not start ({err.reason}); no environment was judged: "
                         "check that bubblewrap works here (bwrap --version) and try again") from None
@@ -79,7 +95,8 @@ def verdict_json(kind: str, path: str, specs: list[EnvSpec], verdicts: list[Verd
 
 
 def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
-                     hint_max_chars: int, unsafe_no_sandbox: bool) -> int:
+                     hint_max_chars: int, unsafe_no_sandbox: bool,
+                     revalidate: bool = False) -> int:
     """Validate what `path` names (`envduels.envs.resolve`: a `.py` file, an export folder, one
     environment of one as `FOLDER/ENV_ID`, a library name); 0 only if every environment
     is valid, 1 otherwise. `UserError` for an unusable path, manifest or sandbox (exit 2 at the
@@ -87,7 +104,8 @@ def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bo
     "path": path}` and its exit code returned, so stdout always holds exactly one JSON object."""
     try:
         return _validate(path, seeds=seeds, as_json=as_json, require_oracle=require_oracle,
-                         hint_max_chars=hint_max_chars, unsafe_no_sandbox=unsafe_no_sandbox)
+                         hint_max_chars=hint_max_chars, unsafe_no_sandbox=unsafe_no_sandbox,
+                         revalidate=revalidate)
     except UserError as err:
         if not as_json:
             raise
@@ -96,7 +114,7 @@ def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bo
 
 
 def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
-              hint_max_chars: int, unsafe_no_sandbox: bool) -> int:
+              hint_max_chars: int, unsafe_no_sandbox: bool, revalidate: bool = False) -> int:
     if seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {seeds}")
     if hint_max_chars < 1:
@@ -111,7 +129,8 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
     verdicts = asyncio.run(_validate_all(specs, seeds=seeds, require_oracle=require_oracle,
                                          hint_max_chars=hint_max_chars,
                                          unsafe_no_sandbox=unsafe_no_sandbox,
-                                         fixed_pool=kind != "file"))  # exports, the library
+                                         fixed_pool=kind != "file",  # exports, the library
+                                         revalidate=revalidate))
     valid = all(v.valid for v in verdicts)
     if as_json:
         sys.stdout.write(json.dumps(verdict_json(kind, path, specs, verdicts)) + "\n")

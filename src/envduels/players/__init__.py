@@ -5,7 +5,8 @@
 the response cache, seeds and cost accounting live here; see docs/players.md.
 """
 
-from envduels.players._anthropic import AnthropicPlayer
+from typing import TYPE_CHECKING, Any
+
 from envduels.players._base import (
     BadRequest,
     ChatResult,
@@ -18,9 +19,23 @@ from envduels.players._base import (
 from envduels.players._build import CheckRow, build_player, build_players, check_models
 from envduels.players._cache import MemoryCache, ResponseCache, canonical_json, request_key
 from envduels.players._cost import Usage, cost_usd
-from envduels.players._local import LocalPlayer
-from envduels.players._openai import OpenAIPlayer
 from envduels.players._retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from envduels.players._anthropic import AnthropicPlayer
+    from envduels.players._local import LocalPlayer
+    from envduels.players._openai import OpenAIPlayer
+
+_LAZY = {"AnthropicPlayer": "anthropic", "OpenAIPlayer": "openai", "LocalPlayer": "local"}
+
+
+def __getattr__(name: str) -> Any:
+    """The provider classes load their client library on first use (seconds of import)."""
+    if name in _LAZY:
+        from envduels.players._build import provider_class
+
+        return provider_class(_LAZY[name])
+    raise AttributeError(f"module 'envduels.players' has no attribute {name!r}")
 
 __all__ = [
     "AnthropicPlayer",

@@ -8,18 +8,32 @@ from dataclasses import dataclass
 
 from envduels.config import PlayerConfig, RunConfig
 from envduels.errors import UserError
-from envduels.players._anthropic import AnthropicPlayer
 from envduels.players._base import ContextOverflow, Player, ProviderError
 from envduels.players._cache import ResponseCache
-from envduels.players._local import LocalPlayer
-from envduels.players._openai import OpenAIPlayer, one_line
 from envduels.players._retry import RetryPolicy
 
-PROVIDERS: dict[str, type[Player]] = {
-    "openai": OpenAIPlayer,
-    "anthropic": AnthropicPlayer,
-    "local": LocalPlayer,
+# Each provider's module is imported when a player of it is built: the `anthropic` and
+# `openai` client libraries take seconds of CPU to import, which a run that uses neither (or
+# only one) should not pay at start-up.
+_PROVIDER_CLASSES = {
+    "openai": ("envduels.players._openai", "OpenAIPlayer"),
+    "anthropic": ("envduels.players._anthropic", "AnthropicPlayer"),
+    "local": ("envduels.players._local", "LocalPlayer"),
 }
+
+
+def provider_class(provider: str) -> type[Player]:
+    """The Player class of `provider` ("openai", "anthropic", "local"), imported now."""
+    import importlib
+
+    module, name = _PROVIDER_CLASSES[provider]
+    return getattr(importlib.import_module(module), name)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    from envduels.players._openai import one_line as _one_line
+
+    return _one_line(text, limit)
 
 CHECK_PROMPT = [{"role": "user", "content": "Reply with OK"}]
 CHECK_MAX_TOKENS = 8
@@ -28,7 +42,7 @@ CHECK_MAX_TOKENS = 8
 def build_player(config: PlayerConfig, *, cache: ResponseCache | None = None, run_seed: int = 0,
                  retry_policy: RetryPolicy | None = None) -> Player:
     """One player; UserError at once for a missing key, model file or local runtime."""
-    return PROVIDERS[config.provider](config, cache=cache, run_seed=run_seed,
+    return provider_class(config.provider)(config, cache=cache, run_seed=run_seed,
                                       retry_policy=retry_policy)
 
 

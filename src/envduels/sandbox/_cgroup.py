@@ -17,8 +17,8 @@ Each harness process owns `envduels-<pid>` directories under its own cgroup and 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
+import secrets
 import signal
 import threading
 from pathlib import Path
@@ -108,6 +108,14 @@ class SandboxCgroup:
             with contextlib.suppress(OSError):
                 os.write(fd, b"0")
         self.frozen = False
+
+    def move(self, pid: int) -> None:
+        """Move process `pid` (a forked instance, no environment code run yet) into this
+        sandbox's v1 groups; the freezer group is joined later by `adopt`, as for a fresh
+        sandbox. Pages it already uses stay charged where they were (the template's)."""
+        for group in (self.memory, self.pids, self.cpu):
+            if group is not None:
+                _write(group / "cgroup.procs", str(pid))
 
     def enter_thread(self) -> None:
         """Move the calling thread (only it: v1 groups hold threads) into this sandbox's
@@ -238,7 +246,6 @@ class CgroupRoot:
         # this harness's own groups
         self._home = tuple(g.parent for g in (memory, pids, cpu) if g is not None)
         self._stale_parents = self._home
-        self._names = itertools.count()
         self._leftovers: list[SandboxCgroup] = []
 
     @classmethod
@@ -287,7 +294,9 @@ class CgroupRoot:
                             entry.rmdir()
 
     def create(self, memory_mb: int, max_procs: int, cpu_cores: float = 1.0) -> SandboxCgroup:
-        name = f"s{next(self._names)}"
+        # A random name, not a count: an instance reads its own cgroup path in /proc/self/cgroup
+        # and must not learn from it how many sandboxes came before it.
+        name = f"s{secrets.token_hex(8)}"
         group = SandboxCgroup(self.memory / name, self.pids / name, memory_mb, max_procs,
                               self.freezer / name if self.freezer else None,
                               self.cpu / name if self.cpu else None)

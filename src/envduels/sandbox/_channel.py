@@ -274,6 +274,12 @@ class WorkerChannel:
             # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
             self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
 
+    async def adopted(self) -> None:
+        """Wait until the sandbox has joined its freezer group (started by `wait_ready`), so
+        that the first call's deadline is the environment's alone."""
+        if self._adopting is not None:
+            await asyncio.shield(self._adopting)
+
     async def call(self, msg: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
         """Send `msg` and return the worker's reply dict; EnvFault (and a dead worker) on any
         timeout, exit, flood or protocol violation. `what` names the call in reasons."""
@@ -473,6 +479,9 @@ class WorkerChannel:
             return
         self._closed = True
         end = time.monotonic() + 5.0
+        wait_async = getattr(self.launched.popen, "wait_async", None)
+        if wait_async is not None:   # a forked instance says when it is gone: no polling
+            await wait_async(self.loop, 5.0)
         while self.launched.popen.poll() is None and time.monotonic() < end:
             await asyncio.sleep(0.002)
         h = host()
@@ -496,6 +505,9 @@ class WorkerChannel:
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        release = getattr(self.launched.popen, "release", None)
+        if release is not None:   # a forked instance: let its pid go (_template.ForkedProcess)
+            release()
         if self.launched.cgroup is not None and h.cgroups is not None:
             self.launched.cgroup.kill_all()
             h.cgroups.discard(self.launched.cgroup)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import logging
 import threading
 from collections import deque
@@ -14,6 +15,7 @@ from ._channel import WorkerChannel
 from ._instance import EnvInstance
 from ._launcher import Launched, discard, launch, launcher_threads, require_bwrap
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
+from ._template import Templates, TemplateUnavailable, template_problem
 
 log = logging.getLogger("envduels.sandbox")
 _UNSAFE_WARNED = threading.Event()
@@ -21,6 +23,11 @@ _UNSAFE_WARNED = threading.Event()
 _STARTUP_TIMEOUT_S = 20.0
 # An author's value: `10**400` would reach the store (SQLite holds 64-bit ints) unclamped.
 MAX_TURNS_DECLARED = 2**31 - 1
+# Instances forked ahead of time per (source, role), waiting for their `load`: an open then
+# costs a round trip instead of a fork, a cgroup move (RCU waits: milliseconds under load) and
+# a greeting. At the end of a run at most this many per template are forked for nothing.
+SPARE_INSTANCES = 2
+SPARE_SOURCES = 24   # (source, role) pairs that keep spares: the most recently opened
 
 
 def _discard_when_started(started: asyncio.Future[Launched]) -> None:
@@ -39,11 +46,16 @@ class EnvPool:
     event loop of its first `open()`. Raises SandboxUnavailable at construction when
     bubblewrap is missing (unless `unsafe_no_sandbox`, which runs environment code with
     rlimits only: trusted code only).
+
+    With `templates` (the default, where the host allows it: `template_problem`), each
+    instance is instead forked from a template sandbox of its source (docs/templates.md):
+    no warm workers are kept, and an `open()` costs a fork and a load. The pool
+    falls back to fresh sandboxes for good, with one warning, if a template cannot start.
     """
 
     def __init__(self, limits: SandboxLimits = DEFAULT_LIMITS, *,
                  unsafe_no_sandbox: bool = False, warm: int = 2, max_warm: int | None = None,
-                 parallel_starts: int = 8) -> None:
+                 parallel_starts: int = 8, templates: bool = True) -> None:
         if warm < 0:
             raise ValueError(f"warm must be >= 0, got {warm}")
         if max_warm is not None and max_warm < warm:
@@ -71,6 +83,16 @@ class EnvPool:
         self._expected: int | None = None
         self._start_error: BaseException | None = None
         self._closed = False
+        self._templates: Templates | None = None
+        self._spares: dict[tuple[str, bool], deque[WorkerChannel]] = {}
+        self._forking: dict[tuple[str, bool], int] = {}
+        if templates and not unsafe_no_sandbox and template_problem(limits) is None:
+            self._templates = Templates(limits)
+
+    @property
+    def uses_templates(self) -> bool:
+        """Whether instances are forked from templates now (False: fresh sandboxes)."""
+        return self._templates is not None
 
     async def __aenter__(self) -> EnvPool:
         self._schedule_refill()
@@ -134,8 +156,8 @@ class EnvPool:
         return want + sum(1 for w in self._waiters if not w.done())
 
     def _schedule_refill(self) -> None:
-        if self._closed:
-            return
+        if self._closed or self._templates is not None:
+            return   # forked instances need no warm fresh workers
         loop = asyncio.get_running_loop()
         while (self._starting < self.parallel_starts
                and len(self._ready) + self._starting < self._target()):
@@ -190,9 +212,14 @@ class EnvPool:
         return None
 
     async def open(self, source: str, *, class_name: str | None = None,
-                   max_turns: int | None = None) -> EnvInstance:
+                   max_turns: int | None = None, replay: bool = False) -> EnvInstance:
         """Load `source` in a worker, find its one environment class (or `class_name`) and
         construct it, with `max_turns` when given and accepted by its __init__.
+
+        `replay=True` (the replay audit) guarantees an instance that shares no template,
+        process or tmpfs with any instance opened without it: with templates, replays are
+        forked from a separate template sandbox of the source (its own uid and pid
+        namespace); fresh sandboxes share nothing anyway.
 
         EnvFault when it does not compile, raises while loading, has no or several
         environment classes, or its constructor raises. SandboxStartError (an EnvFault, but
@@ -213,10 +240,103 @@ class EnvPool:
                 raise error
         if self._expected:
             self._expected -= 1
+        if self._templates is not None:
+            channel = await self._fork(source, replay)
+            if channel is not None:
+                self._in_use.add(channel)
+                return await self._load(channel, source, class_name, max_turns)
         channel = await self._take_ready()
         if channel is None:
             channel = await self._wait_for_worker()
         self._in_use.add(channel)
+        return await self._load(channel, source, class_name, max_turns)
+
+    async def _fork(self, source: str, replay: bool) -> WorkerChannel | None:
+        """A greeted instance of `source`'s template for this role: a spare one forked ahead
+        of time if one is waiting, else a new fork; None when templates turned out not to
+        work here (the pool then uses fresh sandboxes from now on). Each open also forks a
+        spare for the next open of the same source and role (SPARE_INSTANCES at most), so
+        an open costs one round trip, as from the warm pool."""
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), replay)
+        spares = self._spares.pop(key, None)
+        if spares is None:
+            spares = deque()
+            await self._drop_oldest_spares()
+        self._spares[key] = spares   # most recently used last
+        while spares:
+            channel = spares.popleft()
+            if channel.usable:
+                self._fork_spare(key, source, replay)
+                return channel
+            self._live.discard(channel)
+            await channel.close()
+        channel = await self._fork_new(source, replay)
+        if channel is not None:
+            self._fork_spare(key, source, replay)
+        return channel
+
+    async def _drop_oldest_spares(self) -> None:
+        """Keep spares for the SPARE_SOURCES most recently opened sources and roles only: a
+        template with no instance left can then be closed (Templates keeps at most 32)."""
+        while len(self._spares) >= SPARE_SOURCES:
+            oldest = next(iter(self._spares))
+            for channel in self._spares.pop(oldest):
+                self._live.discard(channel)
+                await channel.close(wait=False)
+
+    def _fork_spare(self, key: tuple[str, bool], source: str, replay: bool) -> None:
+        if self._closed or self._templates is None or key not in self._spares \
+                or len(self._spares[key]) + self._forking.get(key, 0) >= SPARE_INSTANCES:
+            return
+        self._forking[key] = self._forking.get(key, 0) + 1
+
+        async def fork_one() -> None:
+            try:
+                channel = await self._fork_new(source, replay)
+            except Exception:   # the next open forks (and reports) for itself
+                return
+            finally:
+                self._forking[key] -= 1
+            if channel is None:
+                return
+            if self._closed or key not in self._spares:
+                self._live.discard(channel)
+                await channel.close(wait=False)
+            else:
+                self._spares[key].append(channel)
+
+        task = asyncio.get_running_loop().create_task(fork_one())
+        self._starts.add(task)
+        task.add_done_callback(self._starts.discard)
+
+    async def _fork_new(self, source: str, replay: bool) -> WorkerChannel | None:
+        templates = self._templates
+        if templates is None:
+            return None
+        try:
+            launched = await templates.fork(source, replay=replay)
+        except TemplateUnavailable as err:
+            templates, self._templates = self._templates, None
+            if templates is not None:   # the first of the opens that waited for it says so
+                log.warning("sandbox instances come from fresh sandboxes: %s", err)
+                await templates.aclose()
+                self._schedule_refill()
+            return None
+        channel = WorkerChannel(launched, self.limits, asyncio.get_running_loop())
+        self._live.add(channel)
+        try:
+            await channel.wait_ready(max(_STARTUP_TIMEOUT_S, self.limits.step_timeout_s))
+        except EnvFault as fault:
+            self._live.discard(channel)
+            raise SandboxStartError(f"the sandbox failed to start: {fault.reason}",
+                                    channel.output_tail()) from None
+        # joining the freezer waits for RCU grace periods (long under load): part of the
+        # start, not of the `load` call's deadline, as for a worker from the warm pool
+        await channel.adopted()
+        return channel
+
+    async def _load(self, channel: WorkerChannel, source: str, class_name: str | None,
+                    max_turns: int | None) -> EnvInstance:
         try:
             reply = await channel.call({"op": "load", "source": source,
                                         "class_name": class_name, "max_turns": max_turns},
@@ -262,10 +382,13 @@ class EnvPool:
                 waiter.set_exception(SandboxStartError("the sandbox pool is closed"))
         self._waiters.clear()
         channels = list(self._live) + list(self._ready)
+        self._spares.clear()   # each spare is in _live too
         self._ready.clear()
         self._live.clear()
         for channel in channels:
             await channel.close()
+        if self._templates is not None:
+            await self._templates.aclose()
 
 
 def check_sandbox(limits: SandboxLimits = DEFAULT_LIMITS, *, unsafe_no_sandbox: bool = False) -> None:

@@ -41,8 +41,9 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 class SyncEnvInstance:
     """EnvInstance with blocking methods; a context manager that closes it."""
 
-    def __init__(self, pool: EnvPool, instance: EnvInstance) -> None:
+    def __init__(self, pool: EnvPool, instance: EnvInstance, *, owns_pool: bool = True) -> None:
         self._pool = pool
+        self._owns_pool = owns_pool
         self._instance = instance
         self.class_name = instance.class_name
         self.max_turns = instance.max_turns
@@ -71,8 +72,11 @@ class SyncEnvInstance:
 
     def close(self) -> None:
         async def _close() -> None:
-            await self._instance.close()
-            await self._pool.aclose()
+            # In the shared pool the instance is killed now and collected in the background
+            # (the pool waits for that at exit), so a gym reset does not wait for teardown.
+            await self._instance.close(wait=self._owns_pool)
+            if self._owns_pool:
+                await self._pool.aclose()
         _run(_close())
 
     def __enter__(self) -> SyncEnvInstance:
@@ -83,13 +87,34 @@ class SyncEnvInstance:
         self.close()
 
 
-def open_env_sync(source: str, *, class_name: str | None = None, max_turns: int | None = None,
-                  limits: SandboxLimits = DEFAULT_LIMITS, unsafe_no_sandbox: bool = False
-                  ) -> SyncEnvInstance:
-    """Start a sandboxed worker (a cold start) and load `source` in it; blocking.
+_SHARED: dict[tuple[SandboxLimits, bool], EnvPool] = {}
 
+
+async def _shared_pool(limits: SandboxLimits, unsafe_no_sandbox: bool) -> EnvPool:
+    """One pool per (limits, unsafe) for this process, on the background loop: its templates
+    outlive each instance, so the next `open` forks instead of starting a sandbox."""
+    key = (limits, unsafe_no_sandbox)
+    if key not in _SHARED:
+        _SHARED[key] = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
+    return _SHARED[key]
+
+
+def open_env_sync(source: str, *, class_name: str | None = None, max_turns: int | None = None,
+                  limits: SandboxLimits = DEFAULT_LIMITS, unsafe_no_sandbox: bool = False,
+                  shared: bool = False) -> SyncEnvInstance:
+    """Load `source` in a new sandboxed instance; blocking.
+
+    By default in a pool of its own, closed with the instance (a cold start each time). With
+    `shared`, in this process's pool for these limits, which stays (with its templates: each
+    instance then costs a fork, docs/sandbox.md) until the process exits.
     Raises SandboxUnavailable without bubblewrap, EnvFault when the source does not load.
     """
+    if shared:
+        async def _open_shared() -> EnvInstance:
+            pool = await _shared_pool(limits, unsafe_no_sandbox)
+            return await pool.open(source, class_name=class_name, max_turns=max_turns)
+        instance = _run(_open_shared())
+        return SyncEnvInstance(_SHARED[(limits, unsafe_no_sandbox)], instance, owns_pool=False)
     pool = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
 
     async def _open() -> EnvInstance:

@@ -187,18 +187,30 @@ def _accepts_max_turns(cls):
     return "max_turns" in named or bool(code.co_flags & 0x08)
 
 
+# A template (_zygote.py) compiles its environment's source once: (code, None) or (None, error).
+_PRECOMPILED = None
+
+
+def _compile_source(source):
+    try:
+        return compile(source, "<env>", "exec"), None
+    except SyntaxError as exc:
+        return None, f"the source does not compile: {exc.msg} (line {exc.lineno})"
+
+
 def _load(msg):
-    source = msg.get("source")
-    if not isinstance(source, str):
-        return {"ok": False, "kind": "load", "error": "source must be text"}
+    if _PRECOMPILED is not None:   # an instance forked from a template: the source is its own
+        code, error = _PRECOMPILED
+    else:
+        source = msg.get("source")
+        if not isinstance(source, str):
+            return {"ok": False, "kind": "load", "error": "source must be text"}
+        code, error = _compile_source(source)
+    if error is not None:
+        return {"ok": False, "kind": "load", "error": error}
     module = type(sys)("envduels_env")
     module.__file__ = "<env>"
     sys.modules["envduels_env"] = module
-    try:
-        code = compile(source, "<env>", "exec")
-    except SyntaxError as exc:
-        return {"ok": False, "kind": "load",
-                "error": f"the source does not compile: {exc.msg} (line {exc.lineno})"}
     try:
         exec(code, module.__dict__)
     except BaseException as exc:
@@ -337,6 +349,11 @@ def main():
     obs_cap, frame_max = int(sys.argv[3]), int(sys.argv[4])
     _limit_self(sys.argv[5])
     _warm_up(obs_cap)
+    _serve(req_fd, resp_fd, obs_cap, frame_max)
+
+
+def _serve(req_fd, resp_fd, obs_cap, frame_max):
+    """Greet, then answer requests until the parent closes the request pipe."""
     env = None
     _write_frame(resp_fd, {"id": 0, "ok": True, "ready": True}, frame_max)
     while True:
@@ -366,5 +383,5 @@ def _shape(value):
     return f"a value of type {type(value).__name__}"
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] != ["template"]:   # templates: _zygote.py
     main()

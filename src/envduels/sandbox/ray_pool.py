@@ -123,10 +123,10 @@ class SandboxHost:
         self._env_pool().expect(opens)
 
     async def open(self, source: str, class_name: str | None,
-                   max_turns: int | None) -> tuple[Any, ...]:
+                   max_turns: int | None, replay: bool = False) -> tuple[Any, ...]:
         try:
             instance = await self._env_pool().open(source, class_name=class_name,
-                                                   max_turns=max_turns)
+                                                   max_turns=max_turns, replay=replay)
         except SandboxUnavailable as err:
             return ("unavailable", str(err))
         except EnvFault as fault:
@@ -386,8 +386,8 @@ class RayEnvPool:
             h.actor.expect.remote(share)
 
     async def open(self, source: str, *, class_name: str | None = None,
-                   max_turns: int | None = None) -> RemoteEnvInstance:
-        """As `EnvPool.open`, on the host with the most free room."""
+                   max_turns: int | None = None, replay: bool = False) -> RemoteEnvInstance:
+        """As `EnvPool.open` (`replay` included), on the host with the most free room."""
         if self._closed:
             raise SandboxStartError("the sandbox pool is closed")
         if not isinstance(source, str):
@@ -406,7 +406,8 @@ class RayEnvPool:
                     break
                 await self._room.wait()
         try:
-            reply = await self._remote(host, host.actor.open, source, class_name, max_turns)
+            reply = await self._remote(host, host.actor.open, source, class_name, max_turns,
+                                       replay)
         except BaseException:
             host.open -= 1
             self._slot_freed()

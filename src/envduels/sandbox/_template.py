@@ -1,0 +1,533 @@
+"""Instances forked from a template: a fresh instance per episode in about a millisecond.
+
+A template is one bubblewrap sandbox per environment source (and per role: the replay audit
+gets its own), running `_zygote.py`: it has compiled the source and imported the standard
+modules it names, never runs environment code, and forks on request. Each fork confines
+itself (own mount/IPC/network/pid namespaces, fresh /tmp and /proc, no capabilities, the
+seccomp filter, the instance rlimits) before it greets; the harness then moves it into its
+own memory/pids/cpu cgroup and freezer group, and only then sends `load`. What is shared with
+the template and its other instances, and what is not: docs/templates.md.
+
+Templates need what makes the per-instance limits honest and the confinement complete: root
+(a uid per template, setpriv), per-sandbox cgroups, the seccomp filter (it also replaces the
+nested-user-namespace ban the template cannot have), and the bubblewrap runtime. Elsewhere,
+and when a template cannot start, the pool uses fresh sandboxes (`template_problem`).
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ._launcher import (
+    _WORKER_STUB,
+    WORKER_SOURCE,
+    Host,
+    Launched,
+    bwrap_argv,
+    discard,
+    host,
+    launcher_threads,
+)
+from ._limits import SandboxLimits, SandboxStartError
+
+log = logging.getLogger("envduels.sandbox")
+
+ZYGOTE_SOURCE = (Path(__file__).with_name("_zygote.py")).read_text()
+TEMPLATE_PIDS = 4096        # the template, one waiting parent per live instance
+_START_TIMEOUT_S = 20.0
+_F_SETPIPE_SZ = 1031
+_fallback_reason: str | None = None   # why this process used fresh sandboxes, once it had to
+
+
+def template_problem(limits: SandboxLimits) -> str | None:
+    """Why instances here come from fresh sandboxes instead of templates (None: templates).
+
+    A static check of this host and these limits; a template that then fails to start is
+    reported by `instance_mode` for the rest of the process."""
+    if os.environ.get("ENVDUELS_TEMPLATES", "1") == "0":
+        return "templates turned off (ENVDUELS_TEMPLATES=0)"
+    runtime = getattr(limits, "runtime", "bubblewrap")
+    if runtime not in ("bubblewrap", "bwrap"):
+        return f"the {runtime} runtime starts a fresh sandbox per instance"
+    h = host()
+    if h.bwrap is None:
+        return "no bubblewrap"
+    if not h.root or h.setpriv is None:
+        return "the harness is not root (no uid of its own per template)"
+    if h.cgroups is None:
+        return "no per-sandbox cgroups (an instance's memory and process limits would be shared)"
+    if h.seccomp is None:
+        return "no seccomp filter (libseccomp not found)"
+    return None
+
+
+def host_template_problem(runtime: str = "bubblewrap") -> str | None:
+    """`template_problem` without probing the host (no sandbox started, nothing created):
+    for `envduels status`, which reads and never starts anything."""
+    import ctypes.util
+    import shutil
+
+    if os.environ.get("ENVDUELS_TEMPLATES", "1") == "0":
+        return "templates turned off (ENVDUELS_TEMPLATES=0)"
+    if runtime not in ("bubblewrap", "bwrap"):
+        return f"the {runtime} runtime starts a fresh sandbox per instance"
+    if shutil.which("bwrap") is None:
+        return "no bubblewrap"
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "the harness is not root (no uid of its own per template)"
+    if not all(os.access(f"/sys/fs/cgroup/{c}", os.W_OK) for c in ("memory", "pids")):
+        return "no per-sandbox cgroups (an instance's memory and process limits would be shared)"
+    if ctypes.util.find_library("seccomp") is None:
+        return "no seccomp filter (libseccomp not found)"
+    return None
+
+
+def instance_mode(limits: SandboxLimits | None = None) -> str:
+    """One line for `envduels status` and logs: where episode instances come from here."""
+    problem = _fallback_reason or template_problem(limits or SandboxLimits())
+    return describe_mode(problem)
+
+
+def describe_mode(problem: str | None) -> str:
+    """The line for `problem` (None: templates are used)."""
+    if problem is None:
+        return "instances forked from per-environment templates (docs/templates.md)"
+    return f"fresh sandboxes, one per instance: {problem}"
+
+
+class TemplateUnavailable(Exception):
+    """This host cannot run templates (the reason is in args[0]); use fresh sandboxes."""
+
+
+class ForkedProcess:
+    """The Popen-like handle of one forked instance (WorkerChannel and `discard` use `pid`,
+    `poll()`, `wait()`). Its exit status comes from its first parent in the template, which
+    keeps it unreaped (so its pid is never reused) until `release()`."""
+
+    def __init__(self, pid: int, status: socket.socket) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._status: socket.socket | None = status
+        status.setblocking(False)
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._status is not None:
+            try:
+                data = self._status.recv(32)
+            except BlockingIOError:
+                return None
+            except OSError:
+                data = b""
+            text = data.decode("ascii", "replace").strip()
+            # no status at all: its parent was killed with it (the whole template went)
+            self.returncode = int(text) if text.lstrip("-").isdigit() else -signal.SIGKILL
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired("instance", timeout or 0)
+            if self._status is not None:
+                select.select([self._status], [], [], left)
+        return self.returncode or 0
+
+    async def wait_async(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        """Wait (without polling) until the exit status is known or `timeout` passes."""
+        if self.poll() is not None or self._status is None:
+            return
+        done = loop.create_future()
+        fd = self._status.fileno()
+        loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done, timeout)
+        finally:
+            loop.remove_reader(fd)
+        self.poll()
+
+    def release(self) -> None:
+        if self._status is not None:
+            self._status.close()
+            self._status = None
+
+    @property
+    def alive(self) -> bool:
+        return self._status is not None and self.poll() is None
+
+
+_CODE: dict[str, bytes | None] = {}
+_CODE_LOCK = threading.Lock()
+
+
+def _template_code(python: str) -> bytes | None:
+    """The worker and the zygote compiled once by the sandbox's interpreter (marshal)."""
+    with _CODE_LOCK:
+        if python not in _CODE:
+            try:
+                done = subprocess.run(
+                    [python, "-s", "-S", "-c", "import marshal, sys; sys.stdout.buffer.write("
+                     "marshal.dumps(compile(sys.stdin.read(), '<envduels-template>', 'exec')))"],
+                    input=(WORKER_SOURCE + "\n" + ZYGOTE_SOURCE).encode(), capture_output=True,
+                    timeout=60, env={})
+                _CODE[python] = done.stdout if done.returncode == 0 and done.stdout else None
+            except (OSError, subprocess.SubprocessError):
+                _CODE[python] = None
+        return _CODE[python]
+
+
+def template_argv(h: Host, limits: SandboxLimits) -> list[str]:
+    """bwrap's argv for a template: the fresh sandbox's, except that the template keeps
+    CAP_SYS_ADMIN (to give each fork its namespaces and mounts) and CAP_SETPCAP (so each
+    fork can empty its bounding set) in the sandbox's own user namespace, and may create
+    namespaces; each fork drops both and takes the seccomp filter (which denies new
+    namespaces) before anything else runs. No --seccomp: bwrap would filter the template."""
+    argv = bwrap_argv(h, limits, None)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--cap-drop" and argv[i + 1] == "ALL":
+            out += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+            i += 2
+            continue
+        if argv[i] != "--disable-userns":
+            out.append(argv[i])
+        i += 1
+    return out
+
+
+def _rlimits(limits: SandboxLimits, *, cpu: int, nproc: int) -> str:
+    return ",".join(str(v) for v in (limits.memory_mb << 20, cpu, cpu + 1, limits.open_files,
+                                     limits.file_size_mb << 20, nproc))
+
+
+class Template:
+    """One template sandbox. `start` and `fork` block: call them from threads."""
+
+    def __init__(self, key: tuple[str, bool]) -> None:
+        self.key = key
+        self.launched: Launched | None = None
+        self.ctl: socket.socket | None = None
+        self.dead: str | None = None
+        self.instances: list[ForkedProcess] = []
+        self.init_pid: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.launched is None else self.launched.popen.pid
+
+    def live(self) -> int:
+        self.instances = [p for p in self.instances if p.alive]
+        return len(self.instances)
+
+    def start(self, limits: SandboxLimits, source: str) -> None:
+        """Start the template sandbox and hand it the source; TemplateUnavailable when this
+        host cannot run one (before any environment code exists)."""
+        h = host()
+        code = _template_code(h.python)
+        if code is None or h.seccomp is None or h.cgroups is None:
+            raise TemplateUnavailable("the template program could not be compiled")
+        opened: list[int] = []
+
+        def pipe() -> tuple[int, int]:
+            ends = os.pipe2(os.O_CLOEXEC)
+            opened.extend(ends)
+            return ends
+
+        ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        slot = group = None
+        try:
+            code_r, code_w = pipe()
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(code_w, _F_SETPIPE_SZ, 1 << 20)
+            os.write(code_w, code)
+            seccomp_r, seccomp_w = pipe()
+            os.write(seccomp_w, h.seccomp)
+            for fd in (code_w, seccomp_w):
+                os.close(fd)
+                opened.remove(fd)
+            out_r, out_w = pipe()
+            slot = h.take_slot()
+            uid = h.slot_uid(slot)
+            group = h.cgroups.create(limits.memory_mb, TEMPLATE_PIDS, limits.cpu_cores)
+            argv = [h.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                    "--", *template_argv(h, limits), "-s", "-S", "-c",
+                    _WORKER_STUB.format(fd=code_r), "template", str(ctl_child.fileno()),
+                    str(seccomp_r), str(limits.observation_max_chars), str(limits.frame_max_bytes),
+                    _rlimits(limits, cpu=1 << 30, nproc=TEMPLATE_PIDS),
+                    _rlimits(limits, cpu=limits.cpu_s, nproc=TEMPLATE_PIDS),
+                    str(limits.scratch_mb << 20)]
+            group.enter_thread()
+            try:
+                popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w,
+                                         stderr=out_w, env={}, cwd="/", start_new_session=True,
+                                         pass_fds=[code_r, seccomp_r, ctl_child.fileno()])
+            finally:
+                h.cgroups.leave_thread()
+        except BaseException:
+            for fd in opened:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            ctl.close()
+            ctl_child.close()
+            if group is not None:
+                h.cgroups.discard(group)
+            if slot is not None:
+                h.give_slot(slot)
+            raise
+        for fd in (code_r, seccomp_r, out_w):
+            os.close(fd)
+        ctl_child.close()
+        self.launched = Launched(popen, ctl.fileno(), out_r, -1, slot, uid, group, True)
+        self.ctl = ctl
+        self.init_pid = _wait_for_init(popen.pid)
+        try:
+            ctl.settimeout(_START_TIMEOUT_S)
+            data = source.encode("utf-8", "surrogatepass")
+            ctl.send(b"S" + len(data).to_bytes(8, "big"))
+            for at in range(0, len(data), 32768):
+                ctl.send(data[at:at + 32768])
+            reply = ctl.recv(16)
+        except OSError as err:
+            reply = b""
+            why = str(err)
+        else:
+            why = "it exited"
+        if reply != b"ok":
+            tail = self._output_tail()
+            self.close()
+            raise TemplateUnavailable(f"a template could not start ({tail or why})")
+        ctl.settimeout(None)
+
+    def _output_tail(self) -> str:
+        if self.launched is None:
+            return ""
+        with contextlib.suppress(OSError):
+            os.set_blocking(self.launched.response_r, False)
+            data = os.read(self.launched.response_r, 4096)
+            lines = data.decode("utf-8", "replace").strip().splitlines()
+            return lines[-1][:300] if lines else ""
+        return ""
+
+    def fork(self, limits: SandboxLimits) -> Launched:
+        """A new instance, confined, in its own cgroups, waiting for `load`. OSError when the
+        template cannot fork (it is then marked dead)."""
+        h = host()
+        if self.dead is not None or self.ctl is None or h.cgroups is None:
+            raise OSError(f"the template is gone ({self.dead})")
+        parent_ends: list[int] = []
+        child_ends: list[int] = []
+        sockets: list[socket.socket] = []
+        try:
+            req_r, req_w = os.pipe2(os.O_CLOEXEC)
+            resp_r, resp_w = os.pipe2(os.O_CLOEXEC)
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            parent_ends += [req_w, resp_r, out_r]
+            child_ends += [req_r, resp_w, out_w]
+            status, status_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            cred, cred_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            sockets += [status, status_child, cred, cred_child]
+            cred.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+            fds = array.array("i", [req_r, resp_w, out_w, status_child.fileno(),
+                                    cred_child.fileno()])
+            with self._lock:
+                try:
+                    self.ctl.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                except OSError as err:
+                    self.dead = f"the template stopped answering ({err})"
+                    raise
+            for fd in child_ends:
+                os.close(fd)
+            child_ends.clear()
+            status_child.close()
+            cred_child.close()
+            cred.settimeout(_START_TIMEOUT_S)
+            data, ancillary, _flags, _addr = cred.recvmsg(
+                1, socket.CMSG_SPACE(struct.calcsize("iII")))
+            pid = next((struct.unpack("iII", d[:12])[0] for level, kind, d in ancillary
+                        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS), 0)
+            cred.close()
+            if data != b"i" or pid <= 0:
+                tail = self._output_tail()
+                raise OSError(f"the instance could not confine itself ({tail or 'no greeting'})")
+            init = _parent_of(pid)   # the instance's pid 1: the worker's parent
+            if init is None:
+                raise OSError("the instance's init is gone")
+            group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
+            process = ForkedProcess(init, status)
+            try:
+                group.move(init)
+                group.move(pid)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.kill(init, signal.SIGKILL)   # still unreaped: the pid is its own
+                process.release()
+                h.cgroups.discard(group)
+                raise
+        except BaseException:
+            for fd in parent_ends + child_ends:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            for sock in sockets:
+                sock.close()
+            raise
+        for fd in parent_ends:
+            os.set_blocking(fd, False)
+        self.instances.append(process)
+        return Launched(process, req_w, resp_r, out_r, None, self.launched.uid if self.launched
+                        else None, group, True)
+
+    def close(self) -> None:
+        """Kill the template and, with its pid namespace, every instance still forked from it."""
+        if self.dead is None:
+            self.dead = "closed"
+        if self.launched is not None:
+            launched, self.launched = self.launched, None
+            if self.ctl is not None:
+                self.ctl.detach()   # the fd is closed by `discard` as request_w
+            if self.init_pid is None:
+                self.init_pid = _wait_for_init(launched.popen.pid)
+            if self.init_pid is not None:   # ends the sandbox's pid namespace, instances too
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(self.init_pid, signal.SIGKILL)
+            discard(launched)
+            if self.init_pid is not None and host().subreaper:
+                # bwrap's init is handed to us (the subreaper) once bwrap is gone: collect it
+                end = time.monotonic() + 5.0
+                while time.monotonic() < end:
+                    try:
+                        if os.waitpid(self.init_pid, os.WNOHANG)[0]:
+                            break
+                    except ChildProcessError:
+                        break
+                    time.sleep(0.002)
+
+
+def _parent_of(pid: int) -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return None
+
+
+def _wait_for_init(pid: int) -> int | None:
+    """Host pid of bwrap's init inside the sandbox (the child of the outer bwrap); the
+    kernel's list of children can miss one while others are forked, so it is read again."""
+    for _ in range(50):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            if children:
+                return int(children[0])
+        time.sleep(0.001)
+    return None
+
+
+_FORKERS: ThreadPoolExecutor | None = None
+_FORKERS_LOCK = threading.Lock()
+
+
+def _forkers() -> ThreadPoolExecutor:
+    global _FORKERS
+    with _FORKERS_LOCK:
+        if _FORKERS is None:
+            _FORKERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="envduels-fork")
+        return _FORKERS
+
+
+class Templates:
+    """The templates of one EnvPool: one per (source, role), at most `max_templates` alive
+    (the least recently used template with no live instance goes first)."""
+
+    def __init__(self, limits: SandboxLimits, max_templates: int = 32) -> None:
+        self.limits = limits
+        self.max_templates = max_templates
+        self._templates: OrderedDict[tuple[str, bool], asyncio.Future[Template]] = OrderedDict()
+
+    async def fork(self, source: str, *, replay: bool) -> Launched:
+        """A forked instance of `source`'s template for this role (started on first use).
+        TemplateUnavailable when templates cannot run here; SandboxStartError when this
+        template could not fork."""
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), replay)
+        loop = asyncio.get_running_loop()
+        for attempt in range(2):
+            template = await self._template(key, source)
+            try:
+                return await loop.run_in_executor(_forkers(), template.fork, self.limits)
+            except OSError as err:
+                if template.dead is None or attempt:
+                    raise SandboxStartError(f"the sandbox failed to start: {err}") from None
+                self._drop(key, template)   # a dead template: start a new one once
+        raise AssertionError("unreachable")
+
+    async def _template(self, key: tuple[str, bool], source: str) -> Template:
+        global _fallback_reason
+        future = self._templates.get(key)
+        if future is None:
+            await self._evict()
+            future = asyncio.get_running_loop().create_future()
+            self._templates[key] = future
+            template = Template(key)
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    launcher_threads(), template.start, self.limits, source)
+            except TemplateUnavailable as err:
+                _fallback_reason = str(err)
+                self._templates.pop(key, None)
+                future.set_exception(err)
+                future.exception()   # retrieved: waiters, if any, raise it themselves
+                raise
+            except OSError as err:
+                self._templates.pop(key, None)
+                error = SandboxStartError(f"the sandbox failed to start: {err}")
+                future.set_exception(error)
+                future.exception()
+                raise error from None
+            future.set_result(template)
+        self._templates.move_to_end(key)
+        return await asyncio.shield(future)
+
+    def _drop(self, key: tuple[str, bool], template: Template) -> None:
+        if self._templates.get(key) is not None and self._templates[key].done() \
+                and not self._templates[key].exception() \
+                and self._templates[key].result() is template:
+            del self._templates[key]
+        launcher_threads().submit(template.close)
+
+    async def _evict(self) -> None:
+        while len(self._templates) >= self.max_templates:
+            for key, future in self._templates.items():
+                if future.done() and not future.exception() and not future.result().live():
+                    self._drop(key, future.result())
+                    break
+            else:
+                return   # every template serves an instance: one more is allowed
+
+    def pids(self) -> list[int]:
+        """Host pids of the template sandboxes (bwrap), for tests and diagnostics."""
+        return [f.result().pid or 0 for f in self._templates.values()
+                if f.done() and not f.exception()]
+
+    async def aclose(self) -> None:
+        templates = [f.result() for f in self._templates.values()
+                     if f.done() and not f.exception()]
+        self._templates.clear()
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(launcher_threads(), t.close)
+                               for t in templates))

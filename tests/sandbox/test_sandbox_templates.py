@@ -1,0 +1,232 @@
+"""Instances forked from a template: each episode as fresh as a new sandbox (docs/sandbox.md).
+
+Every test runs real bubblewrap templates; they are skipped where the host cannot run them
+(not root, no cgroups, no libseccomp), where the pool uses fresh sandboxes instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+from sandbox_helpers import FAST, TRIVIAL, sandbox_uid_processes
+
+from envduels.sandbox import EnvPool, _template
+from envduels.sandbox._template import instance_mode, template_problem
+
+pytestmark = pytest.mark.skipif(template_problem(FAST) is not None,
+                                reason=f"platform: no templates here: {template_problem(FAST)}")
+
+# reset() reports everything one episode could have left for another; step("leave") leaves
+# all of it: files in /tmp and /dev/shm, a variable, a module global and a class attribute, an
+# open descriptor, a thread and a child still running, signal handlers, an interval timer.
+LEAVER = r'''
+import gc, json, os, signal, sys, threading, time
+
+MARK = "clean"
+
+class Leaver:
+    mark = "clean"
+    def reset(self, seed=None):
+        shm = sorted(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else None
+        return json.dumps({
+            "tmp": sorted(os.listdir("/tmp")), "shm": shm,
+            "env": os.environ.get("LEFT"), "global": MARK, "class": Leaver.mark,
+            "fds": sorted(os.listdir("/proc/self/fd")),
+            "threads": threading.active_count(), "pids": sorted(
+                p for p in os.listdir("/proc") if p.isdigit()),
+            "usr1": str(signal.getsignal(signal.SIGUSR1)),
+            "term": str(signal.getsignal(signal.SIGTERM)),
+            "itimer": signal.getitimer(signal.ITIMER_REAL)[0] > 0,
+            "pid": os.getpid(), "ppid": os.getppid(),
+        }), {}
+    def step(self, action):
+        global MARK
+        left = []
+        for path in ("/tmp/left", "/dev/shm/left"):
+            try:
+                with open(path, "w") as fh:
+                    fh.write("from an earlier episode")
+                left.append(path)
+            except OSError:
+                pass
+        os.environ["LEFT"] = "yes"
+        MARK = Leaver.mark = "dirty"
+        self.keep = open("/tmp/held", "w")
+        threading.Thread(target=lambda: time.sleep(60), daemon=True).start()
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        signal.signal(signal.SIGUSR1, lambda *a: None)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        return json.dumps(left), 0.0, False, False, {}
+'''
+
+# Module code starts a thread that counts what it can; reset reports every counter an
+# instance could read that would advance with the episodes forked before it.
+COUNTER = r'''
+import gc, json, os, sys, threading, time
+
+TICKS = [0]
+RESETS = [0]
+
+def _count():
+    while True:
+        TICKS[0] += 1
+        time.sleep(0.001)
+
+threading.Thread(target=_count, daemon=True).start()
+
+class Order:
+    def reset(self, seed=None):
+        RESETS[0] += 1
+        return json.dumps({
+            "resets": RESETS[0], "pid": os.getpid(), "threads": threading.active_count(),
+            "gc_count": gc.get_count(), "gc_collections": [s["collections"] for s in gc.get_stats()],
+            "blocks": sys.getallocatedblocks() // 64, "modules": sorted(sys.modules),
+            "pids": sorted(p for p in os.listdir("/proc") if p.isdigit()),
+            "cgroup_is_root_relative": [line.rsplit(":", 1)[1].count("/") for line in
+                                        open("/proc/self/cgroup").read().splitlines()],
+        }), {}
+    def step(self, action):
+        return "ok", 0.0, True, False, {}
+'''
+
+
+WIDE = dataclasses.replace(FAST, observation_max_chars=8000)   # the reports are long
+
+
+@pytest.fixture
+async def tpool() -> EnvPool:
+    async with EnvPool(WIDE, warm=0) as p:
+        assert p.uses_templates
+        yield p
+    left = sandbox_uid_processes()
+    assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
+
+
+async def _report(pool: EnvPool, source: str, **kw: bool) -> dict:
+    inst = await pool.open(source, **kw)
+    try:
+        obs, _ = await inst.reset(1)
+        return json.loads(obs)
+    finally:
+        await inst.close()
+
+
+async def test_an_episode_leaves_nothing_for_the_next_episode_of_the_same_template(
+        tpool: EnvPool) -> None:
+    baseline = await _report(tpool, LEAVER)
+    assert baseline["tmp"] == [] and baseline["env"] is None and baseline["global"] == "clean"
+    assert baseline["fds"] == ["0", "1", "2", "3", "4"] or baseline["fds"][:5] == ["0", "1", "2", "3", "4"]
+    first = await tpool.open(LEAVER)
+    await first.reset(1)
+    left = json.loads((await first.step("leave")).observation)
+    assert "/tmp/left" in left   # it did leave a file
+    # while the leaver still runs (its thread, child, timer alive) and after it is gone
+    during = await _report(tpool, LEAVER)
+    await first.close()
+    after = await _report(tpool, LEAVER)
+    assert during == baseline
+    assert after == baseline
+
+
+async def test_module_code_s_thread_cannot_tell_the_episodes_apart(tpool: EnvPool) -> None:
+    reports = [await _report(tpool, COUNTER) for _ in range(5)]
+    assert reports[0]["resets"] == 1 and reports[0]["pid"] == 2   # as in a fresh sandbox
+    assert all(r == reports[0] for r in reports), [r for r in reports if r != reports[0]]
+
+
+async def test_a_replay_never_shares_a_process_template_or_tmpfs_with_its_play(
+        tpool: EnvPool) -> None:
+    source = LEAVER
+    play = await tpool.open(source)
+    replay = await tpool.open(source, replay=True)
+    try:
+        await play.reset(1)
+        await play.step("leave")   # the play's /tmp now holds files
+        obs, _ = await replay.reset(1)
+        assert json.loads(obs)["tmp"] == []
+        harness_side = set(_ancestors(os.getpid()))
+        play_side = set(_ancestors(play.pid)) - harness_side
+        replay_side = set(_ancestors(replay.pid)) - harness_side
+        assert play_side and replay_side
+        assert play_side.isdisjoint(replay_side)
+        assert Path(f"/proc/{play.pid}").stat().st_uid != Path(f"/proc/{replay.pid}").stat().st_uid
+        assert len(tpool._templates.pids()) == 2
+    finally:
+        await play.close()
+        await replay.close()
+
+
+async def test_an_instance_holds_no_capability_and_runs_under_seccomp_and_no_new_privs(
+        tpool: EnvPool) -> None:
+    source = TRIVIAL.replace('return "count to 3", {"seed": seed}',
+                             'return open("/proc/self/status").read(), {"seed": seed}')
+    inst = await tpool.open(source)
+    try:
+        status, _ = await inst.reset(1)
+    finally:
+        await inst.close()
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[cap], 16) == 0, (cap, fields[cap])
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"
+
+
+async def test_a_template_that_cannot_start_falls_back_to_fresh_sandboxes_and_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_template, "template_argv",
+                        lambda h, limits: ["/nonexistent-bwrap"])
+    monkeypatch.setattr(_template, "_fallback_reason", None)
+    async with EnvPool(FAST, warm=0) as pool:
+        inst = await pool.open(TRIVIAL)
+        try:
+            assert await inst.reset(1) == ("count to 3", {"seed": 1})
+        finally:
+            await inst.close()
+        assert not pool.uses_templates
+    assert instance_mode(FAST).startswith("fresh sandboxes, one per instance: ")
+
+
+def test_status_says_fresh_sandboxes_when_templates_are_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_template, "_fallback_reason", None)   # no earlier failure here
+    monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")
+    assert instance_mode(FAST) == ("fresh sandboxes, one per instance: templates turned off "
+                                   "(ENVDUELS_TEMPLATES=0)")
+    monkeypatch.delenv("ENVDUELS_TEMPLATES")
+    assert instance_mode(FAST).startswith("instances forked from per-environment templates")
+
+
+def _ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        chain.append(pid)
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return chain
+
+
+def test_envduels_status_row_says_fresh_sandboxes_and_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from envduels.engine.status import _instance_mode
+
+    monkeypatch.setattr(_template, "_fallback_reason", None)
+    monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")
+    assert _instance_mode(None) == ("fresh sandboxes, one per instance: templates turned off "
+                                    "(ENVDUELS_TEMPLATES=0)")
+
+    class Gvisor:
+        class sandbox:   # noqa: N801 (a config's shape)
+            runtime = "gvisor"
+
+    monkeypatch.delenv("ENVDUELS_TEMPLATES")
+    assert _instance_mode(Gvisor) == ("fresh sandboxes, one per instance: the gvisor runtime "
+                                      "starts a fresh sandbox per instance")
+    assert _instance_mode(None).startswith("instances forked from per-environment templates")
