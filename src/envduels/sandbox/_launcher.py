@@ -353,6 +353,7 @@ class Launched:
     cgroup: SandboxCgroup | None
     sandboxed: bool
     scratch: str | None = None
+    runtime: str = "bubblewrap"   # what runs it: "bubblewrap" or "gvisor"
 
 
 def _count_own_processes(uid: int) -> int:
@@ -525,7 +526,7 @@ def _launch_gvisor(h: Host, limits: SandboxLimits) -> Launched:
         os.close(fd)
     for fd in (resp_r, out_r, req_w):
         os.set_blocking(fd, False)
-    return Launched(popen, req_w, resp_r, out_r, None, None, group, True, scratch)
+    return Launched(popen, req_w, resp_r, out_r, None, None, group, True, scratch, "gvisor")
 
 
 def _write_all(fd: int, data: bytes) -> None:
