@@ -26,6 +26,9 @@ from sandbox_helpers import (
 
 from envduels.sandbox import EnvFault, EnvPool, SandboxLimits, StepResult
 
+# every test here runs under each sandbox runtime (bubblewrap, gVisor)
+pytestmark = pytest.mark.usefixtures("sandbox_runtime")
+
 PROJECT = Path(__file__).resolve().parents[2]
 
 

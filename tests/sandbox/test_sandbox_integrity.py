@@ -24,6 +24,9 @@ from envduels.envs import benchmark_seeds, library_env, library_names, validate_
 from envduels.sandbox import EnvFault, EnvPool, _resident
 from envduels.sandbox._launcher import SANDBOX_HOSTNAME, host
 
+# every test here runs under each sandbox runtime (bubblewrap, gVisor)
+pytestmark = pytest.mark.usefixtures("sandbox_runtime")
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "envs"
 ENVDUELS = str(Path(sys.executable).parent / "envduels")
 FORGE = """

@@ -124,5 +124,8 @@ def argv(runsc: str, folder: str) -> list[str]:
     """`runsc run` of the bundle in `folder`, its state kept there too (removed with it)."""
     state = os.path.join(folder, "state")
     os.mkdir(state, 0o700)
-    return [runsc, f"--root={state}", "--network=none", f"--platform={PLATFORM}", "run",
+    # --ignore-cgroups: else runsc moves its Sentry and gofer into a cgroup of its own at the
+    # root of each hierarchy (no limits of ours, and left behind when runsc is killed)
+    return [runsc, f"--root={state}", "--ignore-cgroups", "--network=none",
+            f"--platform={PLATFORM}", "run",
             f"--bundle={folder}", "envduels-" + secrets.token_hex(8)]
