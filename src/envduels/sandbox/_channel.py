@@ -418,6 +418,9 @@ class WorkerChannel:
         group = self.launched.cgroup
         if group is not None and group.oom_kills() > 0:
             return f"memory limit exceeded ({self.limits.memory_mb} MiB)"
+        if group is not None and self.launched.runtime == "gvisor" and group.pids_limit_hits():
+            # gVisor does not enforce RLIMIT_NPROC; the Sentry stops at the host's pids limit
+            return f"process limit exceeded ({self.limits.max_procs} processes)"
         rc = self.launched.popen.poll()
         if rc is None:
             return "worker stopped answering"

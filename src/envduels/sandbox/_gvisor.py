@@ -100,6 +100,9 @@ def write_bundle(folder: str, *, args: list[str], binds: list[tuple[str, str]],
                 "options": ["rbind", "ro"]} for source, target in binds]
     mounts.append({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
                    "options": [f"size={scratch_mb}m", "mode=1777", "nosuid", "nodev"]})
+    # runsc always mounts its own sysfs (virtual devices, CPUs): hidden behind an empty one
+    mounts.append({"destination": "/sys", "type": "tmpfs", "source": "tmpfs",
+                   "options": ["ro", "size=4k", "mode=555"]})
     caps: list[str] = []
     spec = {
         "ociVersion": "1.0.0",
