@@ -132,3 +132,49 @@ async def test_pipe_inode_numbers_are_the_sandbox_s_own_only_under_gvisor(
         assert seen[0] == seen[1] == seen[2], seen
     else:   # handed out in per-CPU batches: distinct, not always increasing
         assert len(set(seen)) == 3, seen
+
+
+STDLIB = """
+import asyncio, collections, concurrent.futures, dataclasses, datetime, decimal, fractions
+import hashlib, heapq, itertools, json, math, random, re, sqlite3, statistics, string
+import tempfile, textwrap, threading
+
+def exercise():
+    done = {}
+    done["random"] = random.Random(3).randint(1, 6)
+    done["re"] = re.findall(r"\\d+", "a1b22")
+    done["stats"] = statistics.median([3, 1, 2])
+    done["fractions"] = str(fractions.Fraction(3, 6) + decimal.Decimal("0.5").as_integer_ratio()[0])
+    done["hash"] = hashlib.sha256(b"x").hexdigest()[:8]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        done["threads"] = sorted(pool.map(lambda n: n * n, range(4)))
+
+    async def tick():
+        await asyncio.sleep(0)
+        return "ran"
+    done["asyncio"] = asyncio.run(tick())   # its self-pipe is an AF_UNIX socketpair
+    db = sqlite3.connect(":memory:")
+    done["sqlite"] = db.execute("SELECT 6 * 7").fetchone()[0]
+    with tempfile.TemporaryDirectory() as folder:
+        with open(folder + "/f", "w") as fh:
+            fh.write("ok")
+        done["tmp"] = open(folder + "/f").read()
+    reader, writer = __import__("os").pipe()
+    done["pipe"] = "ok"
+    pid = __import__("os").fork()
+    if pid == 0:
+        __import__("os")._exit(7)
+    done["fork"] = __import__("os").waitstatus_to_exitcode(__import__("os").waitpid(pid, 0)[1])
+    return done
+"""
+
+
+async def test_the_standard_library_environments_use_still_works(pool: EnvPool) -> None:
+    inst = await pool.open(env_source("return json.dumps(exercise()), 0.0, True, False, {}",
+                                      prelude=STDLIB))
+    await inst.reset(0)
+    found = json.loads((await inst.step("a")).observation)
+    await inst.close()
+    assert found == {"random": 2, "re": ["1", "22"], "stats": 2, "fractions": "3/2",
+                     "hash": "2d711642", "threads": [0, 1, 4, 9], "asyncio": "ran",
+                     "sqlite": 42, "tmp": "ok", "pipe": "ok", "fork": 7}
