@@ -1,7 +1,8 @@
 """Sandbox figures in one run: cold start, warm step round trip, ready-from-pool, steps/s,
-the cost of freezing the sandbox between calls, and the harness's memory under a frame flood.
+the cost of freezing the sandbox between calls, the harness's memory under a frame flood, and
+both runtimes (bubblewrap, gVisor) side by side.
 
-Run: .venv/bin/python bench/bench_sandbox.py [--quick]
+Run: .venv/bin/python bench/bench_sandbox.py [--quick] [--runtimes-only]
 Prints medians and p90s next to their targets (2-core machine): warm step median <= 0.2 ms,
 instance ready from a warm pool <= 1 ms, cold start <= 40 ms. The machine's load average is
 printed too: other processes competing for the CPUs inflate every figure.
@@ -237,6 +238,50 @@ async def main(n, source):
     print(json.dumps(times[1:]))   # the first start of a process also probes the host
 asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
 """
+
+
+async def _cold_and_warm(limits: SandboxLimits, steps: int) -> tuple[float, list[float]]:
+    """One cold start (spawn -> loaded -> first reset done) and `steps` warm step round trips."""
+    pool = EnvPool(limits, warm=0)
+    start = time.perf_counter()
+    inst = await pool.open(TRIVIAL)
+    await inst.reset(0)
+    cold = time.perf_counter() - start
+    for _ in range(20):
+        await inst.step("warm-up")
+    warm = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        await inst.step("\\boxed{a}")
+        warm.append(time.perf_counter() - start)
+    await pool.aclose()
+    return cold, warm
+
+
+async def runtimes(n: int, steps: int) -> None:
+    """Cold start and warm step under each runtime, alternated in this run, with the ratio
+    gVisor / bubblewrap (medians)."""
+    names = ["bubblewrap"] + (["gvisor"] if host().runsc and host().root else [])
+    cold: dict[str, list[float]] = {r: [] for r in names}
+    warm: dict[str, list[float]] = {r: [] for r in names}
+    for _ in range(n):
+        for runtime in names:
+            c, w = await _cold_and_warm(SandboxLimits(runtime=runtime), steps)
+            cold[runtime].append(c)
+            warm[runtime] += w
+    print(f"runtimes (alternated, n={n} cold starts and {n * steps} steps each):")
+    print(f"  {'':<32}" + "".join(f"{r:>22}" for r in names)
+          + ("   gvisor/bubblewrap" if len(names) == 2 else ""))
+    for label, data in (("cold start, median ms", cold), ("cold start, p90 ms", cold),
+                        ("warm step, median ms", warm), ("warm step, p90 ms", warm)):
+        figure = statistics.median if "median" in label else (lambda v: pct(v, 0.9))
+        values = [figure(data[r]) * 1000 for r in names]
+        line = f"  {label:<32}" + "".join(f"{v:22.3f}" for v in values)
+        if len(values) == 2:
+            line += f"   {values[1] / values[0]:17.2f}"
+        print(line)
+    if len(names) == 1:
+        print("  gvisor: not measured (runsc is not installed, or the harness is not root)")
 
 
 def compare_cold_starts(other_src: str, rounds: int) -> None:
@@ -508,6 +553,7 @@ async def main(quick: bool, flood_only: bool = False) -> None:
     print(f"  {'steps/s, one instance, sequential':<46} {rate:10.0f}")
     print(f"  {'steps/s, 8 instances concurrently':<46} "
           f"{await parallel_rate(8, n_steps // 8, limits):10.0f}")
+    await runtimes(4 if quick else 15, 200 if quick else 1000)
     print(f"load average after the run: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
@@ -520,7 +566,12 @@ if __name__ == "__main__":
                         help="only the template rows (instances and envduels.gym resets)")
     parser.add_argument("--compare-src", metavar="SRC",
                         help="only cold starts, alternated with those of SRC (e.g. main's src)")
+    parser.add_argument("--runtimes-only", action="store_true",
+                        help="only bubblewrap and gVisor side by side")
     args = parser.parse_args()
+    if args.runtimes_only:
+        asyncio.run(runtimes(4 if args.quick else 15, 200 if args.quick else 1000))
+        sys.exit(0)
     if args.compare_src:
         compare_cold_starts(args.compare_src, 4 if args.quick else 10)
         sys.exit(0)

@@ -29,6 +29,7 @@ if [ "$want_test" = 1 ]; then
   command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || apt_pkgs+=(chromium-driver)
   command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)   # loopback in the Ray tests' netns
+  command -v runsc >/dev/null 2>&1 || apt_pkgs+=(runsc)    # gVisor: sandbox.runtime gvisor's tests
 fi
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

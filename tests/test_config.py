@@ -102,7 +102,8 @@ def test_the_sandbox_limits_a_config_sets_default_to_the_config_s_defaults() -> 
     from envduels.sandbox import SandboxLimits
 
     shared = [f.name for f in fields(SandboxLimits) if f.name in SandboxConfig.model_fields]
-    assert shared == ["memory_mb", "step_timeout_s", "cpu_s", "max_procs", "observation_max_chars"]
+    assert shared == ["memory_mb", "step_timeout_s", "cpu_s", "max_procs", "observation_max_chars",
+                      "runtime"]
     assert {n: getattr(SandboxLimits(), n) for n in shared} == {
         n: getattr(SandboxConfig(), n) for n in shared}
     assert SandboxLimits.from_config(SandboxConfig()) == SandboxLimits()

@@ -10,3 +10,5 @@ STEP_TIMEOUT_S = 5.0
 CPU_S = 60
 MAX_PROCS = 64
 OBSERVATION_MAX_CHARS = 8000
+RUNTIME = "bubblewrap"
+RUNTIMES = ("bubblewrap", "gvisor")   # docs/sandbox.md, "Runtimes"

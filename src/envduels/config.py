@@ -192,6 +192,10 @@ class SandboxConfig(_Strict):
     max_procs: int = Field(_sandbox.MAX_PROCS, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
     observation_max_chars: int = Field(_sandbox.OBSERVATION_MAX_CHARS, ge=100)
     warm_workers: int = Field(2, ge=0, le=256, json_schema_extra=NO_RESULT_EFFECT)
+    # bubblewrap (the default) or gvisor: gVisor's user-space kernel (`runsc`) gives each
+    # sandbox its own kernel counters, /proc and clocks (docs/sandbox.md, "Runtimes")
+    runtime: Literal["bubblewrap", "gvisor"] = Field(_sandbox.RUNTIME,
+                                                     json_schema_extra=NO_RESULT_EFFECT)
 
 
 class BudgetConfig(_Strict):

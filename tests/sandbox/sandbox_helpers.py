@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from envduels.sandbox import EnvPool, SandboxLimits
+from envduels import _sandbox_defaults
+from envduels.sandbox import EnvPool, SandboxLimits, _pool
 from envduels.sandbox._launcher import host
 
 FAST = SandboxLimits(step_timeout_s=1.5, cpu_s=20, memory_mb=256, max_procs=32,
@@ -43,6 +44,35 @@ def env_source(step: str = "return 'ok', 0.0, False, False, {}", *, reset: str =
             "    def reset(self, seed=None):\n" + textwrap.indent(textwrap.dedent(reset), " " * 8)
             + "\n    def step(self, action):\n" + textwrap.indent(textwrap.dedent(step), " " * 8)
             + "\n")
+
+
+def gvisor_missing() -> str | None:
+    """Why the gVisor runtime cannot run here, as a skip reason, or None when it can. No
+    runsc is an install step (CI installs it: the conftest fails that skip there); a harness
+    that is not root is a property of the machine ("platform:")."""
+    h = host()
+    if h.runsc is None:
+        return "gVisor's runsc is not installed (apt-get install runsc)"
+    if not h.root:
+        return "platform: gVisor's runsc needs root"
+    return None
+
+
+@pytest.fixture(params=_sandbox_defaults.RUNTIMES)
+def sandbox_runtime(request: pytest.FixtureRequest,
+                    monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs the test once per sandbox runtime: every worker the test's pools start runs
+    under it (the suites of tests/sandbox that use it hold under both)."""
+    runtime = request.param
+    if runtime == "gvisor" and (why := gvisor_missing()):
+        pytest.skip(why)
+    launch = _pool.launch
+
+    def launch_under(limits: SandboxLimits, **kw: object) -> object:
+        return launch(dataclasses.replace(limits, runtime=runtime), **kw)
+
+    monkeypatch.setattr(_pool, "launch", launch_under)
+    return runtime
 
 
 def sandbox_uid_processes() -> list[int]:

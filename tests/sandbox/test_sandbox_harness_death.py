@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sandbox_helpers import namespace_pids
 
 HARNESS = r'''
@@ -19,8 +20,7 @@ from sandbox_helpers import FAST, env_source
 from envduels.sandbox import EnvPool
 
 DAEMON = """
-if os.fork() == 0:
-    os.setsid()
+if os.fork() == 0:   # detached by a double fork (setsid is refused: autogroup ids)
     if os.fork() == 0:
         time.sleep(600)
     os._exit(0)
@@ -83,3 +83,45 @@ def _describe(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text()[:120]
     except OSError:
         return f"{pid} gone"
+
+
+GVISOR_HARNESS = r'''
+import asyncio, dataclasses, json, sys
+sys.path.insert(0, sys.argv[1])
+from sandbox_helpers import FAST, env_source
+from envduels.sandbox import EnvPool
+from envduels.sandbox._channel import _descendants
+
+async def main():
+    pool = EnvPool(dataclasses.replace(FAST, runtime="gvisor"), warm=0)
+    inst = await pool.open(env_source("time.sleep(600)", prelude="import time"))
+    await inst.reset(0)
+    stepping = asyncio.ensure_future(inst.step("a"))   # mid-call when the harness dies
+    await asyncio.sleep(0.3)
+    print(json.dumps([inst.pid, *_descendants(inst.pid)]), flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+'''
+
+
+def test_sigkill_of_the_harness_leaves_no_gvisor_process(tmp_path: Path) -> None:
+    from sandbox_helpers import gvisor_missing
+
+    if why := gvisor_missing():
+        pytest.skip(why)
+    harness = subprocess.Popen([sys.executable, "-c", GVISOR_HARNESS, str(Path(__file__).parent)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        tree = json.loads(harness.stdout.readline())
+        assert len(tree) >= 3   # runsc, its gofer, the Sentry (and the Sentry's stubs)
+    finally:
+        os.kill(harness.pid, signal.SIGKILL)
+        harness.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = [p for p in tree if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert left == [], [_describe(p) for p in left]

@@ -4,7 +4,9 @@ back, give exactly the observations, rewards and flags the transcript recorded?
 The contract (SPEC §2) says it must. An environment that behaves differently when answered
 slowly, for actions its validation never tried, or from state kept across episodes shows it
 here, since the replay differs from the play in exactly those respects: it is fast, it uses the
-model's actions, and it is another episode. The audit makes no model call.
+model's actions, and it is another episode. It is also not next to its play: the scheduler runs
+a round's replays after all its plays, in a shuffled batch, so no state left in the host by the
+play can count on being read by its own replay. The audit makes no model call.
 """
 
 from __future__ import annotations

@@ -14,10 +14,13 @@ The sandbox pool is told how many episodes are coming (`EnvPool.expect`: an uppe
 before a round's authoring, the exact batch before its episodes), so workers start before the
 episodes ask, and no more than they need.
 Audit: every episode that ends in success or failure is replayed in a fresh sandbox (see
-`engine.audit`) after its solver and sandbox slots are freed; the run does not finish before its
-audits do, and a resumed run first audits what an earlier session played but did not audit. A
-mismatch flags the environment `nondeterministic` (`Store.put_audit`); its episodes not played
-yet are recorded `incomplete` without a model call.
+`engine.audit`), in one batch after the round's plays, in an order drawn from the operating
+system's randomness: an environment cannot line a replay up with its play ("the last mark in a
+shared counter is my play's"), nor tell a replay by its place right after a play. The run does
+not finish before its audits do, and a resumed run first audits (also shuffled) what an earlier
+session played but did not audit. A mismatch flags the environment `nondeterministic`
+(`Store.put_audit`); its episodes of later rounds (and of this round, if the session stops
+before it audits) are recorded `incomplete` without a model call.
 
 Last resort: no exception from one episode or authoring job cancels the others or the run. An
 episode that raises anyway is recorded `error` (the host's fault: retried on resume); an
@@ -89,6 +92,21 @@ R = TypeVar("R")
 AUDIT_EPISODES = True
 """Internal switch for `bench/bench_engine.py` (the audit's cost, measured against a run
 without it): never a user setting, since a run without the audit can be gamed."""
+
+_AUDIT_ORDER = random.SystemRandom()
+"""Draws the order of a batch of replays: unpredictable and never derived from the run (its
+config, its secret), so nothing an environment sees tells it which replay comes when."""
+
+
+@dataclass(frozen=True)
+class PendingAudit:
+    """A played episode waiting for its replay: what `Tournament._audit` needs."""
+
+    key: str
+    env: EnvSpec
+    seed: int
+    hinted: bool
+    transcript: list[dict[str, Any]]
 
 
 class Executor(Protocol):
@@ -238,6 +256,7 @@ class Tournament:
         self._errors = 0
         self.audit = AUDIT_EPISODES if audit is None else audit
         self._caught: set[str] = set(store.nondeterministic_environments())
+        self._pending: list[PendingAudit] = []   # this round's played episodes, unaudited
 
     # -- budget -----------------------------------------------------------------------------
 
@@ -381,14 +400,16 @@ class Tournament:
         finished = self.store.finished_episode_keys()
         todo = [task for task in tasks if task.key not in finished]
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
-        # this batch and at most one replay per episode: no worker started for nothing
-        self.sandboxes.expect(len(todo) * (2 if self.audit else 1))
+        # the plays now, their replays after them: no worker started for nothing
+        self.sandboxes.expect(len(todo))
         async for _ in self.executor.map(self._episode, todo):
             pass
+        pending, self._pending = self._pending, []
+        await self._audit_batch(pending)
 
     async def _episode(self, task: EpisodeTask) -> EpisodeResult | None:
-        """Play, record and audit one episode. Raises only `UserError` (the run must stop) and
-        cancellation."""
+        """Play and record one episode, and queue its replay for the round's audit batch.
+        Raises only `UserError` (the run must stop) and cancellation."""
         try:
             result = await self._play_one(task)
         except UserError:
@@ -404,9 +425,8 @@ class Tournament:
             self.progress.episode_finished(result.outcome)
             return result
         if result is not None and self.audit and result.outcome in ("success", "failure"):
-            # the solver and sandbox slots are free again: the replay is off the critical path
-            await self._audit(task.key, task.env, seed=task.seed, hinted=task.hinted,
-                              transcript=result.transcript)
+            self._pending.append(PendingAudit(task.key, task.env, task.seed, task.hinted,
+                                              result.transcript))
         return result
 
     async def _play_one(self, task: EpisodeTask) -> EpisodeResult | None:
@@ -473,21 +493,31 @@ class Tournament:
             self._caught.add(env.id)
             log.warning("environment %s is nondeterministic: %s", env.id, verdict.detail)
 
+    async def _audit_batch(self, pending: list[PendingAudit]) -> None:
+        """Replay `pending` (played episodes) in an order drawn by `_AUDIT_ORDER`. Called once
+        the round's plays are over, so no replay runs between two plays, or right after its
+        own play because it is next in line."""
+        if not pending:
+            return
+        order = list(pending)
+        _AUDIT_ORDER.shuffle(order)
+        self.sandboxes.expect(len(order))
+
+        async def one(item: PendingAudit) -> None:
+            await self._audit(item.key, item.env, seed=item.seed, hinted=item.hinted,
+                              transcript=item.transcript)
+
+        # the executor starts them in this order; the sandbox slots let them in first come,
+        # first served
+        async for _ in self.executor.map(one, order):
+            pass
+
     async def _audit_unaudited(self) -> None:
         """Audit what an earlier session played but did not audit (killed in between, or a
         run database from before audits existed)."""
         if not self.audit:
             return
-        pending = self.store.unaudited_episodes()
-        if not pending:
-            return
         specs = {e.env_id: e.spec for e in self.store.environments()}
-        pending = [ep for ep in pending if ep.env_id in specs]
-        self.sandboxes.expect(len(pending))
-
-        async def one(ep: EpisodeRow) -> None:
-            await self._audit(ep.episode_key, specs[ep.env_id], seed=ep.seed, hinted=ep.hinted,
-                              transcript=ep.transcript)
-
-        async for _ in self.executor.map(one, pending):
-            pass
+        await self._audit_batch([
+            PendingAudit(ep.episode_key, specs[ep.env_id], ep.seed, ep.hinted, ep.transcript)
+            for ep in self.store.unaudited_episodes() if ep.env_id in specs])

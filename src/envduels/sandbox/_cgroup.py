@@ -167,6 +167,14 @@ class SandboxCgroup:
                     return int(line.split()[1])
         return 0
 
+    def pids_limit_hits(self) -> int:
+        """How often a fork in the sandbox was refused by `pids.max`."""
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.pids / "pids.events").read_text().splitlines():
+                if line.startswith("max "):
+                    return int(line.split()[1])
+        return 0
+
     def remove(self) -> bool:
         """Delete both groups; False while a process (or an unreaped zombie) is still inside."""
         done = True

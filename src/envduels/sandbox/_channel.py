@@ -117,6 +117,27 @@ def _one_line(reason: str, limit: int = 500) -> str:
 _CONTROL = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of host process `pid` (from /proc's children lists)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 4096:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as fh:
+                    children = [int(c) for c in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            found.extend(children)
+            todo.extend(children)
+    return found
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -134,6 +155,7 @@ class WorkerChannel:
         self.loop = loop
         self.pid = launched.popen.pid
         self.init_pid: int | None = None
+        self._orphans: list[int] = []         # gVisor's processes, ours to reap (subreaper)
         self.output = bytearray()
         self.dead: str | None = None          # the reason, once the worker is gone
         self._output_total = 0
@@ -402,6 +424,9 @@ class WorkerChannel:
         group = self.launched.cgroup
         if group is not None and group.oom_kills() > 0:
             return f"memory limit exceeded ({self.limits.memory_mb} MiB)"
+        if group is not None and self.launched.runtime == "gvisor" and group.pids_limit_hits():
+            # gVisor does not enforce RLIMIT_NPROC; the Sentry stops at the host's pids limit
+            return f"process limit exceeded ({self.limits.max_procs} processes)"
         rc = self.launched.popen.poll()
         if rc is None:
             return "worker stopped answering"
@@ -445,6 +470,15 @@ class WorkerChannel:
         self._killed_by_us = True
         if self._freezing is not None:
             self._freezing.cancel()
+        if self.launched.runtime == "gvisor":
+            # runsc's gofer, Sentry and stubs die with it and are handed to us (the child
+            # subreaper): collected in `reap`, or they stay zombies until the harness exits.
+            # Only this sandbox's processes: never another Popen's child.
+            found = set(_descendants(self.pid))
+            if self.launched.cgroup is not None:
+                found.update(self.launched.cgroup.pids_inside())
+            found.discard(self.pid)
+            self._orphans = sorted(found)
         if self.init_pid is not None and self.launched.sandboxed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.init_pid, signal.SIGKILL)   # ends the whole pid namespace
@@ -490,6 +524,15 @@ class WorkerChannel:
                 try:
                     pid, _ = os.waitpid(self.init_pid, os.WNOHANG)
                 except ChildProcessError:
+                    break
+                if pid:
+                    break
+                await asyncio.sleep(0.002)
+        for orphan in self._orphans if h.subreaper else []:
+            while time.monotonic() < end:
+                try:
+                    pid, _ = os.waitpid(orphan, os.WNOHANG)
+                except ChildProcessError:   # not (or no longer) ours
                     break
                 if pid:
                     break

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import _gvisor
 from ._cgroup import CgroupRoot, SandboxCgroup
 from ._limits import SandboxLimits, SandboxUnavailable
 from ._resident import ResidentView
@@ -74,6 +75,7 @@ class Host:
     usr_view: list[str] | None = None  # the parts of /usr the interpreter needs (None: all)
     worker_code: bytes | None = None  # the worker compiled once by the sandbox interpreter
     resident: ResidentView | None = None  # usr_view copied into RAM (None: host files bound)
+    runsc: str | None = None          # gVisor's runtime, for `runtime: gvisor`
 
     def take_slot(self) -> int:
         """A uid slot for one sandbox: one this harness already holds and is not using, else a
@@ -206,7 +208,7 @@ def _probe() -> Host:
         log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
                 cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing,
-                setpriv=shutil.which("setpriv") if root else None,
+                setpriv=shutil.which("setpriv") if root else None, runsc=shutil.which("runsc"),
                 worker_code=_compile_worker(python), usr_view=usr_view, resident=resident)
 
 
@@ -281,14 +283,35 @@ def require_bwrap() -> None:
         raise SandboxUnavailable()
 
 
+def require_runtime(runtime: str) -> None:
+    """Raise SandboxUnavailable when `runtime` ("bubblewrap" or "gvisor") cannot run here:
+    its program is not installed, or (gVisor) the harness is not root, which runsc needs."""
+    if runtime != "gvisor":
+        require_bwrap()
+        return
+    h = host()
+    if h.runsc is None:
+        raise SandboxUnavailable("gVisor (runsc) is not installed", fix=(
+            "sandbox.runtime gvisor runs each sandbox under gVisor; install it (Debian/Ubuntu: "
+            "`apt-get install runsc`) or set sandbox.runtime to bubblewrap"))
+    if not h.root:
+        raise SandboxUnavailable("gVisor's runsc needs root to create its sandboxes", fix=(
+            "run envduels as root for sandbox.runtime gvisor, or set sandbox.runtime to "
+            "bubblewrap"))
+
+
 SANDBOX_HOSTNAME = "envduels-sandbox"   # its own UTS name: the host's says where it runs
 
 
 def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) -> list[str]:
     argv = [
         h.bwrap or "bwrap",
+        # No --new-session: every new session advances the host-wide autogroup id that
+        # /proc/self/autogroup shows, so fresh sandboxes could read their start order there.
+        # What the session stopped (TIOCSTI/TIOCLINUX into our terminal) the seccomp filter
+        # denies, /dev/tty is /dev/null inside, and the process group is the sandbox's own.
         "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-        "--new-session", "--cap-drop", "ALL", "--clearenv", "--hostname", SANDBOX_HOSTNAME,
+        "--cap-drop", "ALL", "--clearenv", "--hostname", SANDBOX_HOSTNAME,
     ]
     if h.resident is not None:   # RAM-resident copies: no page-cache state to sense
         argv += ["--ro-bind", h.resident.usr, "/usr"]
@@ -304,7 +327,7 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
     for extra in h.python_binds:
         argv += ["--ro-bind", extra, extra]
     argv += [
-        "--proc", "/proc", "--dev", "/dev",
+        "--proc", "/proc", "--dev", "/dev", "--dev-bind", "/dev/null", "/dev/tty",
         "--size", str(limits.scratch_mb << 20), "--tmpfs", "/tmp",
         "--chdir", "/tmp",
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
@@ -330,6 +353,7 @@ class Launched:
     cgroup: SandboxCgroup | None
     sandboxed: bool
     scratch: str | None = None
+    runtime: str = "bubblewrap"   # what runs it: "bubblewrap" or "gvisor"
 
 
 def _count_own_processes(uid: int) -> int:
@@ -348,6 +372,8 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     """Start a worker that waits for its "load" frame. Blocking (fork + exec): call it from a
     launcher thread (`launcher_threads()`) when an event loop is running."""
     h = host()
+    if not unsafe_no_sandbox and limits.runtime == "gvisor":
+        return _launch_gvisor(h, limits)
     if not unsafe_no_sandbox and h.bwrap is None:
         raise SandboxUnavailable()
     opened: list[int] = []
@@ -405,9 +431,7 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
             nproc += _count_own_processes(os.getuid())
         # The worker lowers its own limits before it reads any environment code: no
         # preexec_fn, whose Python-level fork of the whole harness costs milliseconds.
-        argv.append(",".join(str(v) for v in (
-            limits.memory_mb << 20, limits.cpu_s, limits.cpu_s + 1, limits.open_files,
-            limits.file_size_mb << 20, nproc)))
+        argv.append(_rlimit_spec(limits, nproc))
         ids: dict[str, object] = {}
         if uid is not None and h.setpriv is not None:
             # Popen(user=...) forks the whole harness (no vfork with a uid switch): ms per start
@@ -420,7 +444,7 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
         try:
             popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=cwd,
-                pass_fds=[fd for fd in child_ends if fd != out_w], start_new_session=True,
+                pass_fds=[fd for fd in child_ends if fd != out_w], process_group=0,
                 **ids,
             )
         finally:
@@ -442,6 +466,67 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     for fd in (resp_r, out_r, req_w):
         os.set_blocking(fd, False)
     return Launched(popen, req_w, resp_r, out_r, slot, uid, group, not unsafe_no_sandbox, scratch)
+
+
+def _rlimit_spec(limits: SandboxLimits, nproc: int) -> str:
+    """The worker's last argument: the limits it sets on itself (see `_worker._limit_self`)."""
+    return ",".join(str(v) for v in (limits.memory_mb << 20, limits.cpu_s, limits.cpu_s + 1,
+                                     limits.open_files, limits.file_size_mb << 20, nproc))
+
+
+def _launch_gvisor(h: Host, limits: SandboxLimits) -> Launched:
+    """`launch` under gVisor (`_gvisor.py`): `runsc run` of a bundle written for this
+    sandbox, the protocol on its standard streams, the whole of runsc inside the sandbox's
+    cgroup (with room for gVisor's own tasks and memory), killed with its launcher thread."""
+    require_runtime("gvisor")
+    opened: list[int] = []
+    group: SandboxCgroup | None = None
+    scratch: str | None = None
+    try:
+        req_r, req_w = os.pipe2(os.O_CLOEXEC)
+        opened += [req_r, req_w]
+        resp_r, resp_w = os.pipe2(os.O_CLOEXEC)
+        opened += [resp_r, resp_w]
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        opened += [out_r, out_w]
+        scratch = tempfile.mkdtemp(prefix="envduels-gvisor-")
+        program = _gvisor.program(WORKER_SOURCE, h.worker_code, h.seccomp)
+        args = [h.python, "-s", "-S", "-c", program, "0", "1", str(limits.observation_max_chars),
+                str(limits.frame_max_bytes), _rlimit_spec(limits, limits.max_procs)]
+        if h.resident is not None:
+            binds = [(h.resident.usr, "/usr")]
+        else:
+            binds = [(p, p) for p in (h.usr_view if h.usr_view is not None else ["/usr"])]
+        binds += [(p, p) for p in h.python_binds]
+        _gvisor.write_bundle(scratch, args=args, binds=binds, scratch_mb=limits.scratch_mb,
+                             hostname=SANDBOX_HOSTNAME)
+        argv = _gvisor.argv(h.runsc or "runsc", scratch)
+        if h.setpriv is not None:   # what bwrap's --die-with-parent does: runsc dies with us,
+            argv = [h.setpriv, "--pdeathsig", "KILL", "--", *argv]   # and its sandbox with it
+        if h.cgroups is not None:
+            group = h.cgroups.create(limits.memory_mb + _gvisor.MEMORY_OVERHEAD_MB,
+                                     limits.max_procs + _gvisor.TASKS_OVERHEAD, limits.cpu_cores)
+            group.enter_thread()
+        try:
+            popen = subprocess.Popen(argv, stdin=req_r, stdout=resp_w, stderr=out_w, env={},
+                                     cwd="/", process_group=0)
+        finally:
+            if group is not None and h.cgroups is not None:
+                h.cgroups.leave_thread()
+    except BaseException:
+        for fd in opened:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if group is not None and h.cgroups is not None:
+            h.cgroups.discard(group)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    for fd in (req_r, resp_w, out_w):
+        os.close(fd)
+    for fd in (resp_r, out_r, req_w):
+        os.set_blocking(fd, False)
+    return Launched(popen, req_w, resp_r, out_r, None, None, group, True, scratch, "gvisor")
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -21,7 +21,9 @@ class SandboxLimits:
     parent, which kills the whole process tree when it passes. cpu_cores is the sandbox's CPU
     quota (cgroup cpu controller, all its processes together); with freeze_idle every process
     of the sandbox is frozen between calls (cgroup freezer). Both apply where the host has
-    those cgroups (docs/sandbox.md). The limits a run config sets (`sandbox:`) default to the
+    those cgroups (docs/sandbox.md). runtime is the isolation the worker runs in:
+    "bubblewrap" (namespaces + seccomp on the host kernel) or "gvisor" (gVisor's user-space
+    kernel, `runsc`: its own counters, /proc and clocks; docs/sandbox.md, "Runtimes"). The limits a run config sets (`sandbox:`) default to the
     defaults in `envduels._sandbox_defaults`, which the config's also are; the others are fixed here.
     """
 
@@ -37,6 +39,8 @@ class SandboxLimits:
     frame_max_bytes: int = 1 << 20
     cpu_cores: float = 1.0
     freeze_idle: bool = True
+    runtime: str = _defaults.RUNTIME
+
 
     def __post_init__(self) -> None:
         for name in ("memory_mb", "cpu_s", "max_procs", "file_size_mb", "open_files",
@@ -49,6 +53,9 @@ class SandboxLimits:
             raise ValueError(f"SandboxLimits.step_timeout_s must be > 0, got {self.step_timeout_s!r}")
         if not 0.01 <= self.cpu_cores <= 1024:
             raise ValueError(f"SandboxLimits.cpu_cores must be in [0.01, 1024], got {self.cpu_cores!r}")
+        if self.runtime not in _defaults.RUNTIMES:
+            raise ValueError(f"SandboxLimits.runtime must be one of {', '.join(_defaults.RUNTIMES)}"
+                             f", got {self.runtime!r}")
         if self.open_files < 16:
             raise ValueError("SandboxLimits.open_files must be at least 16 (the interpreter needs them)")
 
@@ -82,11 +89,13 @@ class SandboxStartError(EnvFault):
 
 
 class SandboxUnavailable(UserError):
-    """bubblewrap is missing or cannot create namespaces on this machine."""
+    """bubblewrap (or, with runtime gvisor, runsc) is missing or cannot sandbox here."""
 
-    def __init__(self, problem: str = "bubblewrap (bwrap) is not installed") -> None:
+    def __init__(self, problem: str = "bubblewrap (bwrap) is not installed",
+                 fix: str | None = None) -> None:
         super().__init__(
-            f"{problem}: envduels runs untrusted environment code only inside bubblewrap; "
-            "install it (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install "
-            "bubblewrap`), or pass --unsafe-no-sandbox for code you trust completely"
+            f"{problem}: " + (fix or (
+                "envduels runs untrusted environment code only inside bubblewrap; "
+                "install it (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install "
+                "bubblewrap`), or pass --unsafe-no-sandbox for code you trust completely"))
         )

@@ -13,7 +13,7 @@ from types import TracebackType
 
 from ._channel import WorkerChannel
 from ._instance import EnvInstance
-from ._launcher import Launched, discard, launch, launcher_threads, require_bwrap
+from ._launcher import Launched, discard, launch, launcher_threads, require_runtime
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
 from ._template import Templates, TemplateUnavailable, template_problem
 
@@ -73,7 +73,7 @@ class EnvPool:
                         "it can read your files and secrets and use the network; use this only "
                         "for code you trust")
         elif not unsafe_no_sandbox:
-            require_bwrap()
+            require_runtime(limits.runtime)
         self._ready: deque[WorkerChannel] = deque()
         self._live: set[WorkerChannel] = set()
         self._in_use: set[WorkerChannel] = set()
@@ -399,7 +399,7 @@ def check_sandbox(limits: SandboxLimits = DEFAULT_LIMITS, *, unsafe_no_sandbox: 
     Must not be called from a running event loop."""
     if unsafe_no_sandbox:
         return
-    require_bwrap()
+    require_runtime(limits.runtime)
 
     async def start_one() -> None:
         pool = EnvPool(limits, warm=0)

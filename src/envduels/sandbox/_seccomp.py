@@ -15,6 +15,16 @@ read-only files (`flock`, `fcntl` record locks). `madvise(MADV_DONTNEED)` stays 
 file mapping it drops only this process's mapping, never a page-cache page, and malloc needs
 it for anonymous memory.
 
+And it closes host-wide counters that a fresh sandbox could read its start order from (an
+environment relays a verdict from its play to its replay that way): the inode numbers of the
+kernel's internal shmem mount (`memfd_create`, `memfd_secret`, SysV `shmget`/`shmat`/`shmctl`,
+anonymous `MAP_SHARED` mappings: one counter for the whole host), pidfs inode numbers (a
+pidfd's inode is a host-wide count of pids ever made: `pidfd_open`, `clone(CLONE_PIDFD)`,
+`pidfd_getfd`, `pidfd_send_signal`), `kcmp`, and `setsid` (each new session advances the
+host-wide autogroup id shown in /proc/self/autogroup; the launcher starts no session either).
+Pipe and socket inode numbers come from another host-wide counter that stdlib code needs
+(subprocess, asyncio): those stay, see docs/sandbox.md's threat table.
+
 bwrap installs it (`--seccomp FD`) right before it executes the worker. Denied calls fail
 with EPERM (clone3 with ENOSYS, so that libc falls back to the filterable clone; sockets with
 EAFNOSUPPORT; locks with ENOLCK; preadv2/pwritev2 flags with EOPNOTSUPP, as on a kernel that
@@ -46,10 +56,14 @@ _DENY = [
     # state shared with other sandboxes through the host: page cache, notifications
     "fadvise64", "fadvise64_64", "mincore", "cachestat", "process_madvise", "fanotify_mark",
     "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+    # host-wide counters a sandbox could read its start order from (module docstring)
+    "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "pidfd_open", "pidfd_getfd",
+    "pidfd_send_signal", "kcmp", "setsid",
 ]
 # Linux numbers of calls that libseccomp releases older than the kernel do not know by name
 # (the same number on every architecture since 5.x: the unified syscall table).
-_BY_NUMBER = {"cachestat": 451, "process_madvise": 440}
+_BY_NUMBER = {"cachestat": 451, "process_madvise": 440, "memfd_secret": 447,
+              "pidfd_open": 434, "pidfd_getfd": 438, "pidfd_send_signal": 424}
 _MADV_DENY = [9, 20, 21, 100, 101]   # REMOVE, COLD, PAGEOUT, HWPOISON, SOFT_OFFLINE
 _FCNTL_LOCKS = [5, 6, 7, 36, 37, 38]  # F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK/SETLK/SETLKW
 # F_SETLEASE, F_GETLEASE, F_NOTIFY: a lease breaks (and dnotify fires) when *another* process
@@ -58,7 +72,12 @@ _FCNTL_WATCH = [1024, 1025, 1026]
 _AF_UNIX = 1
 _CLONE_NEW = [0x00020000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000,
               0x02000000]   # NEWNS, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWCGROUP
-_IOCTL_DENY = [0x5412, 0x541C]   # TIOCSTI, TIOCLINUX
+_CLONE_PIDFD = 0x00001000
+# mmap's flags: MAP_SHARED (0x01, also set in MAP_SHARED_VALIDATE 0x03) with MAP_ANONYMOUS
+# (0x20) is a shmem object with an inode number from the host-wide counter; private
+# anonymous memory (malloc) and file mappings stay allowed.
+_MAP_SHARED_ANONYMOUS = 0x21
+_IOCTL_DENY = [0x5412, 0x541C]   # TIOCSTI, TIOCLINUX (also why no new session is needed)
 
 
 class _ArgCmp(ctypes.Structure):
@@ -110,6 +129,8 @@ def build_filter() -> bytes | None:
         rule(_ERRNO | errno.ENOSYS, "clone3")
         for flag in _CLONE_NEW:
             rule(eperm, "clone", (0, _CMP_MASKED_EQ, flag, flag))
+        rule(eperm, "clone", (0, _CMP_MASKED_EQ, _CLONE_PIDFD, _CLONE_PIDFD))
+        rule(eperm, "mmap", (3, _CMP_MASKED_EQ, _MAP_SHARED_ANONYMOUS, _MAP_SHARED_ANONYMOUS))
         for call in ("socket", "socketpair"):   # an allow-list: AF_UNIX and nothing else
             rule(_ERRNO | errno.EAFNOSUPPORT, call, (0, _CMP_NE, _AF_UNIX, 0))
         for advice in _MADV_DENY:

@@ -278,7 +278,7 @@ class Template:
             group.enter_thread()
             try:
                 popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w,
-                                         stderr=out_w, env={}, cwd="/", start_new_session=True,
+                                         stderr=out_w, env={}, cwd="/", process_group=0,
                                          pass_fds=[code_r, seccomp_r, ctl_child.fileno()])
             finally:
                 h.cgroups.leave_thread()

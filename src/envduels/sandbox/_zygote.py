@@ -7,7 +7,8 @@ modules without import-time side effects), warms the request path up, and then o
 Each fork becomes one instance, and before any environment code exists the instance has:
 its own mount, IPC, network and pid namespaces (pid 1 in its own), a fresh private /tmp and
 /proc, every capability dropped, no_new_privs and the seccomp filter, the instance rlimits,
-its own session, and no descriptor but its protocol pipes and output. The template keeps no
+its own process group (no new session: sessions number themselves host-wide), and no
+descriptor but its protocol pipes and output. The template keeps no
 state per fork (no counter, no list of children; SIGCHLD is ignored so the kernel reaps), its
 collector is frozen and disabled, so every instance starts from the same memory image.
 
@@ -205,7 +206,10 @@ def _init(req, resp, out, cred, state):
     bwrap's init, it is no boundary the worker could gain by reaching it."""
     libc, prog, _buf, covers = state[:4]
     scratch = state[7]
-    os.setsid()   # its own process group: the harness kills the instance by group
+    # Its own process group (the harness kills the instance by group), but no new session:
+    # each new session advances the host-wide autogroup id in /proc/self/autogroup, which
+    # would number the instances (the seccomp filter denies setsid to environment code).
+    os.setpgid(0, 0)
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), libc, "private /")
     _check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV,
                       b"size=%d,mode=755" % scratch), libc, "tmpfs /tmp")
@@ -250,7 +254,7 @@ def _drop_privileges(libc, prog):
 
 def _become_worker(req, resp, out, cred, state):
     libc, prog, _buf, _covers, obs_cap, frame_max, instance_limits, _scratch = state
-    os.setsid()   # as bwrap --new-session: no terminal, its own group
+    os.setpgid(0, 0)   # its own group; no session (see _init); /dev/tty is /dev/null here
     # Descriptors: output on 1 and 2, requests on 3, responses on 4, nothing else at all.
     moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (req, resp, cred)]
     os.dup2(out, 1)
