@@ -154,6 +154,11 @@ def test_each_hint_attack_is_flagged_by_the_battery_and_scored_as_its_authors_fa
     with ScriptedServer(respond, api_key=KEY) as server:
         assert run_command(_config(tmp_path, server.base_url, authored=True),
                            unsafe_no_sandbox=False, quiet=True) == 0
+        solved = [next(m["content"] for m in r["messages"] if m["role"] == "user")
+                  for r in server.requests if r["model"] == f"m-{SOLVER}"]
+    # flagged in validation, so never played: no solver token spent on an attack
+    assert not [t for t in solved if any(w in t for w in ("VAULT", "ORACLE", "DOOR"))]
+    assert [t for t in solved if "LOCK" in t] and [t for t in solved if "PANEL" in t]
     envs, authors, store = _environments(tmp_path / "run")
     seeds = {n: store.environment(f"r1-{n}-0").benchmark_seeds for n in NAMES}
     free = {n: sum(_free_without_hint(n, _first_observation(n, s)) for s in seeds[n]) for n in NAMES}
@@ -166,6 +171,19 @@ def test_each_hint_attack_is_flagged_by_the_battery_and_scored_as_its_authors_fa
         assert authors[name]["author_faults"] == 2 * SEEDS
         verdict = store.validations(f"r1-{name}-0")[-1]["verdict"]
         assert verdict["flags"] == [flag] and verdict["battery"]["flag"] == flag
+    # named as such in the report's findings, the viewer and export
+    from envduels.export import Filters, select
+    from envduels.report.story import findings
+    from envduels.view._reader import analyse
+
+    told = " ".join(findings(analyze(store.tables(), bootstrap=0, convergence=False).json))
+    assert all(f"r1-{n}-0 by {n} ({flag}: " in told for n, flag in ATTACKS.items()), told
+    seen = analyse(store, 0, bootstrap=0).envs
+    assert {n: seen[f"r1-{n}-0"]["flags"] for n in ATTACKS} == {n: [f] for n, f in ATTACKS.items()}
+    exported = select(store.environments(), store.tables(), Filters(flags=[HINT_IS_KEY, TRIVIAL]))
+    assert {(e.env_id, tuple(e.flags)) for e in exported} == {
+        (f"r1-{n}-0", (f,)) for n, f in ATTACKS.items()}
+
     eps = store.tables().episodes
     attacked = eps[eps.env_id.isin([f"r1-{n}-0" for n in ATTACKS])]
     assert set(attacked.outcome) == {"incomplete"}

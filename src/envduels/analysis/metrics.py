@@ -271,15 +271,17 @@ def _audit_caught(episodes: pd.DataFrame) -> set[str]:
     return set(episodes.loc[caught, "env_id"])
 
 
-def copied_win(transcript: Any, hint: str) -> bool:
+def copied_win(transcript: Any, hint: str, phrases: set[str] | None = None) -> bool:
     """Whether a winning episode needed no reasoning: every action it boxed is a token or
     phrase of the hint (`envs._battery.hint_phrases`, compared `normalized`) or something an
     earlier turn showed (`shown_items` of an observation), and at least one is from the hint.
     A solver that says the hint's password and then types the code the environment prints
-    copied; one that types the steps a hint names and then an answer it worked out did not."""
+    copied; one that types the steps a hint names and then an answer it worked out did not.
+    `phrases`: the hint's normalized phrases, when the caller has them already."""
     if not isinstance(transcript, list | tuple):
         return False
-    phrases = {_battery.normalized(p) for p in _battery.hint_phrases(hint)}
+    if phrases is None:
+        phrases = {_battery.normalized(p) for p in _battery.hint_phrases(hint)}
     shown: set[str] = set()
     from_hint = False
     acted = False
@@ -321,7 +323,8 @@ def _hint_leak(transcripts: list[Any], hint: str, battery: dict[str, Any] | None
         if (action is not None and len(action.strip()) >= HINT_LEAK_MIN_CHARS
                 and action.strip().lower() in lowered):
             return True
-    copied = sum(copied_win(t, hint) for t in transcripts)
+    phrases = {_battery.normalized(p) for p in _battery.hint_phrases(hint)}
+    copied = sum(copied_win(t, hint, phrases) for t in transcripts)
     return 2 * copied > len(transcripts)
 
 

@@ -243,9 +243,26 @@ def _divergence(j: dict[str, Any]) -> str | None:
     return s.rstrip(".") + "."
 
 
+_BATTERY_WHY = {TRIVIAL: "a policy without intelligence won it in validation",
+                HINT_IS_KEY: "copying the hint won it in validation"}
+
+
+def battery_faults(j: dict[str, Any]) -> str | None:
+    """The environments validation's degenerate-policy battery flagged (`trivial`,
+    `hint_is_key`: scored as their author's fault), with their authors and why; None when none."""
+    hit = [(e, f) for e in j["environments"] for f in e.get("flags", []) if f in _BATTERY_WHY]
+    if not hit:
+        return None
+    envs = "; ".join(f"{e['id']} by {e['author']} ({f}: {_BATTERY_WHY[f]})" for e, f in hit)
+    return (f"{plural(len(hit), 'environment')} scored as {'its' if len(hit) == 1 else 'their'} "
+            f"author's fault in every episode (no lift, a forfeit in every duel): {envs}.")
+
+
 def findings(j: dict[str, Any]) -> list[str]:
     """The summary sentences, most important first."""
     out = _validity(j)
+    if (faults := battery_faults(j)) is not None:
+        out.append(faults)
     authored_valid = any(e["valid"] and not e.get("fixed_pool") for e in j["environments"])
     for kind in ("author", "solver", "duel"):
         if kind == "author" and not authored_valid and any(not e.get("fixed_pool") for e in j["environments"]):
