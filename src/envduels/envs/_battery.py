@@ -64,7 +64,7 @@ _QUOTED = re.compile(r"'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"|`([^`\n]{1,60})`|“
 _TAIL = re.compile(r"(?:\bis|\bare|\bwas|:|=)\s+([^.;!?\n]{1,60})")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-_CODE = re.compile(r"\b(?=[A-Za-z0-9-]*\d)(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9-]{3,}\b")
+_TOKEN = re.compile(r"[A-Za-z0-9-]{3,}")   # a code is such a token with a letter and a digit
 _CAPS = re.compile(r"\b[A-Z]{3,}\b")
 _SENTENCE = re.compile(r"[^.;!?\n]+")
 _EDGE = " \t\r\n.,;:!?\"'`“”‘’()[]"
@@ -110,11 +110,19 @@ def hint_phrases(hint: str, limit: int | None = None) -> list[str]:
     return _unique([*hint_tokens(hint), *_SENTENCE.findall(hint), hint, *grams], limit)
 
 
+SCAN_CHARS = 10_000
+"""Only this much of an observation is searched for items (the harness caps observations at
+8,000 characters by default; a transcript read from a file may hold longer ones)."""
+
+
 def shown_items(observation: str) -> list[str]:
     """What an observation shows that a solver could box back: quoted words, codes (letters and
-    digits together), numbers and capitalised words, in that order, without repeats."""
-    return _unique([*_quoted(observation), *_CODE.findall(observation),
-                    *_NUMBER.findall(observation), *_CAPS.findall(observation)])
+    digits together), numbers and capitalised words, in that order, without repeats. Linear in
+    the text (every pattern is; the text is an adversary's)."""
+    text = observation[:SCAN_CHARS]
+    codes = [t for t in _TOKEN.findall(text)
+             if any(c.isdigit() for c in t) and any(c.isalpha() for c in t)]
+    return _unique([*_quoted(text), *codes, *_NUMBER.findall(text), *_CAPS.findall(text)])
 
 
 def boxed(text: str) -> str:
