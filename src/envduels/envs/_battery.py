@@ -333,8 +333,9 @@ async def run_battery(play: Play, seeds: list[int], hint: str, salt: str) -> Bat
         result.policies[name] = {"won": won, "seeds": played}
         if won >= need and result.flag is None:
             result.flag = HINT_IS_KEY if isinstance(make(seeds[0]), _HintCopy) else TRIVIAL
-            result.detail = (f"the {_describe(name)} policy won {won} of {n} benchmark seeds without "
-                             "any reasoning")
+            played_of = f"{won} of the {played} seeds it played" if played < n else f"{won} of {n} seeds"
+            result.detail = (f"the {_describe(name)} policy won {played_of} (more than half of the "
+                             f"{n} benchmark seeds) without any reasoning")
             return True
         return False
 
