@@ -30,13 +30,13 @@ from typing import Any
 
 import pandas as pd
 
+from envduels.analysis.metrics import FLAGS
 from envduels.analysis.transfer import env_solver_rates, matched_pairs
 from envduels.envs import EnvSpec
 from envduels.errors import UserError
 from envduels.store import EnvRecord
 
 FORMATS = ("envduels", "jsonl", "hf")
-FLAGS = ("unsolved_with_hint", "hint_gated", "hint_leak")
 MARKER = "export.json"
 JSONL_NAME = "environments.jsonl"
 ROW_FIELDS = (

@@ -40,6 +40,7 @@ from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 from envduels._text import valid_text
+from envduels.envs._battery import BATTERY_FLAGS, BATTERY_REASON
 from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
 
@@ -115,6 +116,11 @@ class Tables:
     players: pd.DataFrame
     environments: pd.DataFrame
     episodes: pd.DataFrame
+    battery: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """env_id -> what validation's degenerate-policy battery found (`Verdict.battery`), for the
+    run's valid authored environments validated with it; an environment it flagged reads in
+    `episodes` like a nondeterministic one: every success or failure `incomplete`, with a
+    reason starting with `BATTERY_REASON`."""
 
 
 @dataclass(frozen=True)
@@ -627,6 +633,25 @@ class Store:
             for e, a, au, r, v, rs, vd, rp in rows
         ]
 
+    def battery_verdicts(self) -> dict[str, dict[str, Any]]:
+        """env_id -> the degenerate-policy battery's findings (`Verdict.battery`) in the verdict
+        of the attempt that made a recorded, valid, authored environment valid (its last valid
+        attempt). Read from the stored verdicts: a database from before the battery has none."""
+        envs = {e.env_id for e in self.environments() if e.valid and not e.fixed_pool}
+        out: dict[str, dict[str, Any]] = {}
+        for env_id, verdict in self._query(
+                "SELECT env_id, verdict FROM validations WHERE valid = 1 ORDER BY env_id, attempt"):
+            if env_id not in envs or not verdict:
+                continue
+            with contextlib.suppress(ValueError):
+                recorded = json.loads(verdict)
+                found = recorded.get("battery") if isinstance(recorded, dict) else None
+                if isinstance(found, dict):
+                    out[env_id] = found
+                else:
+                    out.pop(env_id, None)
+        return out
+
     def put_authoring_error(self, env_id: str, *, author: str, round: int) -> None:
         """Note that authoring `env_id` ended in `error` (a provider kept failing, a sandbox
         could not start): nothing else is recorded for it, and `status` must still say so.
@@ -770,6 +795,14 @@ class Store:
                 ep["outcome"] = "incomplete"
                 ep["reason"] = (f"{AUDIT_REASON}: the environment is nondeterministic "
                                 f"({caught[ep['env_id']]})")
+        # so is one that validation's degenerate-policy battery won without intelligence
+        battery = self.battery_verdicts()
+        beaten = {e: b for e, b in battery.items() if b.get("flag") in BATTERY_FLAGS and e not in caught}
+        for ep in eps:
+            found = beaten.get(ep["env_id"])
+            if found is not None and ep["outcome"] in ("success", "failure"):
+                ep["outcome"] = "incomplete"
+                ep["reason"] = f"{BATTERY_REASON}: {found['flag']}: {found.get('detail', '')}"
         env_df = environment_frame(self.environments())
         ep_df = _typed(pd.DataFrame(eps, columns=EPISODE_COLUMNS), _EPISODE_COLUMNS)
         # A canonical order, not the order work happened to finish in: the same tournament must
@@ -781,6 +814,7 @@ class Store:
             players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
             environments=env_df,
             episodes=ep_df,
+            battery=battery,
         )
 
     # -- read-only opening and the viewer's reads -------------------------------------------

@@ -30,7 +30,9 @@ def test_a_good_file_exits_0_with_a_short_verdict():
 def test_json_for_a_file_is_one_object_with_the_verdict_and_derived_seeds():
     run = envduels("validate", GOOD, "--seeds", "3", "--json")
     assert run.returncode == 0
-    assert json.loads(run.stdout) == {
+    verdict = json.loads(run.stdout)
+    assert verdict.pop("battery")["flag"] is None   # the degenerate-policy battery's findings
+    assert verdict == {
         "id": "good_env", "valid": True, "reasons": [], "oracle": "passed",
         "class_name": "ParityLock", "seeds": benchmark_seeds(0, "good_env", 3), "path": GOOD}
 
@@ -83,7 +85,8 @@ def test_a_folder_reports_each_environment_and_is_valid_only_if_all_are(tmp_path
         ("good_env", True, "passed"), ("nondeterministic", False, "skipped")]
     assert verdict["valid"] is False
     assert verdict["reasons"] == ["nondeterministic: " + verdict["environments"][1]["reasons"][0]]
-    assert set(verdict["environments"][0]) == {"id", "valid", "reasons", "oracle", "class_name", "seeds"}
+    assert set(verdict["environments"][0]) == {"id", "valid", "reasons", "oracle", "class_name", "seeds",
+                                               "battery"}
 
 
 def test_a_folder_uses_the_first_n_manifest_seeds(tmp_path):

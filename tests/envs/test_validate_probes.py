@@ -82,7 +82,8 @@ async def test_a_fixed_pool_environment_that_ignores_its_seed_is_valid_with_a_wa
 
 def test_validate_json_of_an_export_whose_environment_ignores_its_seed_is_valid_and_flagged(
         tmp_path, capsys):
-    write_export(tmp_path / "export", [EnvSpec("fixed", FIXED, hints={"hint": "Say open."},
+    # (a hint "Say open." would be the answer itself: `hint_is_key` besides `seed_ignored`)
+    write_export(tmp_path / "export", [EnvSpec("fixed", FIXED, hints={"hint": "Do as it says."},
                                                benchmark_seeds=(1, 2))])
     code = validate_command(str(tmp_path / "export"), seeds=2, as_json=True, require_oracle=True,
                             hint_max_chars=600, unsafe_no_sandbox=False)

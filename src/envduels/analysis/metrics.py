@@ -15,6 +15,7 @@ from scipy.stats import binom
 
 from envduels._text import last_boxed
 from envduels.analysis.pairs import domain_balanced, matched_pairs, scored_episodes
+from envduels.envs import _battery
 
 
 class TablesLike(Protocol):
@@ -232,6 +233,31 @@ def winning_action(transcript: Any) -> str | None:
 
 NONDETERMINISTIC = "nondeterministic"
 """The flag of an environment whose replay audit did not reproduce a played episode."""
+UNSOLVED_WITH_HINT = "unsolved_with_hint"
+"""Informational: no panel solver won even with the hint."""
+HINT_GATED = "hint_gated"
+"""Informational: the panel's no-hint rate is at most `HINT_GATED_NO_HINT_MAX` and its hinted
+rate at least `HINT_GATED_HINTED_MIN`."""
+HINT_LEAK = "hint_leak"
+"""Informational: the hinted wins copy the hint (see `environment_flags`)."""
+TRIVIAL = _battery.TRIVIAL
+"""The degenerate-policy battery won without the hint (set in validation; `envs._battery`)."""
+HINT_IS_KEY = _battery.HINT_IS_KEY
+"""The degenerate-policy battery won by copying the hint (set in validation; `envs._battery`)."""
+AUTHOR_FAULT_FLAGS = (NONDETERMINISTIC, TRIVIAL, HINT_IS_KEY)
+"""Flags that score every episode of their environment as its author's fault (`incomplete`)."""
+INFORMATIONAL_FLAGS = (UNSOLVED_WITH_HINT, HINT_GATED, HINT_LEAK)
+"""Flags that describe an environment and change no score."""
+FLAGS = (*AUTHOR_FAULT_FLAGS, *INFORMATIONAL_FLAGS)
+"""Every flag `environment_flags` can give, in the order it lists them."""
+
+HINT_GATED_NO_HINT_MAX = 0.25
+"""`hint_gated` tolerance: the panel's no-hint pass rate is at most this..."""
+HINT_GATED_HINTED_MIN = 0.75
+"""...and its hinted pass rate at least this (over the panel's matched pairs)."""
+HINT_LEAK_MIN_CHARS = 3
+"""A winning box at least this long that appears verbatim in the hint is a leak (the original
+rule); shorter answers are caught by the copying rule, which matches whole phrases."""
 
 
 def _audit_caught(episodes: pd.DataFrame) -> set[str]:
@@ -245,43 +271,112 @@ def _audit_caught(episodes: pd.DataFrame) -> set[str]:
     return set(episodes.loc[caught, "env_id"])
 
 
-def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
-    """Per valid environment, its flags among `nondeterministic`, `unsolved_with_hint`,
-    `hint_gated`, `hint_leak`.
+def copied_win(transcript: Any, hint: str, phrases: set[str] | None = None) -> bool:
+    """Whether a winning episode needed no reasoning: every action it boxed is a token or
+    phrase of the hint (`envs._battery.hint_phrases`, compared `normalized`) or something an
+    earlier turn showed (`shown_items` of an observation), and at least one is from the hint.
+    A solver that says the hint's password and then types the code the environment prints
+    copied; one that types the steps a hint names and then an answer it worked out did not.
+    `phrases`: the hint's normalized phrases, when the caller has them already."""
+    if not isinstance(transcript, list | tuple):
+        return False
+    if phrases is None:
+        phrases = {_battery.normalized(p) for p in _battery.hint_phrases(hint)}
+    shown: set[str] = set()
+    from_hint = False
+    acted = False
+    for msg in transcript:
+        if not isinstance(msg, dict):
+            continue
+        action = msg.get("action")
+        if msg.get("role") == "env" and isinstance(action, str):
+            inner = boxed_content(action)
+            key = _battery.normalized(inner if inner is not None else action)
+            if key in phrases:
+                from_hint = True
+            elif key and key not in shown:
+                return False
+            acted = True
+        content = msg.get("content")
+        if msg.get("role") in ("user", "env") and isinstance(content, str):
+            shown.update(_battery.normalized(i) for i in _battery.shown_items(content))
+    return acted and from_hint
 
-    `nondeterministic`: the replay audit found an episode that a fresh instance given the same
-    seed and actions does not reproduce (every episode of it is then `incomplete`, so it has no
-    other flag). Only the panel (solvers other than the author) counts for the others. An
-    environment nobody played with the hint is not flagged `unsolved_with_hint` (no data is not
-    evidence).
+
+def _procedure_shown(battery: dict[str, Any] | None) -> bool:
+    """Whether validation's battery boxed every token of the hint (copying, and copying with
+    echoing) on every seed it played and never won: copying the hint is then shown not to
+    win, so solvers that type the hint's words are following a procedure."""
+    if not isinstance(battery, dict) or not battery.get("hint_tokens_covered"):
+        return False
+    policies = battery.get("policies") or {}
+    return all(int((policies.get(k) or {}).get("won", 0)) == 0 for k in ("hint_copy", "hint_copy+echo"))
+
+
+def _hint_leak(transcripts: list[Any], hint: str, battery: dict[str, Any] | None) -> bool:
+    """`hint_leak` for one environment from its hinted panel wins (see `environment_flags`)."""
+    if not transcripts or _procedure_shown(battery):
+        return False
+    lowered = hint.lower()
+    for transcript in transcripts:
+        action = winning_action(transcript)
+        if (action is not None and len(action.strip()) >= HINT_LEAK_MIN_CHARS
+                and action.strip().lower() in lowered):
+            return True
+    phrases = {_battery.normalized(p) for p in _battery.hint_phrases(hint)}
+    copied = sum(copied_win(t, hint, phrases) for t in transcripts)
+    return 2 * copied > len(transcripts)
+
+
+def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
+    """Per valid environment, its flags (`FLAGS`, in that order).
+
+    Author's fault (`AUTHOR_FAULT_FLAGS`; every episode of the environment is then
+    `incomplete`, so it has no informational flag):
+    - `nondeterministic`: the replay audit found an episode that a fresh instance given the
+      same seed and actions does not reproduce;
+    - `trivial`, `hint_is_key`: validation's degenerate-policy battery won most seeds without
+      the hint, or only by copying it (`tables.battery`, recorded for the run's authored
+      environments).
+
+    Informational, over the panel (solvers other than the author) only:
+    - `unsolved_with_hint`: nobody won with the hint (an environment nobody played with the
+      hint is not flagged: no data is not evidence);
+    - `hint_gated`: the panel's no-hint rate ≤ `HINT_GATED_NO_HINT_MAX` and hinted rate ≥
+      `HINT_GATED_HINTED_MIN` over its matched pairs;
+    - `hint_leak`: a hinted win's box (at least `HINT_LEAK_MIN_CHARS` long) appears verbatim in
+      the hint, or most hinted wins are `copied_win`s (an answer or password copied from the
+      hint at any step, a winning box equal to a hint token of any length); never when the
+      battery boxed every hint token and copying won nothing (a hint that teaches a procedure,
+      whose steps solvers type, is no leak).
     """
     envs = tables.environments
     eps = scored_episodes(tables.episodes)
     eps = eps[~eps["self_play"].astype(bool)]
     pairs = matched_pairs(tables.episodes)
     hints = dict(zip(envs["env_id"], envs["hint"].fillna(""), strict=False))
+    battery: dict[str, Any] = getattr(tables, "battery", None) or {}
     flags: dict[str, list[str]] = {e: [] for e in envs["env_id"]}
     for env_id in _audit_caught(tables.episodes):
         if env_id in flags:
             flags[env_id].append(NONDETERMINISTIC)
+    for env_id, found in battery.items():
+        flag = found.get("flag") if isinstance(found, dict) else None
+        if env_id in flags and flag in _battery.BATTERY_FLAGS and NONDETERMINISTIC not in flags[env_id]:
+            flags[env_id].append(flag)
     hinted = eps[eps["hinted"].astype(bool)]
     for env_id, group in hinted.groupby("env_id"):
         if env_id not in flags:
             continue
         if group["y"].sum() == 0:
-            flags[env_id].append("unsolved_with_hint")
-    rates = pairs.groupby(["env_id", "solver"]).agg(r0=("y0", "mean"), rh=("yh", "mean"))
-    for env_id, group in rates.groupby(level=0):
-        if env_id in flags and (group["r0"] == 0).all() and (group["rh"] == 1).all():
-            flags[env_id].append("hint_gated")
+            flags[env_id].append(UNSOLVED_WITH_HINT)
+    rates = pairs.groupby("env_id").agg(r0=("y0", "mean"), rh=("yh", "mean"))
+    for env_id, r in rates.iterrows():
+        if env_id in flags and r["r0"] <= HINT_GATED_NO_HINT_MAX and r["rh"] >= HINT_GATED_HINTED_MIN:
+            flags[env_id].append(HINT_GATED)
     wins = hinted[hinted["y"] == 1]
     for env_id, group in wins.groupby("env_id"):
-        hint = hints.get(env_id, "").lower()
-        if not hint or env_id not in flags:
-            continue
-        for transcript in group["transcript"]:
-            action = winning_action(transcript)
-            if action is not None and len(action.strip()) >= 3 and action.strip().lower() in hint:
-                flags[env_id].append("hint_leak")
-                break
+        hint = hints.get(env_id, "")
+        if hint and env_id in flags and _hint_leak(list(group["transcript"]), hint, battery.get(env_id)):
+            flags[env_id].append(HINT_LEAK)
     return flags

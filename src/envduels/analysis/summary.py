@@ -14,6 +14,8 @@ from envduels.analysis.divergence import divergence
 from envduels.analysis.irt import fit_irt
 from envduels.analysis.learning import learning_curves
 from envduels.analysis.metrics import (
+    HINT_GATED,
+    HINT_LEAK,
     TablesLike,
     author_metrics,
     environment_flags,
@@ -27,7 +29,7 @@ from envduels.analysis.scale import scale
 from envduels.analysis.simulate import FrameTables
 from envduels.analysis.transitivity import transitivity
 
-LEAD_FLAGS = ("hint_leak", "hint_gated")
+LEAD_FLAGS = (HINT_LEAK, HINT_GATED)
 """Flags whose environments win duels for their author without a hint that teaches anything:
 the hint gives the answer away (`hint_leak`) or the environment is unsolvable without it
 (`hint_gated`). A duel lead that rests on them is called out in the report."""

@@ -21,6 +21,8 @@ not finish before its audits do, and a resumed run first audits (also shuffled) 
 session played but did not audit. A mismatch flags the environment `nondeterministic`
 (`Store.put_audit`); its episodes of later rounds (and of this round, if the session stops
 before it audits) are recorded `incomplete` without a model call.
+So are all episodes of an authored environment that validation's degenerate-policy battery
+flagged (`trivial`, `hint_is_key`).
 
 Last resort: no exception from one episode or authoring job cancels the others or the run. An
 episode that raises anyway is recorded `error` (the host's fault: retried on resume); an
@@ -71,6 +73,7 @@ from envduels.engine.solving import (
     play_episode,
     turn_cap,
 )
+from envduels.envs._battery import BATTERY_FLAGS, BATTERY_REASON
 from envduels.errors import UserError
 from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
 
@@ -257,6 +260,7 @@ class Tournament:
         self.audit = AUDIT_EPISODES if audit is None else audit
         self._caught: set[str] = set(store.nondeterministic_environments())
         self._pending: list[PendingAudit] = []   # this round's played episodes, unaudited
+        self._battery_flags: dict[str, str | None] = {}   # env id -> its battery flag, once read
 
     # -- budget -----------------------------------------------------------------------------
 
@@ -438,6 +442,8 @@ class Tournament:
                 result = EpisodeResult(
                     "incomplete", f"{AUDIT_REASON}: the environment is nondeterministic; "
                     "not played", 0)
+            elif flag := self._battery_flag(env.id):   # its author's fault already: no token spent
+                result = EpisodeResult("incomplete", f"{BATTERY_REASON}: {flag}: not played", 0)
             else:
                 result = await play_episode(task, self.players[task.solver], self._opener(env))
         self._record(task, result)
@@ -445,6 +451,17 @@ class Tournament:
             self._errors += 1
         self.progress.episode_finished(result.outcome)
         return result
+
+    def _battery_flag(self, env_id: str) -> str | None:
+        """The flag validation's degenerate-policy battery gave `env_id` (`trivial`,
+        `hint_is_key`), or None. A verdict is final before its environment is played, so it is
+        read once per environment."""
+        if env_id not in self._battery_flags:
+            found = self.store.battery_verdicts()
+            self._battery_flags.update({e: b.get("flag") if b.get("flag") in BATTERY_FLAGS else None
+                                        for e, b in found.items()})
+            self._battery_flags.setdefault(env_id, None)
+        return self._battery_flags[env_id]
 
     def _opener(self, env: EnvSpec, *, replay: bool = False) -> Callable[[], Awaitable[EnvLike]]:
         """Opens an instance of `env`; `replay=True` for the audit: an instance that shares no

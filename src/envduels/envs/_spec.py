@@ -68,11 +68,14 @@ class Verdict:
     """Findings that do not make the environment invalid (one line each)."""
     flags: list[str] = field(default_factory=list)
     """Short names of those findings, e.g. `seed_ignored` (a fixed-pool environment that ignores
-    its seed)."""
+    its seed), `trivial` or `hint_is_key` (the degenerate-policy battery won it)."""
+    battery: dict[str, Any] | None = None
+    """What the degenerate-policy battery found (`envs._battery.BatteryResult.to_json`) on a
+    valid environment; None when it did not run."""
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict with exactly the fields above; `warnings` and `flags` only when
-        there are any."""
+        """A JSON-ready dict with exactly the fields above; `warnings`, `flags` and `battery`
+        only when there are any."""
         out: dict[str, Any] = {
             "valid": self.valid,
             "reasons": list(self.reasons),
@@ -84,6 +87,8 @@ class Verdict:
             out["warnings"] = list(self.warnings)
         if self.flags:
             out["flags"] = list(self.flags)
+        if self.battery is not None:
+            out["battery"] = self.battery
         return out
 
 

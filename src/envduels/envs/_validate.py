@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envduels.config import HINT_MAX_CHARS
+from envduels.envs._battery import Policy, run_battery
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
 from envduels.envs._turns import turn_cap
@@ -212,11 +213,13 @@ async def _run_episode(
     *,
     actions: list[str] | None = None,
     use_oracle: bool = False,
+    policy: Policy | None = None,
     what: str,
     budget: _Budget,
 ) -> _Episode:
     """Reset a fresh instance with `seed` and step it until terminated/truncated or `cap` turns,
-    with `actions` (cycled) or, if `use_oracle`, with `oracle_action()` each turn."""
+    with `actions` (cycled), or, if `use_oracle`, with `oracle_action()` each turn, or with what
+    `policy` answers to the last observation (until it answers None)."""
     turn, call = 0, "loading"
     instance: EnvInstance | None = None
     try:
@@ -225,11 +228,17 @@ async def _run_episode(
         call = "reset"
         initial, _info = await instance.reset(seed)
         episode = _Episode(initial)
+        observation = initial
         for turn in range(1, cap + 1):
             budget.check(seed, what, turn)
             if use_oracle:
                 call = "oracle_action"
                 action = await instance.oracle_action()
+            elif policy is not None:
+                next_action = policy.act(observation)
+                if next_action is None:
+                    break
+                action = next_action
             else:
                 assert actions
                 action = actions[(turn - 1) % len(actions)]
@@ -237,6 +246,7 @@ async def _run_episode(
             result = await instance.step(action)
             episode.actions.append(action)
             episode.steps.append((result.observation, result.reward, result.terminated, result.truncated))
+            observation = result.observation
             if result.terminated or result.truncated:
                 break
         return episode
@@ -334,6 +344,7 @@ async def validate_env(
     budget_s: float = VALIDATION_BUDGET_S,
     fixed_pool: bool = False,
     probe_seed: str = "",
+    degenerate_battery: bool = True,
 ) -> Verdict:
     """Validate `spec` on `seeds` using sandboxed instances from `pool` (never in-process).
 
@@ -346,7 +357,10 @@ async def validate_env(
     `probe_seed` salts the drawn probe actions (a run passes its fingerprint and its random
     secret, `envduels validate` a fresh random one per invocation, so an author cannot know
     them). With `fixed_pool` (a library or export environment), ignoring the seed
-    is a warning and the flag `seed_ignored`, not a reason.
+    is a warning and the flag `seed_ignored`, not a reason. A valid environment then meets the
+    degenerate-policy battery (`envs._battery`; `degenerate_battery=False` skips it, for
+    measuring what it costs): its findings are `Verdict.battery`, and a policy without
+    intelligence that wins most seeds adds the flag `trivial` or `hint_is_key` with a warning.
     Never raises for anything the environment does; `SandboxUnavailable` comes from the pool,
     and `SandboxStartError` (a sandbox that could not start: the host's failure, never held
     against the environment) propagates.
@@ -370,6 +384,7 @@ async def validate_env(
     oracle_status: OracleStatus = "skipped"
     warnings: list[str] = []
     flags: list[str] = []
+    battery: dict | None = None
     try:
         try:
             has_oracle = await _has_oracle(pool, spec, class_name)
@@ -403,11 +418,32 @@ async def validate_env(
                 "instance from random.Random(seed) in reset",
                 oracle_status,
             )
+
+        async def play(seed: int, policy: Policy) -> bool:
+            policy.begin()
+            episode = await _run_episode(pool, spec, class_name, seed, cap, policy=policy,
+                                         what=f"degenerate-policy battery ({policy.name})",
+                                         budget=budget)
+            return episode.won
+
+        if not degenerate_battery:
+            return Verdict(True, [], oracle_status, class_name, list(seeds), warnings=warnings,
+                           flags=flags)
+        try:
+            found = await run_battery(play, list(seeds), spec.hint,
+                                      f"{probe_seed}|{spec.source_sha256}")
+        except _Failed as failure:   # the oracle's verdict stands; the fault is the reason
+            raise _Failed(failure.reason, oracle_status) from None
+        battery = found.to_json()
+        if found.flag is not None:
+            warnings.append(found.detail)
+            flags.append(found.flag)
     except _Failed as failure:
         reasons.append(failure.reason)
         oracle_status = failure.oracle
     return Verdict(not reasons, reasons, oracle_status, class_name, list(seeds),
-                   warnings=warnings if not reasons else [], flags=flags if not reasons else [])
+                   warnings=warnings if not reasons else [], flags=flags if not reasons else [],
+                   battery=battery if not reasons else None)
 
 
 def _ignores_seed(probes: list[_Episode], oracles: list[_Episode | None]) -> bool:

@@ -12,6 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from envduels.analysis.metrics import (
+    HINT_GATED,
+    HINT_GATED_HINTED_MIN,
+    HINT_GATED_NO_HINT_MAX,
+    HINT_IS_KEY,
+    HINT_LEAK,
+    NONDETERMINISTIC,
+    TRIVIAL,
+    UNSOLVED_WITH_HINT,
+)
 from envduels.analysis.summary import level_with_top
 
 ROLE = {"author": "author", "solver": "solver", "duel": "duellist"}
@@ -51,11 +61,17 @@ GLOSSARY: dict[str, str] = {
     "difficulty": "item-response view: how hard an author's environments are (logit scale, higher is harder)",
     "teaching": "item-response view: the mean hint effect of an author's environments (logit scale)",
     "ability": "item-response view: a solver's skill on the logit scale",
-    "hint_gated": "flag: no panel solver won without the hint and every one won with it",
-    "hint_leak": "flag: a winning hinted answer appears verbatim in the hint (the hint gives it away)",
-    "unsolved_with_hint": "flag: no panel solver won even with the hint",
-    "nondeterministic": "flag: the replay audit found an episode that a fresh instance given the same seed and "
-                        "actions does not reproduce; every episode of it counts as its author's fault",
+    HINT_GATED: f"flag: the panel won at most {HINT_GATED_NO_HINT_MAX:.0%} of its matched pairs without the hint and "
+                f"at least {HINT_GATED_HINTED_MIN:.0%} with it",
+    HINT_LEAK: "flag: the hinted wins copy the hint (a winning answer found verbatim in it, or most wins made of "
+               "nothing but the hint's words and what the environment showed)",
+    UNSOLVED_WITH_HINT: "flag: no panel solver won even with the hint",
+    NONDETERMINISTIC: "flag: the replay audit found an episode that a fresh instance given the same seed and "
+                      "actions does not reproduce; every episode of it counts as its author's fault",
+    TRIVIAL: "flag: in validation a policy without intelligence (random, constant or echoed actions, no hint) won "
+             "most seeds; every episode of it counts as its author's fault",
+    HINT_IS_KEY: "flag: in validation copying the hint's words (and echoing what the environment showed) won most "
+                 "seeds: the hint is the answer or a password; every episode of it counts as its author's fault",
 }
 """Every column and term the report shows, defined once (hover titles and the glossary section)."""
 
@@ -227,9 +243,26 @@ def _divergence(j: dict[str, Any]) -> str | None:
     return s.rstrip(".") + "."
 
 
+_BATTERY_WHY = {TRIVIAL: "a policy without intelligence won it in validation",
+                HINT_IS_KEY: "copying the hint won it in validation"}
+
+
+def battery_faults(j: dict[str, Any]) -> str | None:
+    """The environments validation's degenerate-policy battery flagged (`trivial`,
+    `hint_is_key`: scored as their author's fault), with their authors and why; None when none."""
+    hit = [(e, f) for e in j["environments"] for f in e.get("flags", []) if f in _BATTERY_WHY]
+    if not hit:
+        return None
+    envs = "; ".join(f"{e['id']} by {e['author']} ({f}: {_BATTERY_WHY[f]})" for e, f in hit)
+    return (f"{plural(len(hit), 'environment')} scored as {'its' if len(hit) == 1 else 'their'} "
+            f"author's fault in every episode (no lift, a forfeit in every duel): {envs}.")
+
+
 def findings(j: dict[str, Any]) -> list[str]:
     """The summary sentences, most important first."""
     out = _validity(j)
+    if (faults := battery_faults(j)) is not None:
+        out.append(faults)
     authored_valid = any(e["valid"] and not e.get("fixed_pool") for e in j["environments"])
     for kind in ("author", "solver", "duel"):
         if kind == "author" and not authored_valid and any(not e.get("fixed_pool") for e in j["environments"]):

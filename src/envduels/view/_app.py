@@ -155,6 +155,9 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
     env.filters["q"] = q
     env.filters["pct"] = lambda v: "–" if v is None else f"{100 * v:.0f}%"
     env.filters["signed"] = lambda v: "–" if v is None else f"{v:+.2f}"
+    from envduels.report.story import GLOSSARY  # what each flag means, as the report says it
+
+    env.globals["flag_meaning"] = lambda f: GLOSSARY.get(str(f), "")
     css = pygments_css()
 
     def reader(request: Request) -> tuple[int, RunReader]:
