@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from envduels._safe_load import read_text_capped
 from envduels.errors import UserError
 
 if TYPE_CHECKING:  # the analysis stack loads scipy: imported only once the input is known good
@@ -22,6 +23,8 @@ if TYPE_CHECKING:  # the analysis stack loads scipy: imported only once the inpu
 
 Unit = Literal["author", "env_id"]
 
+GAINS_MAX_BYTES = 64 << 20
+"""The largest gains file read (one short row per author or environment)."""
 HEADER_FIX = "the header must be `author,gain` (one row per author pool) or `env_id,gain` (one per environment)"
 
 
@@ -33,12 +36,8 @@ def parse_gains(path: Path, *, authors: set[str], env_ids: set[str]) -> tuple[Un
     gain that is not a finite number, a duplicate row, and a key the run does not know. Extra
     columns are ignored; blank lines are skipped.
     """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserError(f"gains file {path} does not exist; pass --gains with a CSV file: {HEADER_FIX}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read gains file {path} ({err.__class__.__name__}); save it as UTF-8 CSV") from None
+    text = read_text_capped(path, GAINS_MAX_BYTES, "gains file", encoding="utf-8-sig",
+                            missing=f"gains file {path} does not exist; pass --gains with a CSV file: {HEADER_FIX}")
 
     reader = csv.reader(text.splitlines())
     header = next((row for row in reader if any(cell.strip() for cell in row)), None)
