@@ -187,6 +187,8 @@ def save_scatter(result: TransferResult, out_dir: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from envduels.report.plots import plot_label
+
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 8.0))
     for ax, res in zip(axes.flat, result.results, strict=True):
         pts = [
@@ -197,7 +199,8 @@ def save_scatter(result: TransferResult, out_dir: Path) -> None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#3465a4")
         if len(pts) <= 30:
             for x, y, label in pts:
-                ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                ax.annotate(plot_label(label, 32), (x, y), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
         r = res.pearson.r
         ax.set_title(f"{res.predictor}\nr = {_fmt(r)}, n = {res.n}", fontsize=10)
         ax.set_xlabel(res.predictor)
