@@ -143,3 +143,26 @@ def test_a_config_that_shares_settings_through_an_anchor_still_loads(tmp_path):
                     "  - &p {name: a, provider: openai, model: m, base_url: 'http://127.0.0.1:9'}\n"
                     "  - {<<: *p, name: b}\n")
     assert [p.name for p in load_config(path).players] == ["a", "b"]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    from report.rundb import small_run
+
+    return small_run(tmp_path_factory.mktemp("hostile") / "sim")
+
+
+@pytest.mark.parametrize("kind", ["sparse", "fifo", "huge cell"])
+def test_a_hostile_gains_file_is_one_line_from_correlate(kind, finished_run, tmp_path):
+    path = tmp_path / "gains.csv"
+    if kind == "huge cell":   # over the csv module's field limit: csv.Error
+        path.write_text('author,gain\n"' + "x" * 200_000 + '",1\n')
+        said = f"{path} line 2: not readable as CSV (field larger than field limit"
+    else:
+        make_hostile(path, kind)
+        said = SAID[kind]
+    r = envduels_cli("correlate", finished_run, "--gains", path, "--out", tmp_path / "out",
+                     cwd=tmp_path)
+    assert "Traceback" not in r.stderr + r.stdout, r.stderr[-2000:]
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr[-2000:]
+    assert said in r.stderr and str(path) in r.stderr, r.stderr

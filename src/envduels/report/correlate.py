@@ -40,6 +40,15 @@ def parse_gains(path: Path, *, authors: set[str], env_ids: set[str]) -> tuple[Un
                             missing=f"gains file {path} does not exist; pass --gains with a CSV file: {HEADER_FIX}")
 
     reader = csv.reader(text.splitlines())
+    try:
+        return _parse_rows(path, reader, authors=authors, env_ids=env_ids)
+    except csv.Error as err:   # a cell over csv's field limit, a NUL, a broken quote
+        raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({err}); save it as "
+                        f"plain CSV: {HEADER_FIX}") from None
+
+
+def _parse_rows(path: Path, reader: Any, *, authors: set[str],
+                env_ids: set[str]) -> tuple[Unit, pd.Series]:
     header = next((row for row in reader if any(cell.strip() for cell in row)), None)
     if header is None:
         raise UserError(f"gains file {path} is empty; {HEADER_FIX}")
