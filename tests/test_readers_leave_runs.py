@@ -112,3 +112,15 @@ def test_a_viewer_that_followed_a_run_to_its_end_leaves_what_the_run_alone_would
     assert sorted(p.name for p in finished_run.iterdir()) == ["run.db", "run.lock"]
     with Store.open_readonly(finished_run, live=False) as store:   # nothing of it was lost
         assert store.get_meta("round") == 30
+
+
+def test_a_held_run_lock_is_seen_without_taking_it(tmp_path):
+    from envduels.store import run_lock_held
+
+    assert not run_lock_held(tmp_path)   # no lock file: no run was ever here
+    with run_lock(tmp_path):
+        assert run_lock_held(tmp_path)
+        with run_lock(tmp_path / "other"):   # another folder's lock is not this one's
+            pass
+        assert not run_lock_held(tmp_path / "other")
+    assert not run_lock_held(tmp_path)
