@@ -321,17 +321,24 @@ def _drop(data: Any, loc: tuple[int | str, ...]) -> bool:
     return True
 
 
+CONFIG_MAX_BYTES = 1 << 20
+"""The largest config file read (an honest one is a few KB; `envduels._safe_load`)."""
+
+
 def load_config(path: str | Path) -> RunConfig:
-    """Read and validate a YAML run configuration."""
+    """Read and validate a YAML run configuration. A missing, non-regular or oversized file,
+    bad YAML, nesting, integers or aliases past `envduels._safe_load`'s limits: one-line
+    `UserError`."""
+    from envduels._safe_load import parse_yaml, read_text_capped
+
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config file {str(p)!r} not found; pass the path to a YAML file such as examples/quickstart.yaml")
+    missing = (f"config file {str(p)!r} not found; pass the path to a YAML file such as "
+               "examples/quickstart.yaml")
+    text = read_text_capped(p, CONFIG_MAX_BYTES, "config file", missing)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = parse_yaml(text, str(p))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise UserError(f"{p}: not valid YAML{where}; fix the syntax (indentation, colons, quotes)") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{p}: not UTF-8 text; save the config as UTF-8") from None
     return parse_config(data, str(p))

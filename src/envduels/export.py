@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from envduels._safe_load import load_json_capped
 from envduels.analysis.metrics import FLAGS
 from envduels.analysis.transfer import env_solver_rates, matched_pairs
 from envduels.envs import EnvSpec
@@ -289,9 +290,9 @@ def _prepare_out_dir(out_dir: Path) -> None:
         raise UserError(
             f"{out_dir} is not empty and holds no earlier envduels export; give a new or empty folder"
         )
-    try:
-        written = set(json.loads((out_dir / MARKER).read_text(encoding="utf-8"))["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+    try:   # a damaged marker (any of it) counts as none: every file is then foreign
+        written = set(load_json_capped(out_dir / MARKER, 64 << 20, "export marker")["files"])
+    except (UserError, KeyError, TypeError):
         written = set()
     foreign = [f for f in _files(out_dir) if f != MARKER and f not in written]
     if foreign:

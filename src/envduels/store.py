@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -381,6 +382,29 @@ def run_lock(run_dir: str | Path) -> Iterator[None]:
             os.close(fd)   # releases the lock
 
 
+LOCK_CHECK_S = 1.0
+"""How often a live reader following a run asks whether the run still holds its lock."""
+
+
+def run_lock_held(run_dir: str | Path) -> bool:
+    """Whether a process holds `RUN_DIR/run.lock` now (an `envduels run` is writing), read
+    from /proc/locks without taking the lock: taking it, even shared and for an instant, could
+    make a run starting in that instant refuse the folder. Matched by inode number alone (a
+    file system may show another device number there): a false match only makes a reader read
+    the log too. True when it cannot tell (no /proc/locks) and a lock file is there."""
+    try:
+        inode = os.stat(Path(run_dir) / LOCK_NAME).st_ino
+    except OSError:
+        return False   # no lock file: no `envduels run` has run here
+    try:
+        with open("/proc/locks", "rb") as fh:
+            table = fh.read(1 << 24)
+    except OSError:
+        return True
+    held = re.findall(rb"\bFLOCK\s+\S+\s+WRITE\s+\S+\s+[0-9a-f]+:[0-9a-f]+:(\d+)\s", table)
+    return str(inode).encode() in held
+
+
 class Store:
     """The run database of one run folder. Safe to share between threads of one process.
 
@@ -410,6 +434,8 @@ class Store:
         self._lock = threading.Lock()
         self._totals: Totals | None = None
         self.readonly = False
+        self._live = False          # a live reader follows writers (`open_readonly`)
+        self._version_base = 0
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -451,6 +477,8 @@ class Store:
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
+            if self._live:
+                self._follow_writer()
             return self._db.execute(sql, args).fetchall()
 
     def _read(self, table: str, columns: list[_Column], *, where: str = "", args: tuple = (),
@@ -825,20 +853,21 @@ class Store:
         on; any write method raises a UserError. Works on a folder the user cannot write (a
         colleague's results, a read-only mount). UserError when there is no run database.
 
-        `live=True` (a long-lived reader such as `envduels view`): SQLite's read-only mode
-        (`mode=ro`), which follows what a running `envduels run` commits while it is open. On a
-        writable folder SQLite may create `run.db-wal`/`run.db-shm` for that (its shared index,
-        never data of this reader). On a folder it cannot write, with no `-wal` there (so no
-        writer: a run writing there would have one), `immutable=1` instead.
+        Nothing in the folder is created or changed (no side file, no mtime) unless a writer
+        is there: with none, `run.db` is opened `immutable=1`, read as a file nothing writes.
+        A writer is an `envduels run` holding `run.lock` (`run_lock_held`) or a non-empty
+        `run.db-wal` (a run writing now, or one that was killed: its log holds committed
+        records); then SQLite's read-only mode (`mode=ro`), which reads the log, for which
+        `run.db-shm` must exist or be creatable (on a read-only mount the error says to copy
+        the folder).
 
-        `live=False` (a short command: `status`, `report`, `leaderboard`, `export`): nothing is
-        created or changed in the folder (no side file, no mtime). With a `-wal` present (a run
-        is writing now, or one was killed) `mode=ro`, which reads the log and so every committed
-        record; the `-shm` must then exist or be creatable, and the error says to copy the
-        folder when a killed run left only a `-wal` on a read-only mount. Without one (every
-        run that ended folded its log into `run.db`) `immutable=1`: `run.db` is read as a file
-        nothing writes. A run started in that moment is not seen; its first records go to a new
-        log, which such a short read does not look at.
+        `live=True` (a long-lived reader: `envduels view`) follows the run as it changes: an
+        immutable open becomes `mode=ro` on the first read after a writer's log appears. When
+        the `envduels run` it followed has ended, its log is folded into `run.db` and
+        removed, as that run would have done had no reader held the database open (SQLite
+        leaves `-wal`/`-shm` behind a writer that is not the last to close), and the open is
+        immutable again. `live=False` (a short command: `status`, `report`, `leaderboard`,
+        `export`) decides once: a run started after it opened is not seen.
         """
         store = cls.__new__(cls)
         store.run_dir = Path(run_dir)
@@ -847,46 +876,102 @@ class Store:
             raise UserError(
                 f"{store.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
                 "started with `envduels run CONFIG`")
-        has_log = store.path.with_name(DB_NAME + "-wal").exists()
-        follow = has_log or (live and os.access(store.run_dir, os.W_OK))
-        mode = "mode=ro" if follow else "immutable=1"
-        from urllib.parse import quote
-
-        uri = f"file:{quote(str(store.path.resolve()))}?{mode}"
-        try:
-            store._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
-                                        isolation_level=None, timeout=30.0)
-            # opens it, and fails here on a file that is no database; a database a starting
-            # run has created but not yet given its tables reads as empty, like an older one
-            # lacking a table (envduels run's own estimate reads the folder before its lock)
-            tables = {r[0] for r in store._db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if live and "meta" not in tables:
-                # a long-lived reader must not stand in TEMP tables now: they would hide the
-                # real ones the starting run is about to create, for as long as it stays open
-                store._db.close()
-                raise UserError(f"{store.run_dir} holds a run database still being created; "
-                                "open it again in a moment")
-            _temp_missing_tables(store._db)
-            store._migrate(write=False)
-        except sqlite3.Error as err:
-            with contextlib.suppress(Exception):
-                store._db.close()
-            fix = ("a killed run left its write-ahead log and SQLite cannot read it without "
-                   "creating run.db-shm; copy the folder somewhere writable and read the copy"
-                   if has_log else "check that it is a run database you may read")
-            raise UserError(f"cannot read the run database {store.path} ({err}); {fix}") from None
         store._lock = threading.Lock()
         store._totals = None
         store.readonly = True
+        store._live = live
+        store._version_base = 0        # data_version of earlier connections: it never repeats
+        store._followed_run = False    # this reader saw an `envduels run` hold the lock
+        store._lock_checked = 0.0
+        store._connect_readonly(follow=store._log_written() or run_lock_held(store.run_dir))
         return store
+
+    def _log_written(self) -> bool:
+        try:
+            return self.path.with_name(DB_NAME + "-wal").stat().st_size > 0
+        except OSError:
+            return False
+
+    def _connect_readonly(self, *, follow: bool) -> None:
+        """(Re)open the read-only connection: `mode=ro` (`follow`) or `immutable=1`."""
+        from urllib.parse import quote
+
+        self._follows = follow
+        uri = f"file:{quote(str(self.path.resolve()))}?{'mode=ro' if follow else 'immutable=1'}"
+        try:
+            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                       isolation_level=None, timeout=30.0)
+            # opens it, and fails here on a file that is no database; a database a starting
+            # run has created but not yet given its tables reads as empty, like an older one
+            # lacking a table (envduels run's own estimate reads the folder before its lock)
+            tables = {r[0] for r in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if self._live and "meta" not in tables:
+                # a long-lived reader must not stand in TEMP tables now: they would hide the
+                # real ones the starting run is about to create, for as long as it stays open
+                self._db.close()
+                raise UserError(f"{self.run_dir} holds a run database still being created; "
+                                "open it again in a moment")
+            _temp_missing_tables(self._db)
+            self._migrate(write=False)
+        except sqlite3.Error as err:
+            with contextlib.suppress(Exception):
+                self._db.close()
+            fix = ("a killed run left its write-ahead log and SQLite cannot read it without "
+                   "creating run.db-shm; copy the folder somewhere writable and read the copy"
+                   if follow else "check that it is a run database you may read")
+            raise UserError(f"cannot read the run database {self.path} ({err}); {fix}") from None
+
+    def _follow_writer(self) -> None:
+        """A live reader's check before each read (caller holds `_lock`): an immutable open
+        turns `mode=ro` once a writer's log appears (one stat); a `mode=ro` one checks, at
+        most every `LOCK_CHECK_S`, whether the `envduels run` it followed has ended, and then
+        folds its log and goes back to immutable."""
+        if not self._follows:
+            if self._log_written():
+                self._reconnect(follow=True)
+            return
+        now = time.monotonic()
+        if now - self._lock_checked < LOCK_CHECK_S:
+            return
+        self._lock_checked = now
+        if run_lock_held(self.run_dir):
+            self._followed_run = True
+        elif self._followed_run:
+            self._db.close()
+            self._fold_log()
+            self._reconnect(follow=self._log_written() or run_lock_held(self.run_dir),
+                            closed=True)
+
+    def _reconnect(self, *, follow: bool, closed: bool = False) -> None:
+        (v,), = [(0,)] if closed else self._db.execute("PRAGMA data_version").fetchall()
+        if not closed:
+            self._db.close()
+        self._version_base += int(v) + (1 << 32)
+        self._connect_readonly(follow=follow)
+
+    def _fold_log(self) -> None:
+        """Checkpoint and remove the log an ended run left because this reader had the
+        database open: SQLite does it when the last connection closes, and a read-only one
+        cannot. Best effort: on a folder this process cannot write, or while another reader
+        holds the database, the log stays (and is read)."""
+        self._followed_run = False
+        if not os.access(self.run_dir, os.W_OK):
+            return
+        with contextlib.suppress(sqlite3.Error):
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=1.0)
+            try:
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                db.close()   # the last connection: SQLite removes -wal and -shm
 
     def data_version(self) -> int:
         """A number that changes whenever another connection has committed to this database
-        since this connection's last look (SQLite's `PRAGMA data_version`): the key for caches
-        of anything read from it."""
+        since this store's last look (SQLite's `PRAGMA data_version`, plus a base that grows
+        when a live reader reopens its connection): the key for caches of anything read from
+        it."""
         (v,), = self._query("PRAGMA data_version")
-        return int(v)
+        return self._version_base + int(v)
 
     def summary_tables(self) -> Tables:
         """`tables()` with the transcripts of the hinted successes only (every other

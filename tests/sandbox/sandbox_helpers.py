@@ -72,6 +72,9 @@ def sandbox_runtime(request: pytest.FixtureRequest,
         return launch(dataclasses.replace(limits, runtime=runtime), **kw)
 
     monkeypatch.setattr(_pool, "launch", launch_under)
+    if runtime == "gvisor":
+        # gVisor starts a fresh sandbox per instance: no bubblewrap template may serve the pool
+        monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")
     return runtime
 
 

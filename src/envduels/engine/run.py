@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envduels._signals import terminate_as_interrupt
 from envduels._text import plural
 from envduels.config import RunConfig, load_config
 from envduels.engine._bad_requests import guard_bad_requests
@@ -56,6 +57,13 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     still recorded, a repeat as a repeat). Finished work is still never redone; what a resume
     replays (episodes in `error` or cut by a kill, unfinished authoring) is paid again.
     """
+    # SIGTERM (a supervisor's, a container's, `kill`'s) as Ctrl-C: the sandboxes and local
+    # model servers are closed and nothing is left running (exit 130, as for Ctrl-C)
+    with terminate_as_interrupt():
+        return _run(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet, no_cache=no_cache)
+
+
+def _run(config: Path, *, unsafe_no_sandbox: bool, quiet: bool, no_cache: bool) -> int:
     from envduels.sandbox import SandboxLimits, check_sandbox
 
     # Every precondition is checked before anything is created in RUN_DIR.

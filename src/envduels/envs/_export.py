@@ -14,8 +14,15 @@ from dataclasses import MISSING, Field, fields
 from pathlib import Path
 from typing import Any, get_origin, get_type_hints
 
+from envduels._safe_load import load_json_capped, read_text_capped
 from envduels.envs._spec import DEFAULT_MAX_TURNS, EnvSpec
-from envduels.envs._static import StaticError, default_max_turns, find_env_class, parse_source
+from envduels.envs._static import (
+    MAX_SOURCE_CHARS,
+    StaticError,
+    default_max_turns,
+    find_env_class,
+    parse_source,
+)
 from envduels.errors import UserError
 
 FORMAT_VERSION = 1
@@ -32,17 +39,17 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_bytes().decode("utf-8")  # bytes: the hash covers the file exactly
-    except FileNotFoundError:
-        raise UserError(f"{what} {path} does not exist: check the path") from None
-    except IsADirectoryError:
-        raise UserError(f"{what} {path} is a folder, not a file: give the file's path") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{what} {path} is not UTF-8 text: save it as UTF-8") from None
-    except OSError as err:
-        raise UserError(f"{what} {path} cannot be read ({err.strerror}): check its permissions") from None
+# Byte caps on what a loader reads (`envduels._safe_load`): a source past MAX_SOURCE_CHARS
+# (at most 4 UTF-8 bytes each) could never be valid; a hint file holds a few hundred characters.
+SOURCE_MAX_BYTES = 4 * MAX_SOURCE_CHARS
+HINTS_MAX_BYTES = 1 << 20
+MANIFEST_MAX_BYTES = 64 << 20
+
+
+def _read_text(path: Path, what: str, max_bytes: int = SOURCE_MAX_BYTES) -> str:
+    """The text of `path` (bytes decoded: the hash covers the file exactly); one-line
+    `UserError` when it is missing, not a regular file, over `max_bytes` or not UTF-8."""
+    return read_text_capped(path, max_bytes, what)
 
 
 def load_env_file(path: str | Path) -> EnvSpec:
@@ -63,8 +70,8 @@ def load_env_file(path: str | Path) -> EnvSpec:
         pass  # validation reports it; loading only needs the text
     hints: dict[str, str] = {}
     sidecar = path.with_name(f"{path.stem}.hint.txt")
-    if sidecar.is_file():
-        hints["hint"] = _read_text(sidecar, "hint file").strip()
+    if sidecar.exists():   # a FIFO or device there is refused by name, not skipped
+        hints["hint"] = _read_text(sidecar, "hint file", HINTS_MAX_BYTES).strip()
     return EnvSpec(id=path.stem, source=source, max_turns=max_turns, hints=hints)
 
 
@@ -88,13 +95,13 @@ def _inside(folder: Path, rel: Any, index: int, row: Any, key: str) -> Path:
     try:
         resolved = path.resolve()
         inside = resolved.is_relative_to(folder.resolve())
-        is_file = resolved.is_file()
+        exists = resolved.exists()   # a FIFO or device is refused by the reader, by name
     except (OSError, ValueError) as err:  # e.g. a name too long for the file system
         raise _row_error(index, row, f"{key} {rel!r} is not a usable path ({type(err).__name__}): "
                          "give a short relative path to a file in the folder") from None
     if not inside:
         raise _row_error(index, row, f"{key} {rel!r} is a symlink pointing outside the export folder: copy the file into the folder")
-    if not is_file:
+    if not exists:
         raise _row_error(index, row, f"{key} file {rel!r} is missing: restore it or remove the row")
     return path
 
@@ -103,12 +110,8 @@ def _read_manifest(folder: Path) -> list[Any]:
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder: give an EnvDuels export folder holding {MANIFEST}")
     path = folder / MANIFEST
-    if not path.is_file():
-        raise UserError(f"{folder} has no {MANIFEST}: not an EnvDuels export folder")
-    try:
-        manifest = json.loads(_read_text(path, "manifest"))
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path} is not valid JSON (line {err.lineno}: {err.msg}): fix the manifest") from None
+    manifest = load_json_capped(path, MANIFEST_MAX_BYTES, "manifest",
+                                missing=f"{folder} has no {MANIFEST}: not an EnvDuels export folder")
     if not isinstance(manifest, dict):
         raise UserError(f"{path} must hold a JSON object with format_version and environments")
     version = manifest.get("format_version")
@@ -127,7 +130,10 @@ def _load_row(folder: Path, index: int, row: Any) -> EnvSpec:
     if not isinstance(env_id, str) or not env_id:
         raise _row_error(index, row, "'id' must be a non-empty string")
     source_path = _inside(folder, row.get("source"), index, row, "source")
-    source = _read_text(source_path, "source")
+    try:
+        source = _read_text(source_path, "source")
+    except UserError as err:
+        raise _row_error(index, row, err.message) from None
     expected = row.get("source_sha256")
     actual = hashlib.sha256(source.encode("utf-8")).hexdigest()
     if expected != actual:
@@ -197,9 +203,9 @@ def _carried_value(index: int, row: Any, name: str, value: Any) -> Any:
 def _load_hints(folder: Path, index: int, row: dict[str, Any], env_id: str) -> dict[str, str]:
     path = _inside(folder, row["privileged"], index, row, "privileged")
     try:
-        data = json.loads(_read_text(path, "privileged file"))
-    except json.JSONDecodeError as err:
-        raise _row_error(index, row, f"privileged file {row['privileged']!r} is not valid JSON (line {err.lineno}): fix it") from None
+        data = load_json_capped(path, HINTS_MAX_BYTES, "privileged file")
+    except UserError as err:
+        raise _row_error(index, row, err.message) from None
     hints = data.get("hints") if isinstance(data, dict) else None
     if not isinstance(hints, dict):
         raise _row_error(index, row, f"privileged file {row['privileged']!r} must hold {{\"environment_id\": ..., \"hints\": {{\"hint\": ...}}}}")

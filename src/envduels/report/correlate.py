@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from envduels._safe_load import read_text_capped
 from envduels.errors import UserError
 
 if TYPE_CHECKING:  # the analysis stack loads scipy: imported only once the input is known good
@@ -22,6 +23,8 @@ if TYPE_CHECKING:  # the analysis stack loads scipy: imported only once the inpu
 
 Unit = Literal["author", "env_id"]
 
+GAINS_MAX_BYTES = 64 << 20
+"""The largest gains file read (one short row per author or environment)."""
 HEADER_FIX = "the header must be `author,gain` (one row per author pool) or `env_id,gain` (one per environment)"
 
 
@@ -33,14 +36,19 @@ def parse_gains(path: Path, *, authors: set[str], env_ids: set[str]) -> tuple[Un
     gain that is not a finite number, a duplicate row, and a key the run does not know. Extra
     columns are ignored; blank lines are skipped.
     """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise UserError(f"gains file {path} does not exist; pass --gains with a CSV file: {HEADER_FIX}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read gains file {path} ({err.__class__.__name__}); save it as UTF-8 CSV") from None
+    text = read_text_capped(path, GAINS_MAX_BYTES, "gains file", encoding="utf-8-sig",
+                            missing=f"gains file {path} does not exist; pass --gains with a CSV file: {HEADER_FIX}")
 
     reader = csv.reader(text.splitlines())
+    try:
+        return _parse_rows(path, reader, authors=authors, env_ids=env_ids)
+    except csv.Error as err:   # a cell over csv's field limit, a NUL, a broken quote
+        raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({err}); save it as "
+                        f"plain CSV: {HEADER_FIX}") from None
+
+
+def _parse_rows(path: Path, reader: Any, *, authors: set[str],
+                env_ids: set[str]) -> tuple[Unit, pd.Series]:
     header = next((row for row in reader if any(cell.strip() for cell in row)), None)
     if header is None:
         raise UserError(f"gains file {path} is empty; {HEADER_FIX}")
@@ -188,6 +196,8 @@ def save_scatter(result: TransferResult, out_dir: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from envduels.report.plots import plot_label
+
     fig, axes = plt.subplots(2, 2, figsize=(9.0, 8.0))
     for ax, res in zip(axes.flat, result.results, strict=True):
         pts = [
@@ -198,7 +208,8 @@ def save_scatter(result: TransferResult, out_dir: Path) -> None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], color="#3465a4")
         if len(pts) <= 30:
             for x, y, label in pts:
-                ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                ax.annotate(plot_label(label, 32), (x, y), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
         r = res.pearson.r
         ax.set_title(f"{res.predictor}\nr = {_fmt(r)}, n = {res.n}", fontsize=10)
         ax.set_xlabel(res.predictor)

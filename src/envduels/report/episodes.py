@@ -14,13 +14,16 @@ model calls), player sizes, and the `hint_leak` flag (needs transcripts).
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from envduels._safe_load import open_capped, parse_json
 from envduels.errors import UserError
 
 OUTCOMES = ("success", "failure", "incomplete", "error")
@@ -72,15 +75,37 @@ def _check_row(row: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-def _read_lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise UserError(f"episodes file {str(path)!r} not found; pass a JSON Lines file with one episode per line")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text; save the episodes file as UTF-8") from None
-    except OSError as err:
-        raise UserError(f"cannot read {path} ({err.strerror}); check the path and its permissions") from None
+EPISODES_MAX_BYTES = 2 << 30
+"""The largest episodes file read (about 10 million episodes)."""
+LINE_MAX_BYTES = 1 << 20
+"""The longest line read: one episode is a few hundred bytes."""
+
+
+def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of `path`, read one at a time from a regular file of at
+    most `EPISODES_MAX_BYTES` (`envduels._safe_load`); one-line `UserError` on a line over
+    `LINE_MAX_BYTES` or one that is not UTF-8."""
+    missing = f"episodes file {str(path)!r} not found; pass a JSON Lines file with one episode per line"
+    with open_capped(path, EPISODES_MAX_BYTES, "episodes file", missing) as fh:
+        read = 0
+        for number in itertools.count(1):
+            try:
+                raw = fh.readline(LINE_MAX_BYTES + 1)
+            except OSError as err:
+                raise UserError(f"cannot read {path} ({err.strerror}); check the path and its permissions") from None
+            if not raw:
+                return
+            read += len(raw)
+            if read > EPISODES_MAX_BYTES:   # it grew after the check
+                raise UserError(f"episodes file {path} is over its limit of {EPISODES_MAX_BYTES >> 20:,} MiB; "
+                                "split it")
+            if len(raw) > LINE_MAX_BYTES:
+                raise UserError(f"{path} line {number}: longer than {LINE_MAX_BYTES >> 20} MiB; write one "
+                                "episode per line")
+            try:
+                yield number, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise UserError(f"{path}: not UTF-8 text; save the episodes file as UTF-8") from None
 
 
 def load_episodes(path: str | Path) -> EpisodeTables:
@@ -98,15 +123,11 @@ def load_episodes(path: str | Path) -> EpisodeTables:
     seen: dict[tuple[Any, ...], int] = {}
     envs: dict[str, tuple[int, dict[str, Any]]] = {}
     ignored: set[str] = set()
-    for number, line in enumerate(_read_lines(path), start=1):
+    for number, line in _read_lines(path):
         if not line.strip():
             continue
         where = f"{path} line {number}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); write one JSON "
-                            "object per line") from None
+        raw = parse_json(line, where, fix="write one JSON object per line")
         if not isinstance(raw, dict):
             raise UserError(f"{where}: expected a JSON object with fields {', '.join(REQUIRED)}; "
                             f"got a JSON {type(raw).__name__}")

@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from envduels._text import printable  # noqa: E402
+
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
 COLORS = plt.get_cmap("tab20").colors
 STRONG = plt.get_cmap("tab10").colors  # few points with bars: full-strength colours
@@ -30,10 +32,13 @@ def _png(fig: plt.Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _short(name: Any, n: int = 24) -> str:
-    """A label for a plot: cut to `n` characters, with `$` escaped (matplotlib reads `$…$` as
-    math, and a model-written name such as `a$\\frac{$` would crash the report)."""
-    s = str(name)
+def plot_label(name: Any, n: int = 24) -> str:
+    """A model-written name (a model, an environment, a run) as a plot label: made printable
+    (`envduels._text.printable`: a control character such as ESC or BEL would otherwise reach
+    the terminal raw, through matplotlib's "Glyph missing" warning), cut to `n` characters, with
+    `$` escaped (matplotlib reads `$…$` as math, and a name such as `a$\\frac{$` would crash the
+    report). Every name that reaches a figure goes through here."""
+    s = printable(str(name))
     s = s if len(s) <= n else s[: n - 1] + "…"
     return s.replace("$", r"\$")
 
@@ -64,7 +69,7 @@ def ratings_plot_figure(rows: list[dict[str, Any]], title: str) -> plt.Figure | 
                 ax.plot(end, k, marker, color="#4c72b0", ms=6)
     ax.plot(ratings, y, "o", color="#1f3b73")
     ax.set_xlim(left - pad / 2, right + pad / 2)
-    ax.set_yticks(y, [f"{_short(r['model'])} (#{r['rank'] or '–'})" for r in rows])
+    ax.set_yticks(y, [f"{plot_label(r['model'])} (#{r['rank'] or '–'})" for r in rows])
     ax.axvline(1000, color="#999", lw=0.8, ls=":")
     ax.set_xlabel("rating (Elo scale, 1000 = average; bars: 95% interval, arrow: no bound on that side)")
     ax.set_title(title)
@@ -97,9 +102,9 @@ def heatmap_figure(matrix: pd.DataFrame, title: str, *, cmap: str = "RdBu", cent
     # wide enough for the title and the colour bar's label even with one column
     fig, ax = plt.subplots(figsize=(max(5.6, 0.42 * n_c + 2.8), 0.36 * n_r + 1.8))
     im = ax.imshow(np.ma.masked_invalid(vals), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(n_c), [_short(c, 14) for c in matrix.columns], rotation=60 if n_c > 3 else 0,
+    ax.set_xticks(range(n_c), [plot_label(c, 14) for c in matrix.columns], rotation=60 if n_c > 3 else 0,
                   ha="right" if n_c > 3 else "center")
-    ax.set_yticks(range(n_r), [_short(r, 18) for r in matrix.index])
+    ax.set_yticks(range(n_r), [plot_label(r, 18) for r in matrix.index])
     if n_r * n_c <= 400:
         for i in range(n_r):
             for j in range(n_c):
@@ -130,7 +135,7 @@ def _label_points(ax: plt.Axes, xs: list[float], ys: list[float], labels: list[s
     moves the labels apart and draws a thin leader line where a label had to move far."""
     from adjustText import adjust_text
 
-    texts = [ax.text(x, y, _short(m, 16), fontsize=7) for x, y, m in zip(xs, ys, labels, strict=True)]
+    texts = [ax.text(x, y, plot_label(m, 16), fontsize=7) for x, y, m in zip(xs, ys, labels, strict=True)]
     adjust_text(texts, x=xs, y=ys, ax=ax, expand=(1.2, 1.4),
                 arrowprops={"arrowstyle": "-", "color": "#888", "lw": 0.5})
 
@@ -181,7 +186,7 @@ def learning_plot_figure(learning: dict[str, Any]) -> plt.Figure | None:
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for k, a in enumerate(authors):
         pts = [(r["round"], r["lift"]) for r in a["rounds"] if r["lift"] is not None]
-        ax.plot(*zip(*pts, strict=True), "o-", color=COLORS[k % len(COLORS)], label=_short(a["model"], 16))
+        ax.plot(*zip(*pts, strict=True), "o-", color=COLORS[k % len(COLORS)], label=plot_label(a["model"], 16))
     ax.set_xticks(rounds)  # rounds are whole numbers
     ax.set_xlabel("round")
     ax.set_ylabel("hint lift of the author's environments")
@@ -206,7 +211,7 @@ def runs_plot(comparison: dict[str, Any]) -> str | None:
     for k, r in enumerate(runs):
         xs = [int(x) for x in r["lift_by_round"]]
         ax.plot(xs, list(r["lift_by_round"].values()), "o-", color=COLORS[k % len(COLORS)],
-                label=f"{_short(r['run'])} (history: {r['history'] or '?'})")
+                label=f"{plot_label(r['run'])} (history: {r['history'] or '?'})")
     ax.set_xticks(sorted({int(x) for r in runs for x in r["lift_by_round"]}))
     ax.set_xlabel("round")
     ax.set_ylabel("mean author lift")
@@ -224,7 +229,7 @@ def design_map(points: list[dict[str, Any]]) -> str | None:
     for k, a in enumerate(authors):
         pts = [p for p in points if p["author"] == a]
         ax.scatter([p["x"] for p in pts], [p["y"] for p in pts], s=22, color=COLORS[k % len(COLORS)],
-                   label=_short(a, 16), alpha=0.85)
+                   label=plot_label(a, 16), alpha=0.85)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(fontsize=6.5, ncol=2, frameon=False, loc="best")
@@ -240,7 +245,7 @@ def cost_plot(costs: list[dict[str, Any]]) -> str | None:
     use_cost = any((c.get("cost_usd") or 0) > 0 for c in rows)
     vals = [float((c.get("cost_usd") if use_cost else (c.get("input_tokens") or 0) + (c.get("output_tokens") or 0)) or 0) for c in rows]
     fig, ax = plt.subplots(figsize=(6.4, 0.3 * len(rows) + 1.0))
-    names = [_short(c["model"]) for c in rows]
+    names = [plot_label(c["model"]) for c in rows]
     ax.barh(names, vals, color="#55a868", label="billed")
     saved = [max(0.0, float(c.get("saved_usd") or 0)) for c in rows]
     if use_cost and any(saved):

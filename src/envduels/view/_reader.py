@@ -71,8 +71,9 @@ PENDING = Analysis(version=-1, computed_at=0.0, seconds=0.0, episodes=0,
 
 
 def analyse_run(run_dir: str | Path, version: int, bootstrap: int = BOOTSTRAP) -> Analysis:
-    """`analyse` on its own read-only connection: what the worker process runs."""
-    with Store.open_readonly(run_dir) as store:
+    """`analyse` on its own read-only connection: what the worker process runs (one read,
+    so not `live`: it follows no run and leaves nothing in the folder)."""
+    with Store.open_readonly(run_dir, live=False) as store:
         return analyse(store, version, bootstrap=bootstrap)
 
 
