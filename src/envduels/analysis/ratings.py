@@ -22,6 +22,7 @@ from scipy.special import expit
 from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
 
+from envduels.analysis._ties import RATING_TOLERANCE, snap
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
 from envduels.analysis.rank_tests import author_pair_pvalues, solver_pair_pvalues
 from envduels.analysis.transitivity import duel_edge_pvalues
@@ -242,8 +243,11 @@ class AuthorBuilder:
     den: np.ndarray  # matched pairs likewise
     same: np.ndarray  # (n_authors, n_solvers) bool: the solver is the author
 
-    def scores(self, w: np.ndarray, chunk: int = 128) -> np.ndarray:
-        # (draws, n, n, m) intermediates: chunked so 1,000 draws × 20 models stay small in memory
+    def scores(self, w: np.ndarray, budget: int = 1 << 22) -> np.ndarray:
+        # (draws, n, n, m) intermediates: as many draws at a time as keep them near `budget`
+        # elements (32 MiB of float64), so memory grows with the model pairs, not their cube
+        # (a fixed 128 draws held 1 GiB per intermediate at 100 models)
+        chunk = max(1, budget // max(1, len(self.players) ** 2 * len(self.solvers)))
         return np.concatenate([self._scores(w[k : k + chunk]) for k in range(0, len(w), chunk)])
 
     def _scores(self, w: np.ndarray) -> np.ndarray:
@@ -509,6 +513,7 @@ def holm_above(
     sign of `diff`); the chance of any false claim among all pairs is at most 1 − `level`. A
     pair with no finite positive standard error (or no p-value) is never distinguished."""
     n = len(diff)
+    diff = np.where(np.abs(diff) <= RATING_TOLERANCE, 0.0, diff)  # a tie is never ordered (_ties.py)
     above = np.zeros((n, n), dtype=bool)
     pairs = [(i, j) for a, i in enumerate(keep) for j in keep[a + 1:]]
     if p is None:
@@ -557,7 +562,7 @@ def _rows(rating: Rating, lo: np.ndarray, hi: np.ndarray, notes: list[str | None
                 "games": float(games[i].sum()),
             }
         )
-    rows.sort(key=lambda r: (r["rank"] or 0, -r["rating"]))
+    rows.sort(key=lambda r: (r["rank"] or 0, -r["rating"], str(r["model"])))  # ratings are snapped: ties by name
     return rows
 
 
@@ -593,7 +598,7 @@ def _rate(
     draws = np.zeros((stacked.shape[0] - 1, n))
     if len(keep) >= 2:
         sub = stacked[:, keep][:, :, keep]
-        obs = fit_bradley_terry(sub[0], ridge=ridge)
+        obs = snap(fit_bradley_terry(sub[0], ridge=ridge))  # tied strengths identical (_ties.py)
         theta[keep] = obs
         if len(sub) > 1:
             fit = fit_bradley_terry(sub[1:], ridge=ridge, theta0=obs)
@@ -639,7 +644,7 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
         return rating
     s = stacked[0][np.ix_(keep, keep)]
     theta = np.zeros(n)
-    theta[keep] = fit_firth(s)
+    theta[keep] = snap(fit_firth(s))  # tied strengths identical (_ties.py)
     rating.theta = theta
     lo_t, hi_t = profile_bounds(s)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)

@@ -214,7 +214,13 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
                                          "with_hint", "episodes", "attempts") else "env_id"
         present = [x for x in rows if x[key] is not None]
         missing = [x for x in rows if x[key] is None]   # unplayed: always last
-        present.sort(key=lambda x: (x[key], x["env_id"]), reverse=f["order"] == "desc")
+        keys = [x[key] for x in present]
+        if key in ("lift", "no_hint", "with_hint"):  # rates equal but for rounding sort as equal
+            from envduels.analysis._ties import SHARE_TOLERANCE, snap
+
+            keys = [float(v) for v in snap(keys, SHARE_TOLERANCE)]
+        at = sorted(range(len(present)), key=lambda k: (keys[k], present[k]["env_id"]), reverse=f["order"] == "desc")
+        present = [present[k] for k in at]
         return page("environments.html.j2", request, i=i, r=r, rows=present + missing, a=a,
                     pending=a.pending,
                     options=options, f=f, progress=snap.progress,
