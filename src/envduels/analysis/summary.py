@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from envduels.analysis.convergence import convergence as _convergence
 from envduels.analysis.divergence import divergence
@@ -175,6 +176,16 @@ def analyze(
 
     `convergence=False`: the design-convergence entry is None (tables without environment
     source, such as episodes recorded by another harness, say nothing about design)."""
+    # the fits solve stacks of small systems (one per bootstrap draw or profile bound), each too
+    # small for BLAS threads to help: two threads made them 15-40x slower on a busy 2-core machine
+    # (docs/analysis.md, "Many models")
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _analyze(tables, bootstrap=bootstrap, seed=seed, name=name, history=history,
+                        permutations=permutations, convergence=convergence)
+
+
+def _analyze(tables: TablesLike, *, bootstrap: int, seed: int, name: str, history: str | None,
+             permutations: int, convergence: bool) -> Analysis:
     pairs = matched_pairs(tables.episodes)
     ratings, transitive, diverge = rating_entries(tables, pairs, bootstrap=bootstrap, seed=seed)
     for r in ratings.values():
