@@ -17,6 +17,7 @@ from envduels.analysis.learning import learning_curves
 from envduels.analysis.metrics import (
     TablesLike,
     author_metrics,
+    author_names,
     environment_flags,
     learnability,
     lift_matrix,
@@ -114,6 +115,44 @@ def flagged_lead(tables: TablesLike, duel_rows: list[dict[str, Any]], flags: dic
             "models_without": len(models)}
 
 
+def unrated_authors(tables: TablesLike, pairs: pd.DataFrame, rating: Rating) -> list[dict[str, str]]:
+    """Every author without an author-rating row, with why (the rating compares lifts, which an
+    author whose environments all broke does not have): `{"model", "reason"}` in author order.
+    Without this an author whose every environment failed validation, or whose every episode
+    ended `incomplete` or `error`, vanished from the author table with no word."""
+    rated = {r["model"] for r in rating.rows}
+    envs = tables.environments
+    authored = envs[~envs["fixed_pool"].astype(bool)] if "fixed_pool" in envs.columns else envs
+    eps = tables.episodes
+    played = eps[~eps["self_play"].astype(bool)]
+    out = []
+    for a in author_names(tables):
+        if a in rated:
+            continue
+        mine = authored[authored["author"] == a]
+        valid = mine[mine["valid"].astype(bool)]
+        if mine.empty:
+            reason = "wrote no environment (every authoring attempt failed; see its faults)"
+        elif valid.empty:
+            reason = (f"{'its only environment' if len(mine) == 1 else f'all {len(mine)} of its environments'} "
+                      "failed validation, so it has no lift to compare")
+        elif (on := played[played["env_id"].isin(valid["env_id"])]).empty:
+            reason = f"no other model played its {_count(len(valid), 'valid environment')}"
+        elif not pairs["env_id"].isin(valid["env_id"]).any():
+            broke = on["outcome"].value_counts()
+            reason = (f"none of the {_count(len(on), 'episode')} on its {_count(len(valid), 'valid environment')} "
+                      f"formed a matched pair ({int(broke.get('incomplete', 0))} incomplete, "
+                      f"{int(broke.get('error', 0))} error), so it has no lift to compare")
+        else:
+            reason = "no solver it was measured on was also measured on another author's environments"
+        out.append({"model": str(a), "reason": reason})
+    return out
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word if n == 1 else word + 's'}"
+
+
 def _costs(players: pd.DataFrame) -> list[dict[str, Any]]:
     # cache reads, writes and reasoning are parts of input and output tokens; saved_usd is what
     # prompt caching saved against billing every input token at the input price
@@ -196,6 +235,10 @@ def _analyze(tables: TablesLike, *, bootstrap: int, seed: int, name: str, histor
     cost = pd.to_numeric(players.get("cost_usd", pd.Series(dtype=float)), errors="coerce")
     valid_envs = envs[envs["valid"].astype(bool)]
     texts = [f"{r.get('title') or ''}\n{r.get('hint') or ''}\n{r.get('source') or ''}" for r in valid_envs.to_dict("records")]
+    methods: dict[str, dict[str, Any]] = {k: {"interval": ratings[k].interval, "note": ratings[k].note,
+                                              "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")}
+    # authors the author rating leaves out (every environment broke), each with why
+    methods["author"]["unrated"] = unrated_authors(tables, pairs, ratings["author"])
     result: dict[str, Any] = {
         "run": {
             "name": name,
@@ -211,8 +254,7 @@ def _analyze(tables: TablesLike, *, bootstrap: int, seed: int, name: str, histor
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
         # per rating: how its intervals were made, and why intervals or ranks are missing
-        "rating_methods": {k: {"interval": ratings[k].interval, "note": ratings[k].note,
-                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")},
+        "rating_methods": methods,
         "transitivity": transitive,
         "divergence": diverge,
         "environments": _environment_rows(tables, pairs, flags),
