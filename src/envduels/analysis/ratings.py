@@ -244,9 +244,9 @@ class AuthorBuilder:
     same: np.ndarray  # (n_authors, n_solvers) bool: the solver is the author
 
     def scores(self, w: np.ndarray, budget: int = 1 << 22) -> np.ndarray:
-        # (draws, n, n, m) intermediates: as many draws at a time as keep them near `budget`
-        # elements (32 MiB of float64), so memory grows with the model pairs, not their cube
-        # (a fixed 128 draws held 1 GiB per intermediate at 100 models)
+        # (draws, n, n, m) boolean intermediates: as many draws at a time as keep them near
+        # `budget` elements (4 MiB each), so memory grows with the model pairs, not their cube
+        # (a fixed 128 draws held 1 GiB per float intermediate at 100 models)
         chunk = max(1, budget // max(1, len(self.players) ** 2 * len(self.solvers)))
         return np.concatenate([self._scores(w[k : k + chunk]) for k in range(0, len(w), chunk)])
 
@@ -256,11 +256,15 @@ class AuthorBuilder:
         den = (w @ self.den).reshape(-1, n, m)
         has = den > 0
         lift = np.where(has, num / np.where(has, den, 1.0), 0.0)
-        diff = lift[:, :, None, :] - lift[:, None, :, :]  # (B, a, a', s)
-        present = has[:, :, None, :] & has[:, None, :, :]
-        present &= ~np.eye(n, dtype=bool)[None, :, :, None]
-        present &= ~self.same[None, :, None, :] & ~self.same[None, None, :, :]
-        return _score(diff, present).sum(axis=3)
+        # (a, a', s) pairs that may compare: two different authors, neither of them the solver
+        allowed = ~np.eye(n, dtype=bool)[:, :, None] & ~self.same[:, None, :] & ~self.same[None, :, :]
+        present = has[:, :, None, :] & has[:, None, :, :] & allowed[None]  # (B, a, a', s)
+        # `_score` summed over solvers, on booleans compared in place (no (B, a, a', s) floats)
+        above = lift[:, :, None, :] > (lift + 1e-12)[:, None, :, :]
+        below = lift[:, :, None, :] < (lift - 1e-12)[:, None, :, :]
+        wins = (present & above).sum(axis=3)
+        level = (present & ~(above | below)).sum(axis=3)
+        return wins + 0.5 * level
 
 
 def author_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> AuthorBuilder:
