@@ -77,7 +77,9 @@ def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     first keeps the printed rank column monotone (a model certainly below another is never
     listed above a model that is below nobody); the top-rated model always has rank 1, so the
     leader is the same either way. Models whose printed ratings are equal are *level*; the name
-    only breaks the tie for listing and never makes one of them "the best".
+    only breaks the tie for listing and never makes one of them "the best". Neither depends on
+    the last bits of a fit: strengths within `_ties.RATING_TOLERANCE` are snapped to one value
+    where they are fitted, so tied models print, round and sort alike on every machine.
     """
     return sorted(rows, key=lambda r: (r.get("rank") or 0, -round(r["rating"]), str(r["model"])))
 

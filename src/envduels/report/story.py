@@ -34,7 +34,8 @@ GLOSSARY: dict[str, str] = {
                     "an open end (∞) when a model won or lost everything",
     "rank": "1 + the number of models certainly better than this one (tested pairwise, family-wise at 95%)",
     "statistically tied": "the rank rule cannot tell the models apart: neither is certainly better",
-    "level": "the same rating as printed, to the nearest point",
+    "level": "the same rating as printed, to the nearest point (ratings within 1e-6 logits are one tie and "
+             "print alike)",
     "hint gain": "a solver's mean lift on other authors' environments",
     "rescue": "how often the hint turned a failure into a success: P(win with hint | lost without)",
     "harm": "how often the hint turned a success into a failure: P(lost with hint | won without)",
