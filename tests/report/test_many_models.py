@@ -45,8 +45,8 @@ def test_100_models_report_within_2_gib_of_address_space(tmp_path):
     path = write_many_model_episodes(tmp_path / "m100.jsonl", 100)
     out = tmp_path / "m100.json"
     env = os.environ | {"PYTHONPATH": str(Path(envduels.__file__).parents[1])}
-    # 100 bootstrap draws: the memory of every part but the draws' own B × n × n arrays is the
-    # same as at the default 1,000 (bench_many_models.py runs that), in a quarter of the time
+    # 100 bootstrap draws keep the test short (26 s here); every part's memory but the draws' own
+    # B × n × n stacks is as at the default 1,000, which bench_many_models.py runs (1.15 GiB)
     run = subprocess.run([ENVDUELS, "report", "--episodes", str(path), "--bootstrap", "100", "--json", str(out),
                           "--html", str(tmp_path / "m100.html")],
                          capture_output=True, text=True, timeout=880, env=env, preexec_fn=limit_address_space)
