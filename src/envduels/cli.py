@@ -13,6 +13,7 @@ command is a `_Command`, whose usage line writes `CONFIG` where Typer 0.29 write
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import sys
 from pathlib import Path
@@ -356,6 +357,9 @@ def main() -> None:
     `Exit` carries an exit code. The tested range is pinned in pyproject.toml;
     tests/test_cli_usage.py runs every mistake through the installed console script.
     """
+    # pyarrow (pandas' string columns) reserves 1 GiB of address space up front with mimalloc, which
+    # an address-space limit (`ulimit -v`) counts as used; the system allocator reserves nothing
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     try:
         rc = app(prog_name="envduels", standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)

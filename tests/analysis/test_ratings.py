@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.special import expit
-from scipy.stats import kendalltau
 
 from envduels.analysis import (
     compute_ratings,
@@ -15,6 +14,7 @@ from envduels.analysis import (
     simulate_tournament,
     solver_metrics,
 )
+from envduels.analysis._ties import ESTIMATE_TOLERANCE, kendall_tau
 from envduels.analysis.ratings import Design, SolverBuilder, _rate, duel_builder, make_design
 
 from .tables import env, pair, tables
@@ -93,9 +93,9 @@ def test_solver_ratings_recover_the_true_abilities_at_the_reference_size():
                               author_difficulty=[0.0] * 10, author_teaching=list(np.linspace(0, 2.5, 10)))
     p = matched_pairs(run.tables.episodes)
     solver = compute_ratings(run.tables, p, bootstrap=200, seed=1)["solver"]
-    assert kendalltau([run.ability[m] for m in solver.players], solver.theta).statistic >= 0.9
+    assert kendall_tau([run.ability[m] for m in solver.players], solver.theta) >= 0.9
     est = {s["model"]: s["ability"] for s in fit_irt(p)["solvers"]}
-    assert kendalltau([run.ability[m] for m in est], list(est.values())).statistic >= 0.9
+    assert kendall_tau([run.ability[m] for m in est], list(est.values()), tol=ESTIMATE_TOLERANCE) >= 0.9
     for row in solver.rows:
         assert row["ci_low"] <= row["rating"] <= row["ci_high"]
 
@@ -109,9 +109,9 @@ def test_author_ratings_recover_the_true_teaching_order_with_20_environments_per
                               author_teaching=list(np.linspace(0, 3.0, 10)), transcripts=False)
     p = matched_pairs(run.tables.episodes)
     author = compute_ratings(run.tables, p, bootstrap=200, seed=1)["author"]
-    assert kendalltau([run.author_teaching[m] for m in author.players], author.theta).statistic >= 0.9
+    assert kendall_tau([run.author_teaching[m] for m in author.players], author.theta) >= 0.9
     teach = {a["model"]: a["teaching"] for a in fit_irt(p)["authors"]}
-    assert kendalltau([run.author_teaching[m] for m in teach], list(teach.values())).statistic >= 0.9
+    assert kendall_tau([run.author_teaching[m] for m in teach], list(teach.values()), tol=ESTIMATE_TOLERANCE) >= 0.9
 
 
 def test_bootstrap_intervals_cover_the_true_strengths_95_percent_of_the_time():
@@ -161,7 +161,8 @@ def test_duel_ratings_recover_the_true_order():
         run = simulate_tournament(players=6, envs_per_author=10, rounds=3, seeds=4, seed=seed, ability=list(truth),
                                   author_difficulty=[0.0] * 6, author_teaching=[1.0] * 6, transcripts=False)
         duel = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=20, seed=1)["duel"]
-        taus.append(kendalltau([run.ability[m] for m in duel.players], duel.theta).statistic)
+        # tie-aware: at seed 2 two duellists have identical records and one rating (_ties.py)
+        taus.append(kendall_tau([run.ability[m] for m in duel.players], duel.theta))
     assert np.mean(taus) >= 0.9 and min(taus) >= 0.8, taus
 
 

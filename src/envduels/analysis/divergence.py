@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
+from envduels.analysis._ties import snap
 from envduels.analysis.ratings import Rating
 
 MIN_RELIABILITY = 0.90
@@ -28,13 +29,20 @@ MIN_RELIABILITY = 0.90
 
 
 def _spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    ra = rankdata(a, axis=-1)
-    rb = rankdata(b, axis=-1)
+    # tied strengths share an average rank, also in a bootstrap draw (_ties.py)
+    ra = rankdata(snap(a), axis=-1)
+    rb = rankdata(snap(b), axis=-1)
     ra = ra - ra.mean(axis=-1, keepdims=True)
     rb = rb - rb.mean(axis=-1, keepdims=True)
     den = np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, (ra * rb).sum(-1) / np.where(den > 0, den, 1), np.nan)
+
+
+def _best(models: list[str], theta: np.ndarray) -> list[str]:
+    """The models tied for the highest strength, by name."""
+    v = snap(theta)
+    return sorted((m for m, x in zip(models, v, strict=True) if x == v.max()), key=str)
 
 
 def reliability(theta: np.ndarray, draws: np.ndarray) -> float | None:
@@ -60,9 +68,10 @@ def divergence(author: Rating, solver: Rating) -> dict[str, Any]:
         return out
     ai = [author.players.index(m) for m in common]
     si = [solver.players.index(m) for m in common]
-    best_s = common[int(np.argmax(solver.theta[si]))]
-    best_a = common[int(np.argmax(author.theta[ai]))]
-    out |= {"best_solver": best_s, "best_author": best_a, "best_solver_is_best_author": best_s == best_a}
+    # a tie for best is named by its first member by name; "the best solver is the best author"
+    # when some model is among the best in both (_ties.py)
+    top_s, top_a = _best(common, solver.theta[si]), _best(common, author.theta[ai])
+    out |= {"best_solver": top_s[0], "best_author": top_a[0], "best_solver_is_best_author": bool(set(top_s) & set(top_a))}
     if len(common) < 3:
         return out
     rho = float(_spearman_rows(author.theta[ai], solver.theta[si]))

@@ -14,6 +14,8 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from envduels.analysis._ties import ESTIMATE_TOLERANCE, order
+
 IRT_RIDGE = 0.05
 
 
@@ -52,6 +54,7 @@ def fit_irt(pairs: pd.DataFrame, *, ridge: float = IRT_RIDGE) -> dict[str, Any]:
     a, d, t = res.x[:ns], res.x[ns : ns + ne], res.x[ns + ne :]
     shift = a.mean()
     a, d = a - shift, d - shift
+    ability = dict(zip(solvers, a, strict=True))
     info = pairs.groupby("env_id")["author"].first()
     env_frame = pd.DataFrame({"env_id": envs, "difficulty": d, "hint_effect": t})
     env_frame["author"] = env_frame["env_id"].map(info)
@@ -60,10 +63,12 @@ def fit_irt(pairs: pd.DataFrame, *, ridge: float = IRT_RIDGE) -> dict[str, Any]:
     )
     return {
         "converged": bool(res.success),
-        "solvers": [{"model": s, "ability": float(v)} for s, v in sorted(zip(solvers, a, strict=True), key=lambda x: -x[1])],
+        # highest first, estimates within ESTIMATE_TOLERANCE by name (_ties.py)
+        "solvers": [{"model": s, "ability": float(ability[s])} for s in order(list(solvers), a, tol=ESTIMATE_TOLERANCE)],
         "authors": [
             {"model": m, "difficulty": float(r.difficulty), "teaching": float(r.teaching), "environments": int(r.environments)}
-            for m, r in per_author.sort_values("teaching", ascending=False).iterrows()
+            for m, r in per_author.loc[order(list(per_author.index), per_author["teaching"].to_numpy(),
+                                             tol=ESTIMATE_TOLERANCE)].iterrows()
         ],
         "environments": [
             {"id": r.env_id, "difficulty": float(r.difficulty), "hint_effect": float(r.hint_effect)}

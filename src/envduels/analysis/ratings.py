@@ -22,6 +22,7 @@ from scipy.special import expit
 from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
 
+from envduels.analysis._ties import RATING_TOLERANCE, snap
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
 from envduels.analysis.rank_tests import author_pair_pvalues, solver_pair_pvalues
 from envduels.analysis.transitivity import duel_edge_pvalues
@@ -242,8 +243,11 @@ class AuthorBuilder:
     den: np.ndarray  # matched pairs likewise
     same: np.ndarray  # (n_authors, n_solvers) bool: the solver is the author
 
-    def scores(self, w: np.ndarray, chunk: int = 128) -> np.ndarray:
-        # (draws, n, n, m) intermediates: chunked so 1,000 draws × 20 models stay small in memory
+    def scores(self, w: np.ndarray, budget: int = 1 << 22) -> np.ndarray:
+        # (draws, n, n, m) boolean intermediates: as many draws at a time as keep them near
+        # `budget` elements (4 MiB each), so memory grows with the model pairs, not their cube
+        # (a fixed 128 draws held 1 GiB per float intermediate at 100 models)
+        chunk = max(1, budget // max(1, len(self.players) ** 2 * len(self.solvers)))
         return np.concatenate([self._scores(w[k : k + chunk]) for k in range(0, len(w), chunk)])
 
     def _scores(self, w: np.ndarray) -> np.ndarray:
@@ -252,11 +256,15 @@ class AuthorBuilder:
         den = (w @ self.den).reshape(-1, n, m)
         has = den > 0
         lift = np.where(has, num / np.where(has, den, 1.0), 0.0)
-        diff = lift[:, :, None, :] - lift[:, None, :, :]  # (B, a, a', s)
-        present = has[:, :, None, :] & has[:, None, :, :]
-        present &= ~np.eye(n, dtype=bool)[None, :, :, None]
-        present &= ~self.same[None, :, None, :] & ~self.same[None, None, :, :]
-        return _score(diff, present).sum(axis=3)
+        # (a, a', s) pairs that may compare: two different authors, neither of them the solver
+        allowed = ~np.eye(n, dtype=bool)[:, :, None] & ~self.same[:, None, :] & ~self.same[None, :, :]
+        present = has[:, :, None, :] & has[:, None, :, :] & allowed[None]  # (B, a, a', s)
+        # `_score` summed over solvers, on booleans compared in place (no (B, a, a', s) floats)
+        above = lift[:, :, None, :] > (lift + 1e-12)[:, None, :, :]
+        below = lift[:, :, None, :] < (lift - 1e-12)[:, None, :, :]
+        wins = (present & above).sum(axis=3)
+        level = (present & ~(above | below)).sum(axis=3)
+        return wins + 0.5 * level
 
 
 def author_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> AuthorBuilder:
@@ -509,6 +517,7 @@ def holm_above(
     sign of `diff`); the chance of any false claim among all pairs is at most 1 − `level`. A
     pair with no finite positive standard error (or no p-value) is never distinguished."""
     n = len(diff)
+    diff = np.where(np.abs(diff) <= RATING_TOLERANCE, 0.0, diff)  # a tie is never ordered (_ties.py)
     above = np.zeros((n, n), dtype=bool)
     pairs = [(i, j) for a, i in enumerate(keep) for j in keep[a + 1:]]
     if p is None:
@@ -557,7 +566,7 @@ def _rows(rating: Rating, lo: np.ndarray, hi: np.ndarray, notes: list[str | None
                 "games": float(games[i].sum()),
             }
         )
-    rows.sort(key=lambda r: (r["rank"] or 0, -r["rating"]))
+    rows.sort(key=lambda r: (r["rank"] or 0, -r["rating"], str(r["model"])))  # ratings are snapped: ties by name
     return rows
 
 
@@ -593,7 +602,7 @@ def _rate(
     draws = np.zeros((stacked.shape[0] - 1, n))
     if len(keep) >= 2:
         sub = stacked[:, keep][:, :, keep]
-        obs = fit_bradley_terry(sub[0], ridge=ridge)
+        obs = snap(fit_bradley_terry(sub[0], ridge=ridge))  # tied strengths identical (_ties.py)
         theta[keep] = obs
         if len(sub) > 1:
             fit = fit_bradley_terry(sub[1:], ridge=ridge, theta0=obs)
@@ -639,7 +648,7 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
         return rating
     s = stacked[0][np.ix_(keep, keep)]
     theta = np.zeros(n)
-    theta[keep] = fit_firth(s)
+    theta[keep] = snap(fit_firth(s))  # tied strengths identical (_ties.py)
     rating.theta = theta
     lo_t, hi_t = profile_bounds(s)
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)

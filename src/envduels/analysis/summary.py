@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from envduels.analysis.convergence import convergence as _convergence
 from envduels.analysis.divergence import divergence
@@ -18,6 +19,7 @@ from envduels.analysis.metrics import (
     HINT_LEAK,
     TablesLike,
     author_metrics,
+    author_names,
     environment_flags,
     learnability,
     lift_matrix,
@@ -77,7 +79,9 @@ def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     first keeps the printed rank column monotone (a model certainly below another is never
     listed above a model that is below nobody); the top-rated model always has rank 1, so the
     leader is the same either way. Models whose printed ratings are equal are *level*; the name
-    only breaks the tie for listing and never makes one of them "the best".
+    only breaks the tie for listing and never makes one of them "the best". Neither depends on
+    the last bits of a fit: strengths within `_ties.RATING_TOLERANCE` are snapped to one value
+    where they are fitted, so tied models print, round and sort alike on every machine.
     """
     return sorted(rows, key=lambda r: (r.get("rank") or 0, -round(r["rating"]), str(r["model"])))
 
@@ -113,6 +117,44 @@ def flagged_lead(tables: TablesLike, duel_rows: list[dict[str, Any]], flags: dic
     return {"model": leader, "environments": [{"id": e, "flags": f} for e, f in hit.items()],
             "position_without": models.index(leader) + 1 if leader in models else None,
             "models_without": len(models)}
+
+
+def unrated_authors(tables: TablesLike, pairs: pd.DataFrame, rating: Rating) -> list[dict[str, str]]:
+    """Every author without an author-rating row, with why (the rating compares lifts, which an
+    author whose environments all broke does not have): `{"model", "reason"}` in author order.
+    Without this an author whose every environment failed validation, or whose every episode
+    ended `incomplete` or `error`, vanished from the author table with no word."""
+    rated = {r["model"] for r in rating.rows}
+    envs = tables.environments
+    authored = envs[~envs["fixed_pool"].astype(bool)] if "fixed_pool" in envs.columns else envs
+    eps = tables.episodes
+    played = eps[~eps["self_play"].astype(bool)]
+    out = []
+    for a in author_names(tables):
+        if a in rated:
+            continue
+        mine = authored[authored["author"] == a]
+        valid = mine[mine["valid"].astype(bool)]
+        if mine.empty:
+            reason = "wrote no environment (every authoring attempt failed; see its faults)"
+        elif valid.empty:
+            reason = (f"{'its only environment' if len(mine) == 1 else f'all {len(mine)} of its environments'} "
+                      "failed validation, so it has no lift to compare")
+        elif (on := played[played["env_id"].isin(valid["env_id"])]).empty:
+            reason = f"no other model played its {_count(len(valid), 'valid environment')}"
+        elif not pairs["env_id"].isin(valid["env_id"]).any():
+            broke = on["outcome"].value_counts()
+            reason = (f"none of the {_count(len(on), 'episode')} on its {_count(len(valid), 'valid environment')} "
+                      f"formed a matched pair ({int(broke.get('incomplete', 0))} incomplete, "
+                      f"{int(broke.get('error', 0))} error), so it has no lift to compare")
+        else:
+            reason = "no solver it was measured on was also measured on another author's environments"
+        out.append({"model": str(a), "reason": reason})
+    return out
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word if n == 1 else word + 's'}"
 
 
 def _costs(players: pd.DataFrame) -> list[dict[str, Any]]:
@@ -177,6 +219,16 @@ def analyze(
 
     `convergence=False`: the design-convergence entry is None (tables without environment
     source, such as episodes recorded by another harness, say nothing about design)."""
+    # the fits solve stacks of small systems (one per bootstrap draw or profile bound), each too
+    # small for BLAS threads to help: two threads made them 15-40x slower on a busy 2-core machine
+    # (docs/analysis.md, "Many models")
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _analyze(tables, bootstrap=bootstrap, seed=seed, name=name, history=history,
+                        permutations=permutations, convergence=convergence)
+
+
+def _analyze(tables: TablesLike, *, bootstrap: int, seed: int, name: str, history: str | None,
+             permutations: int, convergence: bool) -> Analysis:
     pairs = matched_pairs(tables.episodes)
     ratings, transitive, diverge = rating_entries(tables, pairs, bootstrap=bootstrap, seed=seed)
     for r in ratings.values():
@@ -187,6 +239,10 @@ def analyze(
     cost = pd.to_numeric(players.get("cost_usd", pd.Series(dtype=float)), errors="coerce")
     valid_envs = envs[envs["valid"].astype(bool)]
     texts = [f"{r.get('title') or ''}\n{r.get('hint') or ''}\n{r.get('source') or ''}" for r in valid_envs.to_dict("records")]
+    methods: dict[str, dict[str, Any]] = {k: {"interval": ratings[k].interval, "note": ratings[k].note,
+                                              "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")}
+    # authors the author rating leaves out (every environment broke), each with why
+    methods["author"]["unrated"] = unrated_authors(tables, pairs, ratings["author"])
     result: dict[str, Any] = {
         "run": {
             "name": name,
@@ -202,8 +258,7 @@ def analyze(
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
         # per rating: how its intervals were made, and why intervals or ranks are missing
-        "rating_methods": {k: {"interval": ratings[k].interval, "note": ratings[k].note,
-                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")},
+        "rating_methods": methods,
         "transitivity": transitive,
         "divergence": diverge,
         "environments": _environment_rows(tables, pairs, flags),

@@ -44,12 +44,15 @@ GLOSSARY: dict[str, str] = {
                     "an open end (∞) when a model won or lost everything",
     "rank": "1 + the number of models certainly better than this one (tested pairwise, family-wise at 95%)",
     "statistically tied": "the rank rule cannot tell the models apart: neither is certainly better",
-    "level": "the same rating as printed, to the nearest point",
+    "level": "the same rating as printed, to the nearest point (ratings within 1e-6 logits are one tie and "
+             "print alike)",
     "hint gain": "a solver's mean lift on other authors' environments",
     "rescue": "how often the hint turned a failure into a success: P(win with hint | lost without)",
     "harm": "how often the hint turned a success into a failure: P(lost with hint | won without)",
-    "McNemar p": "exact test of rescues against harms: small means the hint really changes this solver's "
-                 "results",
+    "McNemar p": "exact test of rescues against harms on this run's environments: small means that on "
+                 "these environments the hint turned this solver's failures into wins more (or less) often "
+                 "than the reverse, beyond chance; it treats the environments as fixed, so it does not say "
+                 "the hint helps this solver on other environments",
     "no hint / with hint": "share of matched pairs solved without / with the hint",
     "autonomous solve": "no-hint success rate per environment, averaged within each domain, then across "
                         "domains",
@@ -228,6 +231,15 @@ def flagged_lead(j: dict[str, Any]) -> str | None:
             f"answer away or the puzzle cannot be solved without it: {envs}; {after}.")
 
 
+def unrated_authors(j: dict[str, Any]) -> str | None:
+    """The authors the author rating leaves out, each with why (None when it leaves out none or
+    has no rating at all, which `unrated_reason` explains)."""
+    out = ((j.get("rating_methods") or {}).get("author") or {}).get("unrated") or []
+    if not out or len(j["ratings"]["author"]) < 2:
+        return None
+    return "Not in the author rating: " + "; ".join(f"{u['model']}: {u['reason']}" for u in out) + "."
+
+
 def _divergence(j: dict[str, Any]) -> str | None:
     d = j["divergence"]
     if d.get("spearman") is None:
@@ -268,6 +280,8 @@ def findings(j: dict[str, Any]) -> list[str]:
         if kind == "author" and not authored_valid and any(not e.get("fixed_pool") for e in j["environments"]):
             continue  # said by the validity sentence
         out.append(leader(kind, j))
+        if kind == "author" and (u := unrated_authors(j)):
+            out.append(u)
         if kind == "duel" and (f := flagged_lead(j)):
             out.append(f)
     if (d := _divergence(j)) is not None:

@@ -133,6 +133,24 @@ def turns(transcript: list[dict[str, Any]], hint: str, hinted: bool) -> list[dic
     return out
 
 
+RATES = ("lift", "no_hint", "with_hint")
+
+
+def sort_rows(rows: list[dict[str, Any]], key: str, descending: bool) -> list[dict[str, Any]]:
+    """The environments table sorted by `key`, equal values by env id (both reversed when
+    `descending`), rows without a value (never played) last. Rates equal but for rounding (7/10 −
+    4/10 and 3/10 − 0 differ in the last bit) sort as equal: `_ties.SHARE_TOLERANCE`."""
+    present = [x for x in rows if x[key] is not None]
+    missing = [x for x in rows if x[key] is None]
+    keys = [x[key] for x in present]
+    if key in RATES and present:
+        from envduels.analysis._ties import SHARE_TOLERANCE, snap
+
+        keys = [float(v) for v in snap(keys, SHARE_TOLERANCE)]
+    at = sorted(range(len(present)), key=lambda k: (keys[k], present[k]["env_id"]), reverse=descending)
+    return [present[k] for k in at] + missing
+
+
 def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = None,
                bootstrap: int | None = None, warm: bool = True) -> Starlette:
     """The viewer for these run folders (each must hold a run database; UserError otherwise).
@@ -215,10 +233,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
             rows = [x for x in rows if f["flag"] in x["flags"]]
         key = f["sort"] if f["sort"] in ("env_id", "author", "round", "lift", "no_hint",
                                          "with_hint", "episodes", "attempts") else "env_id"
-        present = [x for x in rows if x[key] is not None]
-        missing = [x for x in rows if x[key] is None]   # unplayed: always last
-        present.sort(key=lambda x: (x[key], x["env_id"]), reverse=f["order"] == "desc")
-        return page("environments.html.j2", request, i=i, r=r, rows=present + missing, a=a,
+        return page("environments.html.j2", request, i=i, r=r, rows=sort_rows(rows, key, f["order"] == "desc"), a=a,
                     pending=a.pending,
                     options=options, f=f, progress=snap.progress,
                     sort_url=lambda k: "?" + urlencode({**{n: v for n, v in f.items() if v},
