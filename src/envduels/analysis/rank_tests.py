@@ -225,7 +225,7 @@ class _DuelPair:
         t_vals = vals[other][:, [i, j]]  # (t, 2, 2): i's and j's results there (net, slots)
         self.solver_i = t_vals[:, 0].T @ place  # (2, R·K)
         self.solver_j = t_vals[:, 1].T @ place
-        self.swap = ((t_vals[:, 1] - t_vals[:, 0])[:, :, None] * place[:, None, :]).reshape(len(other), -1)
+        self.swap = ((t_vals[:, 1] - t_vals[:, 0])[:, :, None] * place[:, None, :]).reshape(len(other), 2 * rounds * self.K)
         self.groups = [(np.flatnonzero(self.own_round == r), int(np.sum(author[own][self.own_round == r] == i)))
                        for r in range(rounds)]
         self.n_own, self.n_other = len(own), len(other)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+from scipy.stats import norm
 
 DOMAINS = ("logic", "planning", "math", "language", "search")
 ENVIRONMENTS = ("alike", "uneven")
@@ -77,6 +78,7 @@ def simulate_tournament(
     transcripts: bool = True,
     matchup: dict[tuple[str, str], float] | None = None,
     environments: str = "alike",
+    hint_sensitivity: list[float] | None = None,
 ) -> SimulatedRun:
     """A round-robin run: every player authors `envs_per_author` environments per round and
     solves every other player's environments on `seeds` seeds × `trials`, in both conditions.
@@ -85,7 +87,9 @@ def simulate_tournament(
     that author's environments: a way to plant structure no single ability explains, such as
     a cycle in the duels. `environments="uneven"` draws the heterogeneous environments of the
     module docstring instead (then `spread` is the scale of the difficulty's heavy tail, and
-    `p_incomplete`/`p_error` add to its own 5–15% of broken or absent episodes)."""
+    `p_incomplete`/`p_error` add to its own 5–15% of broken or absent episodes, and
+    `hint_sensitivity` is each solver's multiplier of hint effects, by default `sensitivities`:
+    a property of the solver like its ability, the same in every tournament, not redrawn)."""
     if environments not in ENVIRONMENTS:
         raise ValueError(f"environments must be one of {ENVIRONMENTS}, not {environments!r}")
     rng = np.random.default_rng(seed)
@@ -141,7 +145,8 @@ def simulate_tournament(
         offset[((eps["author"] == author) & (eps["solver"] == solver)).to_numpy()] += value
     hinted = eps["hinted"].to_numpy()
     if environments == "uneven":
-        prob, d, e, broken = uneven_probabilities(eps, names, ab, ad, at, offset, spread, rng)
+        sens = np.asarray(hint_sensitivity if hint_sensitivity is not None else sensitivities(players), float)
+        prob, d, e, broken = uneven_probabilities(eps, names, ab, ad, at, sens, offset, spread, rng)
         diffs.update(d)
         effects.update(e)
     else:
@@ -191,12 +196,21 @@ def simulate_tournament(
     )
 
 
+def sensitivities(players: int) -> list[float]:
+    """Default hint sensitivities of the uneven model: lognormal(0, 0.3) quantiles, in an order
+    unrelated to the players' index (so to any ability spread evenly by index)."""
+    z = norm.ppf((np.arange(players) + 0.5) / players)
+    order = np.argsort((np.arange(players) * 7 + 3) % players if players > 1 else [0])
+    return np.exp(0.3 * z[order]).tolist()
+
+
 def uneven_probabilities(
     eps: pd.DataFrame,
     names: list[str],
     ability: np.ndarray,
     author_difficulty: np.ndarray,
     author_teaching: np.ndarray,
+    sens: np.ndarray,
     offset: np.ndarray,
     spread: float,
     rng: np.random.Generator,
@@ -205,8 +219,7 @@ def uneven_probabilities(
     difficulty and mean hint effect, and the share of episodes to break or drop (5–15%).
 
     logit P = ability − difficulty_e + u_{s,e} + v_{e,seed} + hinted · (k_s · effect_e + w_{s,e}),
-    u ~ N(0, 0.7), v ~ N(0, 0.5), w ~ N(0, 0.5), k_s ~ lognormal(0, 0.3) the solver's hint
-    sensitivity; difficulty_e = author level + spread · t₃ except on the 25% (12%) of
+    u ~ N(0, 0.7), v ~ N(0, 0.5), w ~ N(0, 0.5), k_s = `sens` the solver's hint sensitivity; difficulty_e = author level + spread · t₃ except on the 25% (12%) of
     environments nobody (everybody) solves, whose success is 0 (1) in both conditions."""
     idx = {n: i for i, n in enumerate(names)}
     env_ids = list(dict.fromkeys(eps["env_id"]))
@@ -221,7 +234,6 @@ def uneven_probabilities(
         jitter = rng.normal(0.0, 0.5) if scale in (1.0, -1.0) else 0.0
         effects[e] = float(author_teaching[a] * (scale + jitter))
         fixed[e] = 0.0 if kind[k] < UNSOLVABLE else 1.0 if kind[k] < UNSOLVABLE + TRIVIAL else np.nan
-    sens = rng.lognormal(0.0, 0.3, len(names))
     solver = eps["solver"].map(idx).to_numpy()
     env_code = eps["env_id"].map({e: k for k, e in enumerate(env_ids)}).to_numpy()
     cell = env_code * len(names) + solver

@@ -200,8 +200,11 @@ def analyze(
         "authors": author_metrics(tables, pairs),
         "ratings": {k: ratings[k].rows for k in ("duel", "author", "solver")},
         # per rating: how its intervals were made, and why intervals or ranks are missing
+        # (the duel's profile intervals are widened by its environments' overdispersion, issue 20)
         "rating_methods": {k: {"interval": ratings[k].interval, "note": ratings[k].note,
-                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")},
+                               "rank_note": ratings[k].rank_note,
+                               **({"overdispersion": ratings[k].overdispersion} if k == "duel" else {})}
+                           for k in ("duel", "author", "solver")},
         "transitivity": transitive,
         "divergence": diverge,
         "environments": _environment_rows(tables, pairs, flags),
