@@ -57,8 +57,9 @@ SCRAMBLE = {6: [3, 0, 5, 1, 4, 2], 9: [4, 8, 1, 6, 0, 3, 7, 2, 5]}
 
 def params(players: int, spread: float, skill: str) -> dict[str, Any]:
     ability = np.linspace(-spread, spread, players)
-    if skill == "null":
-        return {"ability": [0.0] * players, "author_difficulty": [0.0] * players, "author_teaching": [1.0] * players}
+    if skill == "null":  # identical in every respect, hint sensitivity included (uneven environments)
+        return {"ability": [0.0] * players, "author_difficulty": [0.0] * players, "author_teaching": [1.0] * players,
+                "hint_sensitivity": [1.0] * players}
     order = np.arange(players) if skill == "correlated" else np.array(SCRAMBLE[players])
     return {"ability": list(ability), "author_difficulty": [0.0] * players,
             "author_teaching": list(1.0 + ability[order])}

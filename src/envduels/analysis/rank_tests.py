@@ -154,6 +154,8 @@ def author_pair_pvalues(
     return p
 
 
+_CHUNK = 8
+"""Third-party environments per lookup table of the duel rank test (2^8 subset sums each)."""
 DUEL_PERMUTATIONS = 999
 """Random rearrangements per duel pair in a first pass; pairs with p ≤ `REFINE_BELOW` get more."""
 
@@ -220,19 +222,36 @@ class _DuelPair:
         self.own_flat = vals[own][:, third].reshape(len(own), self.K * 2)  # own env's half vs each k
         k_pos = np.full(n, -1)
         k_pos[third] = np.arange(self.K)
-        place = np.zeros((len(other), rounds * self.K))  # a third model's env → (its round, its author)
-        place[np.arange(len(other)), rnd[other] * self.K + k_pos[author[other]]] = 1.0
+        cell = rnd[other] * self.K + k_pos[author[other]]  # a third model's env → (its round, its author)
+        order = np.argsort(cell, kind="stable")
+        other, cell = other[order], cell[order]
         t_vals = vals[other][:, [i, j]]  # (t, 2, 2): i's and j's results there (net, slots)
-        self.solver_i = t_vals[:, 0].T @ place  # (2, R·K)
-        self.solver_j = t_vals[:, 1].T @ place
-        self.swap = ((t_vals[:, 1] - t_vals[:, 0])[:, :, None] * place[:, None, :]).reshape(len(other), 2 * rounds * self.K)
+        self.solver_i = np.zeros((rounds * self.K, 2))
+        self.solver_j = np.zeros((rounds * self.K, 2))
+        np.add.at(self.solver_i, cell, t_vals[:, 0])
+        np.add.at(self.solver_j, cell, t_vals[:, 1])
+        # swapping i and j on a third model's environment moves (net, slots) of both halves by its
+        # `swap`; the environments of one (round, author) go in chunks of ≤ `_CHUNK`, and every
+        # subset sum of a chunk is tabulated, so a rearrangement draws one integer per chunk (its
+        # bits: which environments are swapped, each with probability ½) instead of a bit each
+        swap = t_vals[:, 1] - t_vals[:, 0]
+        chunks = [(c, idx[k:k + _CHUNK]) for c in np.unique(cell) for idx in [np.flatnonzero(cell == c)]
+                  for k in range(0, len(idx), _CHUNK)]
+        self.table = np.zeros((len(chunks), 2 ** _CHUNK, 2))
+        self.sizes = np.array([2 ** len(idx) for _, idx in chunks], dtype=np.int64)
+        self.place = np.zeros((len(chunks), rounds * self.K))
+        for q, (c, idx) in enumerate(chunks):
+            bits = (np.arange(2 ** len(idx))[:, None] >> np.arange(len(idx))[None, :]) & 1
+            self.table[q, : 2 ** len(idx)] = bits @ swap[idx]
+            self.place[q, c] = 1.0
         self.groups = [(np.flatnonzero(self.own_round == r), int(np.sum(author[own][self.own_round == r] == i)))
                        for r in range(rounds)]
         self.n_own, self.n_other = len(own), len(other)
-        self.observed = float(self.stat((author[own] == i)[None, :], np.zeros((1, len(other)), bool))[0])
+        self.observed = float(self.stat((author[own] == i)[None, :], np.zeros((1, len(chunks)), np.int64))[0])
 
-    def stat(self, first: np.ndarray, flip: np.ndarray) -> np.ndarray:
-        """first (P, own): the environment counts as i's; flip (P, other): i and j swapped there."""
+    def stat(self, first: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """first (P, own): the environment counts as i's; codes (P, chunks): which environments
+        of each chunk have i and j swapped (bit k: its k-th)."""
         P, R, K = len(first), self.R, self.K
         a_i = np.zeros((P, R, K, 2))
         a_j = np.zeros((P, R, K, 2))
@@ -243,9 +262,10 @@ class _DuelPair:
                 got = first[:, sel].astype(float) @ v
                 a_i[:, r] = got.reshape(P, K, 2)
                 a_j[:, r] = (v.sum(axis=0)[None, :] - got).reshape(P, K, 2)
-        change = (flip.astype(float) @ self.swap).reshape(P, 2, R * K)
-        s_i = (self.solver_i[None] + change).transpose(0, 2, 1).reshape(P, R, K, 2)
-        s_j = (self.solver_j[None] - change).transpose(0, 2, 1).reshape(P, R, K, 2)
+        moved = self.table[np.arange(len(self.table))[None, :], codes]  # (P, chunks, 2)
+        change = (moved.transpose(0, 2, 1) @ self.place).transpose(0, 2, 1)  # (P, R·K, 2)
+        s_i = (self.solver_i[None] + change).reshape(P, R, K, 2)
+        s_j = (self.solver_j[None] - change).reshape(P, R, K, 2)
         return _points(a_i, s_i, self.exp_ik[0], self.exp_ki[0]) - _points(a_j, s_j, self.exp_ik[1], self.exp_ki[1])
 
     def pvalue(self, count: int, rng: np.random.Generator) -> float:
@@ -257,8 +277,8 @@ class _DuelPair:
             for idx, n_i in self.groups:
                 if len(idx):
                     first[:, idx] = np.argsort(rng.random((k, len(idx))), axis=1) < n_i
-            flip = rng.random((k, self.n_other)) < 0.5
-            hits += int(np.sum(np.abs(self.stat(first, flip)) >= abs(self.observed) - 1e-9))
+            codes = rng.integers(0, self.sizes[None, :], size=(k, len(self.sizes)))
+            hits += int(np.sum(np.abs(self.stat(first, codes)) >= abs(self.observed) - 1e-9))
         return (1 + hits) / (1 + count)
 
 
