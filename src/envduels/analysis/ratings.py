@@ -6,7 +6,11 @@ matrices `S[b, i, j]` = points of i against j (a win 1, a tie ½). Bradley–Ter
 every draw at once by batched Newton steps with a small ridge, warm-started from the observed
 fit. Environments are the resampling unit because the episodes inside one environment (seeds,
 solvers, conditions) share its difficulty and are not independent; they are resampled within
-each author's stratum so every author keeps the number of environments they wrote.
+each author's stratum so every author keeps the number of environments they wrote. The duel
+draws its own (`duel_draws`: an author's environments redrawn across its rounds) only to measure
+how much its matches depend on each other through them (`duel_overdispersion`); its intervals
+are profile-likelihood ones over matches widened by that, its ranks environment rearrangement
+tests (`rank_tests.duel_pair_pvalues`).
 """
 
 from __future__ import annotations
@@ -576,7 +580,7 @@ class Rating:
     interval: str = "bootstrap"
     note: str | None = None
     above: np.ndarray | None = None
-    rank_note: str | None = None  # why ranks are withheld while intervals are given (none is now)
+    rank_note: str | None = None  # why ranks are withheld while intervals are given (`duel_rank_note`)
     edge_p: np.ndarray | None = None  # duel only: one-sided p that i beats j (`duel_edge_pvalues`)
     pair_p: np.ndarray | None = None  # duel only: the rank test's p-values (`duel_pair_pvalues`)
     overdispersion: float = 1.0  # duel only: the factor its profile intervals were widened by
