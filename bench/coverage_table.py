@@ -148,6 +148,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also save the raw cells here")
     ap.add_argument("--designs", default=None, help="only these, e.g. 9x1x2,6x4x2")
     ap.add_argument("--nulls-only", action="store_true", help="only the null rows (identical players)")
+    ap.add_argument("--seed-offset", type=int, default=0, help="null rows: first tournament seed (more null runs)")
     ap.add_argument("--simulator", choices=("uneven", "alike"), default="uneven",
                     help="environments of envduels.analysis.simulate (default uneven)")
     args = ap.parse_args()
@@ -191,7 +192,8 @@ def main() -> None:
                 print(json.dumps(cell, default=float), flush=True)
         nulls = []
         for design in [d for d in DESIGNS if d in run_order]:
-            reps = list(pool.map(one_rep, [(design, 0.0, "null", s, args.draws) for s in range(args.reps)]))
+            seeds = range(args.seed_offset, args.seed_offset + args.reps)
+            reps = list(pool.map(one_rep, [(design, 0.0, "null", s, args.draws) for s in seeds]))
             row: dict[str, Any] = {"design": "×".join(map(str, design)), "reps": len(reps)}
             for k in KINDS:
                 live = [r for r in reps if not r[k]["note"] and not r[k]["rank_note"]]
