@@ -9,8 +9,16 @@ what the pooled fit estimates. An interval covers when truth ∈ [low, high] (an
 infinite). Null rows use identical players: any rank claim (a rank > 1), any significant cycle
 edge or cycle, and any `correlate` verdict on pure-noise gains count as false claims.
 
+`--simulator uneven` (the default) draws the heterogeneous environments of
+`envduels.analysis.simulate` (difficulty and hint-effect mixtures, per-solver hint sensitivity,
+interaction and seed noise, 5–15% of episodes absent, `incomplete` or `error`); `--simulator
+alike` the earlier environments that differ only by ±0.5 logits. Every share comes with its
+Wilson 95% interval (for coverage over intervals, which are not independent within a
+tournament, so read it as a floor on the uncertainty). Duel ranks withheld by the design are
+counted apart, and the rank test's own claims are shown beside them ("test alone").
+
 Run: `python bench/coverage_table.py [--reps 100] [--draws 200] [--jobs 2] [--designs 9x10x1]
-[--nulls-only]` (prints markdown).
+[--nulls-only] [--simulator uneven|alike]` (prints markdown).
 """
 
 from __future__ import annotations
@@ -33,11 +41,12 @@ from envduels.analysis.ratings import (
     compute_ratings,
     duel_builder,
     fit_bradley_terry,
+    holm_above,
     make_design,
     solver_builder,
 )
 from envduels.analysis.transfer import correlate_gains, unit_predictors
-from envduels.analysis.transitivity import transitivity
+from envduels.analysis.transitivity import transitivity, wilson
 
 DESIGNS = [(6, 4, 2), (9, 10, 1), (9, 1, 2)]
 RUN_ORDER = [(9, 1, 2), (6, 4, 2), (9, 10, 1)]  # the design most at risk first, to learn of it early
@@ -48,17 +57,21 @@ SCRAMBLE = {6: [3, 0, 5, 1, 4, 2], 9: [4, 8, 1, 6, 0, 3, 7, 2, 5]}
 
 def params(players: int, spread: float, skill: str) -> dict[str, Any]:
     ability = np.linspace(-spread, spread, players)
-    if skill == "null":
-        return {"ability": [0.0] * players, "author_difficulty": [0.0] * players, "author_teaching": [1.0] * players}
+    if skill == "null":  # identical in every respect, hint sensitivity included (uneven environments)
+        return {"ability": [0.0] * players, "author_difficulty": [0.0] * players, "author_teaching": [1.0] * players,
+                "hint_sensitivity": [1.0] * players}
     order = np.arange(players) if skill == "correlated" else np.array(SCRAMBLE[players])
     return {"ability": list(ability), "author_difficulty": [0.0] * players,
             "author_teaching": list(1.0 + ability[order])}
 
 
+SIMULATOR = ["uneven"]  # set by main() before the worker processes start (they fork)
+
+
 def simulate(design: tuple[int, int, int], spread: float, skill: str, seed: int) -> Any:
     n, k, r = design
     return simulate_tournament(players=n, envs_per_author=k, rounds=r, seeds=4, seed=seed, transcripts=False,
-                               **params(n, spread, skill))
+                               environments=SIMULATOR[0], **params(n, spread, skill))
 
 
 def expected_scores(args: tuple) -> dict[str, np.ndarray]:
@@ -80,8 +93,15 @@ def one_rep(args: tuple) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind in KINDS:
         rt = ratings[kind]
-        out[kind] = {"note": rt.note, "rows": [(r["model"], r["ci_low"], r["ci_high"], r["rank"]) for r in rt.rows]}
+        out[kind] = {"note": rt.note, "rank_note": rt.rank_note,
+                     "rows": [(r["model"], r["ci_low"], r["ci_high"], r["rank"]) for r in rt.rows]}
     duel = ratings["duel"]
+    out["duel_phi"] = duel.overdispersion
+    if duel.pair_p is not None:  # the duel rank test's claims, also where the design withholds ranks
+        keep = np.flatnonzero(duel.rated)
+        above = holm_above(duel.theta[:, None] - duel.theta[None, :], np.zeros((len(keep),) * 2), keep,
+                           p=duel.pair_p)
+        out["duel_test_claim"] = bool(above.any())
     t = transitivity(duel.scores, duel.players, duel.theta, edge_p=duel.edge_p, tie_rate=duel.tie_rate,
                      reference_draws=0)
     n = len(duel.players)
@@ -90,6 +110,7 @@ def one_rep(args: tuple) -> dict[str, Any]:
     out["sig_cycle"] = t["significant_cycles"] > 0
     dv = divergence(ratings["author"], ratings["solver"])
     out["div"] = (dv["ci_low"], dv["ci_high"], dv["spearman"])
+    out["div_excludes_0"] = dv["ci_low"] is not None and (dv["ci_low"] > 0 or dv["ci_high"] < 0)
     if skill == "null":  # correlate on pure-noise gains, one row per author pool
         pred = unit_predictors(run.tables.episodes, "author")
         gains = pd.Series(np.random.default_rng(seed).normal(size=len(pred)), index=pred.index)
@@ -127,7 +148,11 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also save the raw cells here")
     ap.add_argument("--designs", default=None, help="only these, e.g. 9x1x2,6x4x2")
     ap.add_argument("--nulls-only", action="store_true", help="only the null rows (identical players)")
+    ap.add_argument("--seed-offset", type=int, default=0, help="null rows: first tournament seed (more null runs)")
+    ap.add_argument("--simulator", choices=("uneven", "alike"), default="uneven",
+                    help="environments of envduels.analysis.simulate (default uneven)")
     args = ap.parse_args()
+    SIMULATOR[0] = args.simulator
     t0 = time.perf_counter()
     run_order = RUN_ORDER
     if args.designs:
@@ -146,7 +171,9 @@ def main() -> None:
                     rho = float(_spearman_rows(truth["author"], truth["solver"]))
                     reps = list(pool.map(one_rep, [(design, spread, skill, s, args.draws) for s in range(args.reps)]))
                     dh = dt = 0
+                    phis = cell.setdefault("duel_phi", [])
                     for rep in reps:
+                        phis.append(rep["duel_phi"])
                         for k in KINDS:
                             if rep[k]["note"]:
                                 omitted[k] += 1
@@ -158,49 +185,60 @@ def main() -> None:
                         if lo is not None:
                             dt += 1
                             dh += lo - 1e-9 <= rho <= hi + 1e-9
-                    cell[f"div_{skill}"] = (dh / dt if dt else None, rho, dt)
+                    cell[f"div_{skill}"] = (dh / dt if dt else None, rho, dt, dh)
                 for k in KINDS:
-                    cell[k] = (hits[k][0] / hits[k][1] if hits[k][1] else None, omitted[k])
+                    cell[k] = (hits[k][0] / hits[k][1] if hits[k][1] else None, omitted[k], hits[k][0], hits[k][1])
                 cells.append(cell)
-                print(json.dumps(cell), flush=True)
+                print(json.dumps(cell, default=float), flush=True)
         nulls = []
         for design in [d for d in DESIGNS if d in run_order]:
-            reps = list(pool.map(one_rep, [(design, 0.0, "null", s, args.draws) for s in range(args.reps)]))
-            row = {"design": "×".join(map(str, design))}
+            seeds = range(args.seed_offset, args.seed_offset + args.reps)
+            reps = list(pool.map(one_rep, [(design, 0.0, "null", s, args.draws) for s in seeds]))
+            row: dict[str, Any] = {"design": "×".join(map(str, design)), "reps": len(reps)}
             for k in KINDS:
-                live = [r for r in reps if not r[k]["note"]]
-                row[k] = (np.mean([any((x[3] or 1) > 1 for x in r[k]["rows"]) for r in live]) if live else None)
-            row["sig_edge"] = float(np.mean([r["sig_edge"] for r in reps]))
-            row["sig_cycle"] = float(np.mean([r["sig_cycle"] for r in reps]))
-            row["verdict"] = float(np.mean([r["verdict"] for r in reps]))
+                live = [r for r in reps if not r[k]["note"] and not r[k]["rank_note"]]
+                row[k] = (int(sum(any((x[3] or 1) > 1 for x in r[k]["rows"]) for r in live)), len(live))
+            row["duel_test"] = (int(sum(r.get("duel_test_claim", False) for r in reps)), len(reps))
+            for key in ("sig_edge", "sig_cycle", "verdict", "div_excludes_0"):
+                row[key] = (int(sum(bool(r[key]) for r in reps)), len(reps))
             nulls.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps(row, default=float), flush=True)
     elapsed = time.perf_counter() - t0
 
-    def fmt(v: Any) -> str:
-        return "omitted" if v is None else f"{v:.3f}"
+    def share(hit: int, tot: int) -> str:
+        if not tot:
+            return "omitted"
+        lo, hi = wilson(hit, tot, 0.05)
+        return f"{hit / tot:.3f} [{max(lo, 0):.2f}, {min(hi, 1):.2f}]"
+
+    def cov(c: tuple) -> str:
+        return "omitted" if c[0] is None else share(c[2], c[3])
 
     def div(d: tuple) -> str:
         given = d[2] / args.reps
         if d[0] is None:
             return f"omitted (ρ {d[1]:.2f})"
-        return f"{d[0]:.3f} (ρ {d[1]:.2f}; given in {given:.0%})"
+        return f"{share(d[3], d[2])} (ρ {d[1]:.2f}; given in {given:.0%})"
 
-    print(f"\n{args.reps} replicates per cell, {args.draws} bootstrap draws, truth from {args.truth_reps} runs; "
-          f"{elapsed / 60:.1f} min with {args.jobs} processes\n")
-    print("| design | spread | duel | author | solver | divergence, correlated skills | divergence, uncorrelated skills |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"\n{args.simulator} environments; {args.reps} replicates per cell and skill order, {args.draws} bootstrap "
+          f"draws, truth from {args.truth_reps} runs; {elapsed / 60:.1f} min with {args.jobs} processes; "
+          "[Wilson 95%]\n")
+    print("| design | spread | duel | author | solver | duel φ (median) | divergence, correlated skills "
+          "| divergence, uncorrelated skills |")
+    print("|---|---|---|---|---|---|---|---|")
     cells.sort(key=lambda c: (DESIGNS.index(tuple(int(x) for x in c["design"].split("×"))), c["spread"]))
     for c in cells:
         dc, du = c["div_correlated"], c["div_uncorrelated"]
-        print(f"| {c['design']} | ±{c['spread']} | {fmt(c['duel'][0])} | {fmt(c['author'][0])} | {fmt(c['solver'][0])} "
-              f"| {div(dc)} | {div(du)} |")
-    print("\nNull (identical players): share of runs with a false claim\n")
-    print("| design | rank claim: duel | author | solver | significant edge | significant cycle | correlate verdict |")
-    print("|---|---|---|---|---|---|---|")
+        print(f"| {c['design']} | ±{c['spread']} | {cov(c['duel'])} | {cov(c['author'])} | {cov(c['solver'])} "
+              f"| {np.median(c['duel_phi']):.2f} | {div(dc)} | {div(du)} |")
+    print(f"\nNull (identical players, {args.reps} runs per design): share of runs with a false claim\n")
+    print("| design | rank claim: duel | duel rank test alone | author | solver | significant edge "
+          "| significant cycle | divergence excludes 0 | correlate verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in nulls:
-        print(f"| {r['design']} | {fmt(r['duel'])} | {fmt(r['author'])} | {fmt(r['solver'])} | {r['sig_edge']:.3f} "
-              f"| {r['sig_cycle']:.3f} | {r['verdict']:.3f} |")
+        print(f"| {r['design']} | {share(*r['duel']) if r['duel'][1] else 'withheld'} | {share(*r['duel_test'])} "
+              f"| {share(*r['author'])} | {share(*r['solver'])} | {share(*r['sig_edge'])} | {share(*r['sig_cycle'])} "
+              f"| {share(*r['div_excludes_0'])} | {share(*r['verdict'])} |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"cells": cells, "nulls": nulls, "args": vars(args), "seconds": elapsed}, fh, indent=1, default=float)

@@ -63,8 +63,9 @@ def test_duel_scores_follow_spec_points_and_invalid_environments_forfeit():
     # A: 1 point, B: 1 + 2 = 3 -> B wins the match
     assert (s[i["B"], i["A"]], s[i["A"], i["B"]]) == (1.0, 0.0)
     # slots played per (env, solver): 3, 2, 2, 1 -> a forfeit is worth the median, 2 pairs.
-    # C: 1 point on A's env; A: 2 from C's invalid env -> A wins
-    assert (s[i["A"], i["C"]], s[i["C"], i["A"]]) == (1.0, 0.0)
+    # A's half (C on eA): C wins its 1 slot; C's half: A wins both forfeit slots. Per slot played
+    # each side won all of its own: a tie (summed points had A win 2:1 on C playing fewer slots)
+    assert (s[i["A"], i["C"]], s[i["C"], i["A"]]) == (0.5, 0.5)
     # B vs C: B's env draw (0 points each) + C's invalid env gives B 1 -> B wins
     assert (s[i["B"], i["C"]], s[i["C"], i["B"]]) == (1.0, 0.0)
 
@@ -204,8 +205,11 @@ def test_a_single_environment_has_no_interval_and_no_rank():
     for row in r["solver"].rows:
         assert (row["ci_low"], row["ci_high"], row["rank"]) == (None, None, None)
     assert "fewer than two environments" in r["solver"].note
-    # the duel's unit is the match, not the environment: it keeps its profile intervals
-    assert all(row["rank"] is not None for row in r["duel"].rows)
+    # the duel's unit is the match: it keeps its profile intervals, but every match of A rests
+    # on its one environment, so no duel rank is claimed (docs/analysis.md)
+    assert all(row["ci_low"] is not None or row["ci_note"] for row in r["duel"].rows)
+    assert all(row["rank"] is None for row in r["duel"].rows)
+    assert "fewer than 4 environments" in r["duel"].rank_note
 
 
 def _bt_gradient(s: np.ndarray, theta: np.ndarray, ridge: float) -> np.ndarray:

@@ -90,6 +90,8 @@ def leak_run() -> SimulatedRun:
     def solved(e: dict[str, Any], s: str, sd: int, h: bool) -> bool:
         if e["env_id"] == "r1-leaky-0":
             return h
+        if e["author"] == "leaky":  # its fair puzzle's hint rescues a quarter of the seeds
+            return h and sd < 1
         return h and sd < 2  # a fair puzzle: the hint rescues half the seeds
 
     return constructed([(n, ["author", "solver"]) for n in names], envs, solved,

@@ -54,6 +54,11 @@ from envduels.analysis.simulate import simulate_tournament
 KINDS = ("duel", "author", "solver")
 SCENARIOS = ("same", "reversed", "cycle")
 NOMINAL = 0.95
+ENVIRONMENTS = "uneven"
+"""The simulator's environments (`simulate_tournament(environments=...)`): "uneven" by default, the
+heterogeneous environments real authors write (docs/analysis.md); "alike" the earlier ±0.5 logits."""
+
+
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class PlanResult:
     cycle: float
     spreads: list[dict[str, Any]]
     raw: dict[float, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    environments: str = ENVIRONMENTS
 
     def json(self) -> dict[str, Any]:
         """The plain-data form (no raw replicates)."""
@@ -87,7 +93,8 @@ class PlanResult:
             "simulation": {"players": self.design.players, "envs_per_author": self.design.envs_per_author,
                            "rounds": self.design.rounds, "seeds": self.design.seeds, "trials": self.design.trials,
                            "replicates": self.replicates, "bootstrap": self.bootstrap, "seed": self.seed,
-                           "env_spread": self.env_spread, "nominal_coverage": NOMINAL},
+                           "env_spread": self.env_spread, "environments": self.environments,
+                           "nominal_coverage": NOMINAL},
             "spreads": self.spreads,
         }
 
@@ -113,30 +120,30 @@ def truth_parameters(design: SimDesign, spread: float, scenario: str, cycle: flo
 
 
 def _simulate(design: SimDesign, spread: float, scenario: str, cycle: float, seed: int,
-              env_spread: float) -> Any:
+              env_spread: float, environments: str = ENVIRONMENTS) -> Any:
     return simulate_tournament(
         players=design.players, envs_per_author=design.envs_per_author, rounds=design.rounds,
         seeds=design.seeds, trials=design.trials, seed=seed, spread=env_spread, self_play=design.self_play,
-        transcripts=False, **truth_parameters(design, spread, scenario, cycle))
+        transcripts=False, environments=environments, **truth_parameters(design, spread, scenario, cycle))
 
 
 def replicate_figures(design: SimDesign, spread: float, scenario: str, *, cycle: float, seed: int,
-                      bootstrap: int, env_spread: float) -> dict[str, Any]:
+                      bootstrap: int, env_spread: float, environments: str = ENVIRONMENTS) -> dict[str, Any]:
     """One simulated tournament through the run's analysis: each rating's rows, the divergence
     and the transitivity entries, exactly as `analyze` computes them."""
     from envduels.analysis.summary import rating_entries
 
-    run = _simulate(design, spread, scenario, cycle, seed, env_spread)
+    run = _simulate(design, spread, scenario, cycle, seed, env_spread, environments)
     ratings, transitive, diverge = rating_entries(run.tables, matched_pairs(run.tables.episodes),
                                                   bootstrap=bootstrap, seed=seed)
     return {"ratings": {k: ratings[k].by_model() for k in KINDS}, "divergence": diverge,
             "transitivity": transitive}
 
 
-def truth_scores(design: SimDesign, spread: float, *, seed: int,
-                 env_spread: float) -> dict[str, tuple[list[str], np.ndarray]]:
+def truth_scores(design: SimDesign, spread: float, *, seed: int, env_spread: float,
+                 environments: str = ENVIRONMENTS) -> dict[str, tuple[list[str], np.ndarray]]:
     """One same-order tournament's observed score matrix per rating kind (players, S)."""
-    run = _simulate(design, spread, "same", 0.0, seed, env_spread)
+    run = _simulate(design, spread, "same", 0.0, seed, env_spread, environments)
     ratings = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=0)
     return {k: (ratings[k].players, ratings[k].scores) for k in KINDS}
 
@@ -224,21 +231,23 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
 
 def _one(job: tuple[Any, ...]) -> Any:
     """One simulated tournament of `plan` (a top-level function, so worker processes can run it)."""
-    kind, design, spread, scenario, seed, cycle, bootstrap, env_spread = job
+    kind, design, spread, scenario, seed, cycle, bootstrap, env_spread, environments = job
     if kind == "truth":
-        return truth_scores(design, spread, seed=seed, env_spread=env_spread)
+        return truth_scores(design, spread, seed=seed, env_spread=env_spread, environments=environments)
     return replicate_figures(design, spread, scenario, cycle=cycle, seed=seed, bootstrap=bootstrap,
-                             env_spread=env_spread)
+                             env_spread=env_spread, environments=environments)
 
 
 def plan(design: SimDesign, spreads: list[float], *, replicates: int = 20, bootstrap: int = 200,
          truth_replicates: int | None = None, cycle: float = 2.0, seed: int = 0, env_spread: float = 0.5,
-         jobs: int = 1, progress: Callable[[int, int], None] | None = None) -> PlanResult:
+         jobs: int = 1, progress: Callable[[int, int], None] | None = None,
+         environments: str = ENVIRONMENTS) -> PlanResult:
     """Simulate `replicates` tournaments of `design` per spread and truth; summarize.
 
     Deterministic for a given `seed`, whatever `jobs` (worker processes; every tournament has its
     own seed, and results are gathered in order). `progress(done, total)` is called after each
     simulated tournament. `truth_replicates` defaults to `replicates` (at least 20).
+    `environments` picks the simulator's environments ("uneven", the default, or "alike").
     """
     if design.players < 2:
         raise ValueError("a design needs at least 2 players")
@@ -246,10 +255,10 @@ def plan(design: SimDesign, spreads: list[float], *, replicates: int = 20, boots
     scenarios = SCENARIOS if design.players >= 3 else ("same",)
     plan_jobs: list[tuple[Any, ...]] = []
     for si, spread in enumerate(spreads):
-        plan_jobs += [("truth", design, spread, "same", replicate_seed(seed, si, "truth", r), 0.0, 0, env_spread)
-                      for r in range(n_truth)]
+        plan_jobs += [("truth", design, spread, "same", replicate_seed(seed, si, "truth", r), 0.0, 0, env_spread,
+                       environments) for r in range(n_truth)]
         plan_jobs += [("figures", design, spread, scenario, replicate_seed(seed, si, scenario, r), cycle, bootstrap,
-                       env_spread) for scenario in scenarios for r in range(replicates)]
+                       env_spread, environments) for scenario in scenarios for r in range(replicates)]
     results: list[Any] = []
     if jobs > 1:
         import multiprocessing
@@ -266,7 +275,7 @@ def plan(design: SimDesign, spreads: list[float], *, replicates: int = 20, boots
             results.append(_one(job))
             if progress:
                 progress(len(results), len(plan_jobs))
-    result = PlanResult(design, replicates, bootstrap, seed, env_spread, cycle, [])
+    result = PlanResult(design, replicates, bootstrap, seed, env_spread, cycle, [], environments=environments)
     at = 0
     for spread in spreads:
         truth = true_ratings(results[at:at + n_truth])

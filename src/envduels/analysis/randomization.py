@@ -53,11 +53,13 @@ def sign_flip_pvalue(d: np.ndarray, *, rng: np.random.Generator | None = None) -
     return float(min(1.0, dist[np.abs(s) >= obs].sum()))
 
 
-def two_sample_pvalues(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator | None = None) -> tuple[float, float]:
+def two_sample_pvalues(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator | None = None,
+                       permutations: int = MONTE_CARLO) -> tuple[float, float]:
     """Permutation test of mean(x) against mean(y): (p that x is larger, p that y is larger), one
     sided, over every way of splitting the pooled values into groups of their sizes. Exact when
     x and y are exchangeable; with equal group sizes (a round robin's) the difference of means
-    is also asymptotically valid when only the means are equal. Needs two values a side."""
+    is also asymptotically valid when only the means are equal. Needs two values a side.
+    `permutations`: random splits when the values are off the ½ grid (Monte Carlo)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     values = np.concatenate([x, y])
     nx, n = len(x), len(values)
@@ -78,9 +80,9 @@ def two_sample_pvalues(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator
             obs = int(units[:nx].sum())
             return float(min(1.0, dist[obs:].sum())), float(min(1.0, dist[: obs + 1].sum()))
     rng = rng or np.random.default_rng(0)
-    first = np.argsort(rng.random((MONTE_CARLO, n)), axis=1) < nx
+    first = np.argsort(rng.random((permutations, n)), axis=1) < nx
     sums = np.where(first, values[None, :], 0.0).sum(axis=1)
     obs_sum = x.sum()
-    up = (1 + int(np.sum(sums >= obs_sum - 1e-9))) / (1 + MONTE_CARLO)
-    down = (1 + int(np.sum(sums <= obs_sum + 1e-9))) / (1 + MONTE_CARLO)
+    up = (1 + int(np.sum(sums >= obs_sum - 1e-9))) / (1 + permutations)
+    down = (1 + int(np.sum(sums <= obs_sum + 1e-9))) / (1 + permutations)
     return up, down

@@ -152,3 +152,145 @@ def author_pair_pvalues(
             p[i, j] = value if signed >= 0 else np.nan
             p[j, i] = value if signed <= 0 else np.nan
     return p
+
+
+_CHUNK = 8
+"""Third-party environments per lookup table of the duel rank test (2^8 subset sums each)."""
+DUEL_PERMUTATIONS = 999
+"""Random rearrangements per duel pair in a first pass; pairs with p ≤ `REFINE_BELOW` get more."""
+
+
+def duel_pair_pvalues(
+    net: np.ndarray,
+    count: np.ndarray,
+    env_half: np.ndarray,
+    expected: np.ndarray,
+    rounds: int,
+    n: int,
+    *,
+    seed: int = 0,
+    level: float = 0.95,
+) -> np.ndarray:
+    """Two-sided p-value that duel players i and j differ, in p[i, j] where the statistic favours
+    i and in p[j, i] where it favours j (NaN in the other), by rearranging the environments
+    behind their matches. The statistic is i's match points minus j's against every third model
+    (their own matches left out). When i and j are alike as authors and as solvers, (1) in each
+    round the environments the two wrote are exchangeable: any split of them into groups of
+    their sizes is as likely as the observed one; and (2) on each third model's environment,
+    i's results and j's are exchangeable: swapping them is as likely as not. Each rearrangement
+    does both, so a claim needs evidence from several environments: two authors whose one
+    environment per round everybody solves lose their author halves, but swapping that one
+    environment is one of only 2^rounds splits, so the test cannot order them on it. Monte
+    Carlo: `DUEL_PERMUTATIONS` rearrangements, and max(1,999, 2 · pairs / 0.05) fresh ones for
+    pairs at p ≤ `REFINE_BELOW` (valid as in `author_pair_pvalues`).
+
+    `net`, `count`, `env_half`, `expected` are the duel builder's (`ratings.DuelBuilder`)."""
+    half = np.asarray(env_half)
+    rows = np.flatnonzero(half >= 0)
+    cols = half[rows][:, None] * n + np.arange(n)[None, :]
+    vals = np.stack([net[rows[:, None], cols], count[rows[:, None], cols]], axis=-1)  # (m, n, 2)
+    refine = max(1_999, int(np.ceil(2.0 * (n * (n - 1) // 2) / (1.0 - level))))
+    rng = np.random.default_rng(seed)
+    p = np.full((n, n), np.nan)
+    for i in range(n):
+        for j in range(i + 1, n):
+            pair = _DuelPair(vals, half[rows] % n, half[rows] // n, expected, rounds, i, j)
+            if not pair.testable:
+                continue
+            value = pair.pvalue(DUEL_PERMUTATIONS, rng)
+            if value <= REFINE_BELOW:
+                value = pair.pvalue(refine, rng)
+            p[i, j] = value if pair.observed >= 0 else np.nan
+            p[j, i] = value if pair.observed <= 0 else np.nan
+    return p
+
+
+class _DuelPair:
+    """The rearrangements of `duel_pair_pvalues` for one pair (i, j)."""
+
+    def __init__(self, vals: np.ndarray, author: np.ndarray, rnd: np.ndarray, expected: np.ndarray, rounds: int,
+                 i: int, j: int) -> None:
+        n = vals.shape[1]
+        third = np.array([k for k in range(n) if k not in (i, j)], dtype=int)
+        self.R, self.K = rounds, len(third)
+        own = np.flatnonzero((author == i) | (author == j))
+        other = np.flatnonzero(np.isin(author, third))
+        self.testable = bool(len(third)) and bool(len(own) or len(other))
+        self.exp_ik = expected[:, [i, j]][:, :, third].transpose(1, 0, 2)  # (2, R, K): i/j author vs k
+        self.exp_ki = expected[:, third][:, :, [i, j]].transpose(2, 0, 1)  # (2, R, K): k author vs i/j
+        self.own_round = rnd[own]
+        self.own_flat = vals[own][:, third].reshape(len(own), self.K * 2)  # own env's half vs each k
+        k_pos = np.full(n, -1)
+        k_pos[third] = np.arange(self.K)
+        cell = rnd[other] * self.K + k_pos[author[other]]  # a third model's env → (its round, its author)
+        order = np.argsort(cell, kind="stable")
+        other, cell = other[order], cell[order]
+        t_vals = vals[other][:, [i, j]]  # (t, 2, 2): i's and j's results there (net, slots)
+        self.solver_i = np.zeros((rounds * self.K, 2))
+        self.solver_j = np.zeros((rounds * self.K, 2))
+        np.add.at(self.solver_i, cell, t_vals[:, 0])
+        np.add.at(self.solver_j, cell, t_vals[:, 1])
+        # swapping i and j on a third model's environment moves (net, slots) of both halves by its
+        # `swap`; the environments of one (round, author) go in chunks of ≤ `_CHUNK`, and every
+        # subset sum of a chunk is tabulated, so a rearrangement draws one integer per chunk (its
+        # bits: which environments are swapped, each with probability ½) instead of a bit each
+        swap = t_vals[:, 1] - t_vals[:, 0]
+        chunks = [(c, idx[k:k + _CHUNK]) for c in np.unique(cell) for idx in [np.flatnonzero(cell == c)]
+                  for k in range(0, len(idx), _CHUNK)]
+        self.table = np.zeros((len(chunks), 2 ** _CHUNK, 2))
+        self.sizes = np.array([2 ** len(idx) for _, idx in chunks], dtype=np.int64)
+        self.place = np.zeros((len(chunks), rounds * self.K))
+        for q, (c, idx) in enumerate(chunks):
+            bits = (np.arange(2 ** len(idx))[:, None] >> np.arange(len(idx))[None, :]) & 1
+            self.table[q, : 2 ** len(idx)] = bits @ swap[idx]
+            self.place[q, c] = 1.0
+        self.groups = [(np.flatnonzero(self.own_round == r), int(np.sum(author[own][self.own_round == r] == i)))
+                       for r in range(rounds)]
+        self.n_own, self.n_other = len(own), len(other)
+        self.observed = float(self.stat((author[own] == i)[None, :], np.zeros((1, len(chunks)), np.int64))[0])
+
+    def stat(self, first: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """first (P, own): the environment counts as i's; codes (P, chunks): which environments
+        of each chunk have i and j swapped (bit k: its k-th)."""
+        P, R, K = len(first), self.R, self.K
+        a_i = np.zeros((P, R, K, 2))
+        a_j = np.zeros((P, R, K, 2))
+        for r in range(R):
+            sel = self.own_round == r
+            if sel.any():
+                v = self.own_flat[sel]
+                got = first[:, sel].astype(float) @ v
+                a_i[:, r] = got.reshape(P, K, 2)
+                a_j[:, r] = (v.sum(axis=0)[None, :] - got).reshape(P, K, 2)
+        moved = self.table[np.arange(len(self.table))[None, :], codes]  # (P, chunks, 2)
+        change = (moved.transpose(0, 2, 1) @ self.place).transpose(0, 2, 1)  # (P, R·K, 2)
+        s_i = (self.solver_i[None] + change).reshape(P, R, K, 2)
+        s_j = (self.solver_j[None] - change).reshape(P, R, K, 2)
+        return _points(a_i, s_i, self.exp_ik[0], self.exp_ki[0]) - _points(a_j, s_j, self.exp_ik[1], self.exp_ki[1])
+
+    def pvalue(self, count: int, rng: np.random.Generator) -> float:
+        """(1 + #{|T*| ≥ |T|}) / (1 + count) over `count` random rearrangements."""
+        hits = 0
+        for start in range(0, count, 1000):
+            k = min(1000, count - start)
+            first = np.zeros((k, self.n_own), bool)
+            for idx, n_i in self.groups:
+                if len(idx):
+                    first[:, idx] = np.argsort(rng.random((k, len(idx))), axis=1) < n_i
+            codes = rng.integers(0, self.sizes[None, :], size=(k, len(self.sizes)))
+            hits += int(np.sum(np.abs(self.stat(first, codes)) >= abs(self.observed) - 1e-9))
+        return (1 + hits) / (1 + count)
+
+
+def _points(author: np.ndarray, solver: np.ndarray, exp_a: np.ndarray, exp_s: np.ndarray) -> np.ndarray:
+    """Match points of one model against each third model, summed: `author` (P, R, K, 2) net
+    and slots of its author half, `solver` those of the third model's half against it, `exp_*`
+    (R, K) whether the design has each half (an expected half needs a slot, as in
+    `ratings.match_points`)."""
+    a_has, s_has = author[..., 1] > 0, solver[..., 1] > 0
+    a = np.where(a_has, author[..., 0] / np.where(a_has, author[..., 1], 1.0), 0.0)
+    s = np.where(s_has, solver[..., 0] / np.where(s_has, solver[..., 1], 1.0), 0.0)
+    diff = a - s
+    present = (a_has | ~exp_a) & (s_has | ~exp_s) & (exp_a | exp_s)
+    pts = np.where(diff > 1e-12, 1.0, np.where(diff < -1e-12, 0.0, 0.5))
+    return np.where(present, pts, 0.0).sum(axis=(1, 2))

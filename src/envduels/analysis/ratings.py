@@ -6,7 +6,11 @@ matrices `S[b, i, j]` = points of i against j (a win 1, a tie ½). Bradley–Ter
 every draw at once by batched Newton steps with a small ridge, warm-started from the observed
 fit. Environments are the resampling unit because the episodes inside one environment (seeds,
 solvers, conditions) share its difficulty and are not independent; they are resampled within
-each author's stratum so every author keeps the number of environments they wrote.
+each author's stratum so every author keeps the number of environments they wrote. The duel
+draws its own (`duel_draws`: an author's environments redrawn across its rounds) only to measure
+how much its matches depend on each other through them (`duel_overdispersion`); its intervals
+are profile-likelihood ones over matches widened by that, its ranks environment rearrangement
+tests (`rank_tests.duel_pair_pvalues`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from scipy.stats import t as student_t
 
 from envduels.analysis._ties import RATING_TOLERANCE, snap
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
-from envduels.analysis.rank_tests import author_pair_pvalues, solver_pair_pvalues
+from envduels.analysis.rank_tests import author_pair_pvalues, duel_pair_pvalues, solver_pair_pvalues
 from envduels.analysis.transitivity import duel_edge_pvalues
 
 RIDGE = 0.1
@@ -160,24 +164,50 @@ def _score(diff: np.ndarray, present: np.ndarray) -> np.ndarray:
 @dataclass
 class DuelBuilder:
     """Duels (SPEC §5): per round, a match between A and B adds A-as-author-vs-B and the reverse;
-    more points wins, equal points tie. An invalid environment of A gives each panel solver B the
-    win on every pair it would have had: the median number of (seed, trial) slots that a solver
-    played on a valid environment of the run. A (seed, trial) slot with an `incomplete` episode
-    (the environment broke) is likewise a win for the solver."""
+    the side with more points *per slot played* wins, equal rates tie. A half (A's environments
+    of the round, solved by B) scores author points minus solver points over its matched pairs,
+    divided by their number: a pair that is missing or `error` on one side removes that slot
+    without scoring against anyone (summed points made the side with fewer pairs score less, so
+    `error` episodes cost a solver its rating). A match is played only when every half the
+    design expects (the author wrote environments that round, the other solves) has a slot; a
+    solver whose episodes all errored has no match, not a lost one. An invalid environment of A
+    gives each panel solver B the win on every pair it would have had: the median number of
+    (seed, trial) slots that a solver played on a valid environment of the run. A (seed, trial)
+    slot with an `incomplete` episode (the environment broke) is likewise a win for the solver."""
 
     players: list[str]
     net: np.ndarray  # (n_env, R*n*n): author points minus solver points, placed at (round, author, solver)
-    count: np.ndarray  # (n_env, R*n*n): matched pairs placed likewise
+    count: np.ndarray  # (n_env, R*n*n): slots (matched pairs and forfeits) placed likewise
     rounds: int
+    expected: np.ndarray | None = None  # (R, n, n) bool: the design has a half (round, author, solver)
+    env_half: np.ndarray | None = None  # (n_env,) round·n + author of each environment, −1 if unrated
+
+    def _expected(self) -> np.ndarray:
+        n, R = len(self.players), self.rounds
+        if self.expected is not None:
+            return self.expected
+        return (self.count.sum(axis=0) > 0).reshape(R, n, n)
 
     def scores(self, w: np.ndarray) -> np.ndarray:
+        """(draws, n, n) match points from environment weights (row = one draw)."""
         n, R = len(self.players), self.rounds
         net = (w @ self.net).reshape(-1, R, n, n)
         cnt = (w @ self.count).reshape(-1, R, n, n)
-        match_net = net - np.swapaxes(net, 2, 3)
-        present = (cnt + np.swapaxes(cnt, 2, 3)) > 0
-        present &= ~np.eye(n, dtype=bool)
-        return _score(match_net, present).sum(axis=1)
+        return match_points(net, cnt, self._expected())
+
+
+def match_points(net: np.ndarray, cnt: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Points of each match, summed over rounds: (…, R, n, n) half sums and slot counts at
+    (round, author, solver) → (…, n, n). A half's value is its points per slot; a match exists
+    when at least one half is expected and every expected half has a slot."""
+    n = net.shape[-1]
+    has = cnt > 0
+    rate = np.where(has, net / np.where(has, cnt, 1.0), 0.0)
+    match_net = rate - np.swapaxes(rate, -1, -2)
+    exp_t = np.swapaxes(expected, -1, -2)
+    present = (has | ~expected) & (np.swapaxes(has, -1, -2) | ~exp_t) & (expected | exp_t)
+    present &= ~np.eye(n, dtype=bool)
+    return _score(match_net, present).sum(axis=-3)
 
 
 def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> DuelBuilder:
@@ -217,6 +247,12 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
     slots = played[["env_id", "solver", "seed", "trial"]].drop_duplicates().groupby(["env_id", "solver"]).size()
     typical = float(slots.median()) if len(slots) else 1.0
     solvers = solver_names(tables)
+    expected = np.zeros((R, n, n), dtype=bool)
+    solver_idx = [index[s] for s in solvers if s in index]
+    for row in envs.itertuples(index=False):
+        if row.author in index and row.env_id in env_index:
+            expected[r_index[row.round], index[row.author], solver_idx] = True
+    expected[:, np.arange(n), np.arange(n)] = False
     for row in envs[~envs["valid"].astype(bool)].itertuples(index=False):
         if row.author not in index:
             continue
@@ -225,7 +261,61 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
                 col = slot(row.round, row.author, s)
                 net[env_index[row.env_id], col] -= typical
                 count[env_index[row.env_id], col] += typical
-    return DuelBuilder(players, net, count, R)
+    env_half = np.full(len(design.env_ids), -1)
+    for row in envs.itertuples(index=False):
+        if row.author in index and row.env_id in env_index:
+            env_half[env_index[row.env_id]] = r_index[row.round] * n + index[row.author]
+    return DuelBuilder(players, net, count, R, expected, env_half)
+
+
+def duel_draws(b: DuelBuilder, draws: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Environment bootstrap of the duel: (draws + 1, n, n) match points (row 0 observed) and the
+    (draws + 1, R, n, n) slot counts. Each environment position of an author (its round kept) is
+    refilled by one of that author's environments drawn with replacement from all its rounds,
+    carrying its results against every solver. Rounds are pooled because a round with one
+    environment per author (9 × 1 × 2) could not vary otherwise, and every one of an author's
+    matches in a round rests on those few environments: it is their draw that moves a duel."""
+    n, R = len(b.players), b.rounds
+    half = b.env_half if b.env_half is not None else np.full(len(b.net), -1)
+    rows = np.flatnonzero(half >= 0)
+    cols = half[rows][:, None] * n + np.arange(n)[None, :]
+    net_e = b.net[rows[:, None], cols]  # (m, n): each environment's half against each solver
+    cnt_e = b.count[rows[:, None], cols]
+    author = half[rows] % n
+    pick = np.tile(np.arange(len(rows)), (draws + 1, 1))
+    for a in np.unique(author):
+        own = np.flatnonzero(author == a)
+        if len(own) > 1:
+            pick[1:, own] = own[rng.integers(0, len(own), size=(draws, len(own)))]
+    place = np.zeros((len(rows), R * n))
+    place[np.arange(len(rows)), half[rows]] = 1.0
+    net = np.einsum("bpn,pq->bqn", net_e[pick], place).reshape(-1, R, n, n)
+    cnt = np.einsum("bpn,pq->bqn", cnt_e[pick], place).reshape(-1, R, n, n)
+    return match_points(net, cnt, b._expected()), cnt
+
+
+def duel_overdispersion(stacked: np.ndarray, theta: np.ndarray, keep: np.ndarray) -> float:
+    """How much the environments shared by a model's matches widen its duel rating: the trace
+    of the sandwich I⁻¹ Cov*(U) I⁻¹ over the trace of the same with the matches independent
+    (each pair's own bootstrap variance, no covariance), at least 1. U is the BT score at the
+    fit, Σ_j (S_ij − G_ij p_ij), per environment-bootstrap draw (`duel_draws`); the bootstrap's
+    shrinkage of each match's variance cancels in the ratio, the dependence does not."""
+    if stacked.shape[0] < 3 or len(keep) < 2:
+        return 1.0
+    s = stacked[:, keep][:, :, keep]
+    g = s + np.swapaxes(s, 1, 2)
+    p = expit(theta[:, None] - theta[None, :])
+    resid = s[1:] - g[1:] * p  # (B, k, k)
+    u = resid.sum(axis=2)
+    info = np.linalg.pinv(_laplacian(g[0] * p * (1.0 - p)), hermitian=True)
+    cov = np.cov(u, rowvar=False)
+    iu, ju = np.triu_indices(len(keep), 1)
+    var_pair = resid[:, iu, ju].var(axis=0, ddof=1)
+    x = np.zeros((len(iu), len(keep)))
+    x[np.arange(len(iu)), iu], x[np.arange(len(iu)), ju] = 1.0, -1.0
+    ind = (x * var_pair[:, None]).T @ x
+    num, den = np.trace(info @ cov @ info), np.trace(info @ ind @ info)
+    return float(max(1.0, num / den)) if den > 0 else 1.0
 
 
 @dataclass
@@ -392,21 +482,23 @@ def _firth_value_grad(s: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.
     return loglik + 0.5 * logdet, grad, w * resist
 
 
-def profile_bounds(scores: np.ndarray, *, level: float = LEVEL, reach: float = PROFILE_REACH) -> tuple[np.ndarray, np.ndarray]:
+def profile_bounds(scores: np.ndarray, *, level: float = LEVEL, reach: float = PROFILE_REACH,
+                   scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Profile penalised-likelihood interval of each θ_i − mean(θ) (Heinze & Schemper 2002):
     the values w whose constrained maximum of the Jeffreys-penalised BT likelihood (ties as
     halves) stays within χ²₁(level)/2 of its maximum, the Firth fit. The penalty keeps every
     bound finite where the plain likelihood has none (a model that won every match, and then
     everyone's centred value, since the centre moves with that model); a side whose bound lies
     beyond `reach` logits is NaN, an open bound. All n models must have played; returns
-    (low, high) in logits on the centred scale.
+    (low, high) in logits on the centred scale. `scale` multiplies the critical value (a
+    quasi-likelihood interval: the deviance divided by an overdispersion factor).
 
     Each side's bound is a root of D(w) = χ²₁ with D the profile deviance; D′(w) = −2 ∇ℓ*·u at
     the constrained optimum (envelope theorem), so a safeguarded Newton iteration in w, with a
     warm-started constrained fit inside (Newton steps on the plain likelihood's Hessian, step
     halving on the penalised value), finds all 2n bounds at once."""
     n = len(scores)
-    crit = float(chi2.ppf(level, 1))
+    crit = float(chi2.ppf(level, 1)) * scale
     top = fit_firth(scores)
     l_sup = float(_firth_value_grad(scores[None], top[None])[0][0])
     center = np.eye(n) - 1.0 / n
@@ -496,8 +588,10 @@ class Rating:
     interval: str = "bootstrap"
     note: str | None = None
     above: np.ndarray | None = None
-    rank_note: str | None = None  # why ranks are withheld while intervals are given (none is now)
+    rank_note: str | None = None  # why ranks are withheld while intervals are given (`duel_rank_note`)
     edge_p: np.ndarray | None = None  # duel only: one-sided p that i beats j (`duel_edge_pvalues`)
+    pair_p: np.ndarray | None = None  # duel only: the rank test's p-values (`duel_pair_pvalues`)
+    overdispersion: float = 1.0  # duel only: the factor its profile intervals were widened by
     tie_rate: float = 0.0  # duel only: share of matches that ended level
 
     def elo(self, theta: np.ndarray) -> np.ndarray:
@@ -632,15 +726,19 @@ def _rate(
     return rating
 
 
-def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
-    """The duel rating: the bias-reduced (Firth) fit, profile-likelihood intervals over matches,
-    and Wald tests of the Firth fit under Holm for ranks.
+def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float, *, builder: DuelBuilder | None = None,
+               rank_note: str | None = None, seed: int = 0) -> Rating:
+    """The duel rating: the bias-reduced (Firth) fit; profile-likelihood intervals widened by the
+    environments' overdispersion (`duel_overdispersion`, from `stacked`, the `duel_draws`); ranks
+    from environment rearrangement tests (`duel_pair_pvalues`) under Holm, unless `rank_note`
+    says why the design cannot support them.
 
-    A match is one bit: with one match per pair and round the environment bootstrap can only
-    reweight a match, never reverse it, so its percentile interval sits around the ridge-shrunk
-    fit of a model that won everything (coverage 0.00 for the top model at ±1.5 logits). The
-    matches are the units here; a model that won (lost) every match gets an open upper (lower)
-    bound. The bootstrap draws are still computed for callers that read them."""
+    A match is one bit, and an author's matches of a round all rest on the same environments:
+    treating matches as independent gave intervals covering 0.76–0.87 on uneven environments,
+    and a Wald test ordered two models whose two environments everybody solved. The matches
+    stay the units of the fit (so a model that won (lost) every match gets an open upper (lower)
+    bound, which no resampling of environments can give), the environments carry the variance.
+    Without `builder` (a bare score stack) there is no environment to test ranks over."""
     rating = _rate("duel", players, stacked, ridge)
     keep = np.flatnonzero(rating.rated)
     n = len(players)
@@ -650,7 +748,8 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
     theta = np.zeros(n)
     theta[keep] = snap(fit_firth(s))  # tied strengths identical (_ties.py)
     rating.theta = theta
-    lo_t, hi_t = profile_bounds(s)
+    rating.overdispersion = duel_overdispersion(stacked, theta[keep], keep)
+    lo_t, hi_t = profile_bounds(s, scale=rating.overdispersion * _cluster_allowance(builder))
     lo, hi = np.full(n, np.nan), np.full(n, np.nan)
     lo[keep] = rating.elo(np.minimum(lo_t, theta[keep]))
     hi[keep] = rating.elo(np.maximum(hi_t, theta[keep]))
@@ -671,14 +770,20 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float) -> Rating:
             which = "upper" if np.isnan(hi[i]) else "lower"
             notes[i] = (f"{side} every match: no finite {which} bound" if side
                         else f"the {which} bound lies beyond ±{PROFILE_REACH * ELO_SCALE:.0f} Elo")
-    cov = np.zeros((n, n))
-    cov[np.ix_(keep, keep)] = bt_covariance(s, theta[keep])
-    d = np.diag(cov)
-    se = np.sqrt(np.maximum(d[:, None] + d[None, :] - 2.0 * cov, 0.0))
-    rating.above = holm_above(theta[:, None] - theta[None, :], se, keep)
+    if builder is None:
+        rank_note = rank_note or "no environments behind the matches were given, so no rank test"
+    elif stacked.shape[0] > 1:  # no draws (bootstrap = 0): the cheap refit of a caller, no rank test
+        b = builder
+        rating.pair_p = duel_pair_pvalues(b.net, b.count, b.env_half, b._expected(), b.rounds, n, seed=seed)
+        rating.above = holm_above(theta[:, None] - theta[None, :], np.zeros((n, n)), keep, p=rating.pair_p)
+    else:
+        rank_note = rank_note or "no bootstrap draws were made (bootstrap = 0), so no rank test"
+    if rank_note is not None:
+        rating.above = None
     rating.interval = "profile likelihood"
     rating.note = None
-    rating.rows = _rows(rating, lo, hi, notes, True)
+    rating.rank_note = rank_note
+    rating.rows = _rows(rating, lo, hi, notes, rank_note is None)
     return rating
 
 
@@ -687,6 +792,34 @@ def author_env_counts(pairs: pd.DataFrame) -> dict[str, int]:
     if pairs.empty:
         return {}
     return {str(a): int(k) for a, k in pairs.groupby("author")["env_id"].nunique().items()}
+
+
+def _cluster_allowance(b: DuelBuilder | None) -> float:
+    """t²₀.₉₇₅(G − 1) / χ²₁(0.95), G the author-rounds with environments (the clusters whose shared
+    environments make matches dependent): an interval whose variance is estimated from G clusters
+    takes the t critical value of G − 1 degrees of freedom (Cameron & Miller 2015), 1.38 at
+    9 × 10 × 1 (9 clusters), 1.16 at 9 × 1 × 2 (18). 1 without environments (a bare score stack)."""
+    if b is None or b.env_half is None:
+        return 1.0
+    g = len(np.unique(b.env_half[b.env_half >= 0]))
+    if g < 2:
+        return 1.0
+    return float(student_t.ppf(0.5 + LEVEL / 2, g - 1) ** 2 / chi2.ppf(LEVEL, 1))
+
+
+def duel_rank_note(tables: TablesLike, pairs: pd.DataFrame) -> str | None:
+    """Why duel ranks are withheld, or None: when an author wrote fewer than `MIN_AUTHOR_ENVS`
+    environments with results, each of its matches rests on those few environments, and a rank
+    claim about it would be a claim about them (at 9 × 1 × 2 a Wald test ordered two models in
+    13% of tournaments of identical players, because their two environments happened to be ones
+    everybody solves)."""
+    counts = author_env_counts(pairs)
+    short = sorted(a for a in author_names(tables) if 0 < counts.get(a, 0) < MIN_AUTHOR_ENVS)
+    if not short:
+        return None
+    return (f"{len(short)} author(s) ({', '.join(short[:3])}{', ...' if len(short) > 3 else ''}) wrote fewer than "
+            f"{MIN_AUTHOR_ENVS} environments with results: every duel match of an author rests on them, too few "
+            "to tell a model's strength from its environments' luck; write more environments per author")
 
 
 def compute_ratings(
@@ -721,9 +854,10 @@ def compute_ratings(
             out[kind] = Rating(kind, [], np.zeros((0, 0)), np.zeros(0), np.zeros((bootstrap, 0)), np.zeros(0, bool),
                                interval="none", note="no models in this role")
             continue
-        stacked = b.scores(w)
         if kind == "duel":
-            duel = _rate_duel(b.players, stacked, ridge)
+            assert isinstance(b, DuelBuilder)
+            stacked, _ = duel_draws(b, bootstrap if design.resamplable else 0, np.random.default_rng(seed + 1))
+            duel = _rate_duel(b.players, stacked, ridge, builder=b, rank_note=duel_rank_note(tables, pairs), seed=seed)
             n, R = len(b.players), b.rounds
             duel.edge_p = duel_edge_pvalues(b.net, b.count, R, n, seed=seed)
             net = b.net.sum(axis=0).reshape(R, n, n)
@@ -734,6 +868,7 @@ def compute_ratings(
             duel.tie_rate = float(np.mean(np.abs(match[met]) < 1e-12)) if met.any() else 0.0
             out[kind] = duel
             continue
+        stacked = b.scores(w)
         note = None
         if bootstrap <= 0 and design.resamplable:
             note = "no bootstrap draws were made (bootstrap = 0), so no interval and no rank"
@@ -758,5 +893,5 @@ def compute_ratings(
         # the truth, and the plain intervals covered 0.88; the allowance |draws' mean - estimate|
         # on each side brought it to 0.95 (docs/analysis.md, coverage table)
         out[kind] = _rate(kind, b.players, stacked, ridge, design.inflation, note=note, pair_p=pair_p,
-                          bias_allowance=kind == "author")
+                          bias_allowance=kind in ("author", "solver"))
     return out

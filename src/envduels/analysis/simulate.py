@@ -1,8 +1,19 @@
 """Simulated tournaments with known truth, for validating the analysis (tests, bench, demos).
 
-Model: P(success | solver s, environment e, hinted h) = σ(ability_s − difficulty_e + effect_e·h),
-with difficulty_e ~ N(author_difficulty_a, spread) and effect_e ~ N(author_teaching_a, spread).
-Every episode is an independent draw; nothing touches the global random state.
+Two kinds of environments (`environments=`):
+
+- `"alike"`: P(success | solver s, environment e, hinted h) = σ(ability_s − difficulty_e +
+  effect_e·h), with difficulty_e ~ N(author_difficulty_a, spread) and effect_e ~
+  N(author_teaching_a, spread); every episode is an independent draw given these.
+- `"uneven"` (what authored environments look like; `uneven_probabilities`): a difficulty
+  mixture (25% of environments nobody solves, 12% everybody solves, the rest heavy-tailed
+  around the author's level), a hint effect of the author's quality times a mixture (30%
+  useless, 10% harmful, 20% decisive, 40% moderate), a hint sensitivity per solver, noise per
+  solver × environment and per seed, and 5–15% of episodes absent, `incomplete` or `error`.
+  Matches of one author then depend on each other through the environments they share much
+  more than under "alike", which is what the duel's environment-level uncertainty must carry.
+
+Nothing touches the global random state.
 """
 
 from __future__ import annotations
@@ -13,8 +24,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy.special import expit
+from scipy.stats import norm
 
 DOMAINS = ("logic", "planning", "math", "language", "search")
+ENVIRONMENTS = ("alike", "uneven")
+UNSOLVABLE, TRIVIAL = 0.25, 0.12
+"""Shares of uneven environments that nobody solves and that everybody solves (both conditions)."""
+HINT_MIX = ((0.30, 0.0), (0.10, -1.0), (0.20, 4.0), (0.40, 1.0))
+"""Uneven hint effects: (share, multiple of the author's quality): useless, harmful, decisive,
+moderate; the moderate and harmful ones also vary by ±0.5 of the quality."""
 
 
 @dataclass
@@ -59,13 +77,21 @@ def simulate_tournament(
     self_play: bool = False,
     transcripts: bool = True,
     matchup: dict[tuple[str, str], float] | None = None,
+    environments: str = "alike",
+    hint_sensitivity: list[float] | None = None,
 ) -> SimulatedRun:
     """A round-robin run: every player authors `envs_per_author` environments per round and
     solves every other player's environments on `seeds` seeds × `trials`, in both conditions.
 
     `matchup[(author, solver)]` (logits, both conditions) is added to that solver's success on
     that author's environments: a way to plant structure no single ability explains, such as
-    a cycle in the duels."""
+    a cycle in the duels. `environments="uneven"` draws the heterogeneous environments of the
+    module docstring instead (then `spread` is the scale of the difficulty's heavy tail, and
+    `p_incomplete`/`p_error` add to its own 5–15% of broken or absent episodes, and
+    `hint_sensitivity` is each solver's multiplier of hint effects, by default `sensitivities`:
+    a property of the solver like its ability, the same in every tournament, not redrawn)."""
+    if environments not in ENVIRONMENTS:
+        raise ValueError(f"environments must be one of {ENVIRONMENTS}, not {environments!r}")
     rng = np.random.default_rng(seed)
     names = [f"m{i:02d}" for i in range(players)]
     ab = np.asarray(ability if ability is not None else rng.normal(0, 1, players), float)
@@ -117,15 +143,29 @@ def simulate_tournament(
     offset = np.zeros(len(eps))
     for (author, solver), value in (matchup or {}).items():
         offset[((eps["author"] == author) & (eps["solver"] == solver)).to_numpy()] += value
-    prob = expit(solver_ab - d + offset + eff * eps["hinted"].to_numpy())
+    hinted = eps["hinted"].to_numpy()
+    if environments == "uneven":
+        sens = np.asarray(hint_sensitivity if hint_sensitivity is not None else sensitivities(players), float)
+        prob, d, e, broken = uneven_probabilities(eps, names, ab, ad, at, sens, offset, spread, rng)
+        diffs.update(d)
+        effects.update(e)
+    else:
+        prob, broken = expit(solver_ab - d + offset + eff * hinted), 0.0
     success = rng.random(len(eps)) < prob
     u = rng.random(len(eps))
     outcome = np.where(success, "success", "failure").astype(object)
+    absent = np.zeros(len(eps), dtype=bool)
+    if broken:  # a third each: absent (never recorded), incomplete, error
+        v = rng.random(len(eps))
+        outcome[v < broken * 2 / 3] = "error"
+        outcome[v < broken / 3] = "incomplete"
+        absent = (v >= broken * 2 / 3) & (v < broken)
     outcome[u < p_incomplete + p_error] = "error"
     outcome[u < p_incomplete] = "incomplete"
     eps["outcome"] = outcome
     eps["reason"] = np.where(outcome == "incomplete", "step timed out", None)
     eps["turns"] = 3
+    eps = eps[~absent].reset_index(drop=True)
     eps["self_play"] = eps["author"] == eps["solver"]
     eps["episode_key"] = [f"{e}:{s}:{sd}:{t}:{int(h)}" for e, s, sd, t, h in zip(eps["env_id"], eps["solver"], eps["seed"], eps["trial"], eps["hinted"], strict=True)]
     if transcripts:
@@ -154,3 +194,57 @@ def simulate_tournament(
         diffs,
         effects,
     )
+
+
+def sensitivities(players: int) -> list[float]:
+    """Default hint sensitivities of the uneven model: lognormal(0, 0.3) quantiles, in an order
+    unrelated to the players' index (so to any ability spread evenly by index)."""
+    z = norm.ppf((np.arange(players) + 0.5) / players)
+    order = np.argsort((np.arange(players) * 7 + 3) % players if players > 1 else [0])
+    return np.exp(0.3 * z[order]).tolist()
+
+
+def uneven_probabilities(
+    eps: pd.DataFrame,
+    names: list[str],
+    ability: np.ndarray,
+    author_difficulty: np.ndarray,
+    author_teaching: np.ndarray,
+    sens: np.ndarray,
+    offset: np.ndarray,
+    spread: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, dict[str, float], dict[str, float], float]:
+    """Success probability of each episode row under the uneven model, each environment's
+    difficulty and mean hint effect, and the share of episodes to break or drop (5–15%).
+
+    logit P = ability − difficulty_e + u_{s,e} + v_{e,seed} + hinted · (k_s · effect_e + w_{s,e}),
+    u ~ N(0, 0.7), v ~ N(0, 0.5), w ~ N(0, 0.5), k_s = `sens` the solver's hint sensitivity; difficulty_e = author level + spread · t₃ except on the 25% (12%) of
+    environments nobody (everybody) solves, whose success is 0 (1) in both conditions."""
+    idx = {n: i for i, n in enumerate(names)}
+    env_ids = list(dict.fromkeys(eps["env_id"]))
+    author = {e: a for e, a in zip(eps["env_id"], eps["author"], strict=True)}
+    kind = rng.random(len(env_ids))
+    mix = rng.choice(len(HINT_MIX), size=len(env_ids), p=[m[0] for m in HINT_MIX])
+    diffs, effects, fixed = {}, {}, {}
+    for k, e in enumerate(env_ids):
+        a = idx[author[e]]
+        diffs[e] = float(author_difficulty[a] + spread * rng.standard_t(3))
+        scale = HINT_MIX[mix[k]][1]
+        jitter = rng.normal(0.0, 0.5) if scale in (1.0, -1.0) else 0.0
+        effects[e] = float(author_teaching[a] * (scale + jitter))
+        fixed[e] = 0.0 if kind[k] < UNSOLVABLE else 1.0 if kind[k] < UNSOLVABLE + TRIVIAL else np.nan
+    solver = eps["solver"].map(idx).to_numpy()
+    env_code = eps["env_id"].map({e: k for k, e in enumerate(env_ids)}).to_numpy()
+    cell = env_code * len(names) + solver
+    u = rng.normal(0.0, 0.7, len(env_ids) * len(names))[cell]
+    w = rng.normal(0.0, 0.5, len(env_ids) * len(names))[cell]
+    seeds = eps["seed"].to_numpy().astype(int)
+    v = rng.normal(0.0, 0.5, (len(env_ids), int(seeds.max()) + 1 if len(seeds) else 1))[env_code, seeds]
+    hinted = eps["hinted"].to_numpy().astype(float)
+    d = eps["env_id"].map(diffs).to_numpy()
+    eff = eps["env_id"].map(effects).to_numpy()
+    prob = expit(ability[solver] - d + u + v + offset + hinted * (sens[solver] * eff + w))
+    fix = eps["env_id"].map(fixed).to_numpy()
+    prob = np.where(np.isnan(fix), prob, fix)
+    return prob, diffs, effects, float(rng.uniform(0.05, 0.15))

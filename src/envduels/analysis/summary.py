@@ -243,6 +243,8 @@ def _analyze(tables: TablesLike, *, bootstrap: int, seed: int, name: str, histor
                                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")}
     # authors the author rating leaves out (every environment broke), each with why
     methods["author"]["unrated"] = unrated_authors(tables, pairs, ratings["author"])
+    # the duel's profile intervals are widened by its environments' overdispersion (issue 20)
+    methods["duel"]["overdispersion"] = ratings["duel"].overdispersion
     result: dict[str, Any] = {
         "run": {
             "name": name,

@@ -126,7 +126,7 @@ def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> No
         console.print(f"No simulation: {doc['no_simulation']}.", style="dim")
         return
     console.print(f"Simulated: {sim['replicates']} tournaments per spread and truth, {sim['bootstrap']} bootstrap "
-                  f"draws each, environments ±{sim['env_spread']} logits around their author; every player "
+                  f"draws each, {sim.get('environments', 'alike')} environments (docs/analysis.md); every player "
                   "authors and solves; cross-model episodes only.")
     for entry in doc["spreads"]:
         s = entry["spread"]
