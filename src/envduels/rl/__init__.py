@@ -1,7 +1,7 @@
 """Training on what the duels found: the hinted rescue and the TRL adapter.
 
 Public surface: `HintedRescue` (the SAGE rescue as a pure, trainer-independent policy),
-`RescueCounters`, `GroupRecord`, `GroupKey`. The TRL adapter lives in `envduels.rl.trl` and needs
+`RescueCounters`, `GroupRecord`, `GroupKey`. The TRL adapter lives in `envduels.rl.grpo` and needs
 `pip install 'envduels[train]'` (it imports torch, transformers and trl); nothing here does.
 How it fits together: docs/training.md.
 """
