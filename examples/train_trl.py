@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             max_new_tokens=args.max_new_tokens, learning_rate=args.learning_rate,
             escalate=args.escalate, seed=args.seed)
         started = time.monotonic()
-        model_dir = train(settings)
+        model_dir = train(settings).model_dir
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

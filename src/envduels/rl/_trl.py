@@ -197,14 +197,27 @@ class TrainSettings:
     unsafe_no_sandbox: bool = False
 
 
-def train(settings: TrainSettings) -> Path:
-    """Train with TRL's GRPOTrainer for `settings.steps` steps; returns the saved model folder
-    (`OUT/model`). `OUT/rescue.jsonl` gets one row of rescue counters per step (the file is
-    started afresh)."""
+@dataclass
+class Trained:
+    """A finished training run: the trained `model` and its `tokenizer` (in memory), and the
+    folder it was saved to (None when not saved)."""
+
+    model: Any
+    tokenizer: Any
+    model_dir: Path | None
+
+
+def train(settings: TrainSettings, *, model: Any = None, tokenizer: Any = None,
+          save: bool = True) -> Trained:
+    """Train with TRL's GRPOTrainer for `settings.steps` steps. `OUT/rescue.jsonl` gets one row
+    of rescue counters per step (the file is started afresh); with `save`, the model goes to
+    `OUT/model`. `model`/`tokenizer` default to `load_model(settings.model)`; a model passed in
+    is trained in place."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    model, tokenizer = load_model(settings.model)
+    if model is None or tokenizer is None:
+        model, tokenizer = load_model(settings.model)
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / RESCUE_LOG
@@ -244,7 +257,10 @@ def train(settings: TrainSettings) -> Path:
         callbacks=[RescueLog(rescue, log_path)],
     )
     trainer.train()
+    trained = trainer.accelerator.unwrap_model(trainer.model)
+    if not save:
+        return Trained(trained, tokenizer, None)
     model_dir = out / MODEL_DIR
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))
-    return model_dir
+    return Trained(trained, tokenizer, model_dir)
