@@ -150,3 +150,26 @@ def test_the_same_environment_and_seed_twice_in_a_step_are_played_in_separate_wa
     assert [[r.request.hint_level for r in g] for g in kept] == [[1, 1], [1, 1]]
     assert [r.levels for r in rescue.closed] == [(0, 1), (0, 1)]
     assert rescue.end_step(1).exhausted_group_fraction == 1.0
+
+
+@pytest.mark.slow
+def test_smollm2_turn_tokens_are_exactly_the_chat_template_of_the_whole_conversation():
+    pytest.importorskip("trl", reason="needs the train extra: pip install 'envduels[train]'")
+    from transformers import AutoTokenizer
+
+    from envduels.players._local import resolve_model_file
+    from envduels.rl.grpo import HFPolicy
+
+    gguf = resolve_model_file("smollm2-135m-instruct")
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    policy = HFPolicy(model=None, tokenizer=tok)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": first_turn("lock 11", hint="say open")}]
+    ids = policy.prompt_ids(messages)
+    for reply_text, ends in (("I say \\boxed{3}", True), ("cut off mid", False)):
+        reply = tok(reply_text, add_special_tokens=False)["input_ids"] + ([policy.eos_id] if ends else [])
+        messages += [{"role": "assistant", "content": policy.decode(reply)},
+                     {"role": "user", "content": next_turn("shut 1")}]
+        ids += reply + policy.turn_ids(messages, reply)
+    whole = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert ids == tok(whole, add_special_tokens=False)["input_ids"]
