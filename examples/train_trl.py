@@ -47,6 +47,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--learning-rate must be positive, got {args.learning_rate}")
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out {args.out} is a file; give a folder")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        ap.error(f"cannot create --out {args.out} ({err.strerror}); give a writable folder")
     return args
 
 
