@@ -58,9 +58,11 @@ def test_two_real_grpo_steps_on_number_guess_and_nim_log_the_rescue_and_re_roll_
     (["--environments", "nim", "nim", "--steps", "1", "--group", "2", "--out", "o"], "environment ids repeat (nim)"),
     (["--environments", "nim", "--steps", "1", "--group", "2", "--out", "o", "--model", "x.bin"], "is not a bundled name"),
     (["--steps", "1", "--group", "2", "--out", "o"], "--environments"),
+    (["--environments", "nim", "--steps", "1", "--group", "2", "--out", "f"], "is a file; give a folder"),
 ])
 def test_bad_arguments_are_one_line_errors_with_exit_2(tmp_path, args, message):
-    proc = _run(*[str(tmp_path / a) if a in ("o",) else a for a in args], timeout=300)
+    (tmp_path / "f").write_text("not a folder")
+    proc = _run(*[str(tmp_path / a) if a in ("o", "f") else a for a in args], timeout=300)
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert message in lines[-1]
