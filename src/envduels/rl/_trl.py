@@ -1,0 +1,266 @@
+"""TRL's `GRPOTrainer` on EnvDuels environments: multi-turn rollouts in the sandbox, hinted rescue.
+
+The hook is TRL's own `rollout_func` (`GRPOTrainer(rollout_func=...)`): TRL hands it the
+step's prompts (each repeated `num_generations` times, one run of copies per group) and takes
+back, per rollout, `prompt_ids`, `completion_ids`, `logprobs` and any extra fields, which it
+forwards to the reward functions; an `env_mask` field marks the completion tokens the model
+sampled (1) and those the environment wrote (0), and TRL leaves the 0s out of the loss.
+`environment_factory`, TRL's other hook, exposes an environment's methods as tools and needs a
+chat template with tool calling, which SmolLM2's lacks (docs/training.md).
+
+Each dataset row names one (environment, seed): a group. `EpisodeRollouts` plays the group's
+rollouts without the hint (`rl.play_episodes`), asks `HintedRescue` whether to re-roll it, plays
+the hinted re-roll on the same seed when told, and returns the kept rollouts; the hint sits in
+the prompt, which TRL never trains on. `RescueLog` writes the rescue's counters to
+`rescue.jsonl`, one row per optimiser step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from transformers import TrainerCallback
+
+from envduels.rl._episodes import EpisodeRequest, Rollout, hint_levels, play_episodes
+from envduels.rl._model import HFPolicy, load_model
+from envduels.rl._rescue import NO_HINT, GroupKey, HintedRescue
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
+    from envduels.sandbox import SandboxLimits
+
+RESCUE_LOG = "rescue.jsonl"
+MODEL_DIR = "model"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One dataset row: an environment and a seed (a GRPO group plays it `num_generations`
+    times). `name` is the row's `prompt` text in TRL's dataset and logs."""
+
+    spec: EnvSpec
+    seed: int
+
+    @property
+    def key(self) -> GroupKey:
+        return (self.spec.id, self.seed)
+
+    @property
+    def name(self) -> str:
+        return f"{self.spec.id} seed {self.seed}"
+
+
+def tasks_of(specs: Sequence[EnvSpec]) -> list[Task]:
+    """One task per (environment, benchmark seed); an environment without benchmark seeds gets
+    the run-independent seeds `envs.benchmark_seeds` derives for it (run seed 0)."""
+    from envduels.envs import benchmark_seeds
+
+    out: list[Task] = []
+    for spec in specs:
+        seeds = spec.benchmark_seeds or tuple(benchmark_seeds(0, spec.id, 4))
+        out += [Task(spec, int(s)) for s in seeds]
+    return out
+
+
+class EpisodeRollouts:
+    """TRL's `rollout_func`: rolls out each group of the step in the sandbox, with the rescue.
+
+    Groups of the step are played together (one batched generation per turn across all of
+    them); a group whose (environment, seed) already appears earlier in the step is played in a
+    later wave, so the rescue never confuses two groups of one key.
+    """
+
+    def __init__(self, tasks: Sequence[Task], rescue: HintedRescue, *, max_turns: int | None,
+                 max_new_tokens: int, temperature: float, limits: SandboxLimits | None = None,
+                 unsafe_no_sandbox: bool = False) -> None:
+        self.tasks = {t.name: t for t in tasks}
+        if len(self.tasks) != len(tasks):
+            raise ValueError("two tasks share a name: environment ids must be unique")
+        self.rescue = rescue
+        self.max_turns = max_turns
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.limits = limits
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        size = trainer.num_generations
+        groups = [prompts[i:i + size] for i in range(0, len(prompts), size)]
+        tasks = []
+        for group in groups:
+            if len(group) != size or any(p != group[0] for p in group):
+                raise RuntimeError(f"rollout_func expects runs of {size} identical prompts; got {group!r}")
+            tasks.append(self.tasks[group[0]])
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        policy = HFPolicy(model, trainer.processing_class, max_new_tokens=self.max_new_tokens,
+                          temperature=self.temperature)
+        kept = self.roll_out(tasks, size, policy)
+        rollouts = [r for group in kept for r in group]
+        eos = policy.eos_id
+        return {
+            "prompt_ids": [r.prompt_ids for r in rollouts],
+            # an episode whose environment failed on reset has no turn: one masked token
+            "completion_ids": [r.completion_ids or [eos] for r in rollouts],
+            "logprobs": None,
+            "env_mask": [r.mask or [0] for r in rollouts],
+            "env_reward": [r.reward for r in rollouts],
+            "hint_level": [r.request.hint_level for r in rollouts],
+        }
+
+    def roll_out(self, tasks: Sequence[Task], size: int, policy: Any) -> list[list[Rollout]]:
+        """The kept rollouts of each group (`size` each), after the rescue; in task order."""
+        kept: list[list[Rollout]] = [[] for _ in tasks]
+        for wave in _waves([t.key for t in tasks]):
+            level = {i: NO_HINT for i in wave}
+            while level:
+                requests = [EpisodeRequest(tasks[i].spec, tasks[i].seed, lvl)
+                            for i, lvl in level.items() for _ in range(size)]
+                played = asyncio.run(self._play(requests, policy))
+                again: dict[int, int] = {}
+                for n, i in enumerate(level):
+                    kept[i] = played[n * size:(n + 1) * size]
+                    nxt = self.rescue.decide(tasks[i].key, [r.reward for r in kept[i]],
+                                             hint_levels=hint_levels(tasks[i].spec))
+                    if nxt is not None:
+                        again[i] = nxt
+                level = again
+        return kept
+
+    async def _play(self, requests: list[EpisodeRequest], policy: Any) -> list[Rollout]:
+        from envduels.sandbox import EnvPool, SandboxLimits
+
+        limits = self.limits if self.limits is not None else SandboxLimits()
+        async with EnvPool(limits, unsafe_no_sandbox=self.unsafe_no_sandbox, warm=0,
+                           max_warm=len(requests)) as pool:
+            pool.expect(len(requests))
+            return await play_episodes(requests, policy, pool, max_turns=self.max_turns)
+
+
+def _waves(keys: Sequence[GroupKey]) -> list[list[int]]:
+    """Indices of `keys` split into waves in which no key repeats, first occurrences first."""
+    waves: list[list[int]] = []
+    seen: list[set[GroupKey]] = []
+    for i, key in enumerate(keys):
+        n = next((w for w, s in enumerate(seen) if key not in s), len(waves))
+        if n == len(waves):
+            waves.append([])
+            seen.append(set())
+        waves[n].append(i)
+        seen[n].add(key)
+    return waves
+
+
+def env_reward(completions: list[Any], env_reward: list[float], **_: Any) -> list[float]:
+    """GRPO's reward: the episode's success (1.0) or not (0.0), as the rollout recorded it."""
+    return [float(r) for r in env_reward]
+
+
+class RescueLog(TrainerCallback):
+    """Appends the rescue's counters of each optimiser step to `path` (one JSON row per step)."""
+
+    def __init__(self, rescue: HintedRescue, path: Path) -> None:
+        self.rescue = rescue
+        self.path = path
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        row = self.rescue.end_step(state.global_step).to_json()
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """What one GRPO training run on EnvDuels environments needs.
+
+    `group`: rollouts per group (TRL's `num_generations`); `groups_per_step`: groups per
+    optimiser step (default: one per environment); `max_turns` lowers each environment's own
+    turn cap; `max_new_tokens` caps one reply; `escalate` turns on the graded `hint_2` re-roll.
+    """
+
+    specs: tuple[EnvSpec, ...]
+    out: Path
+    steps: int
+    group: int
+    max_turns: int | None = None
+    model: str | None = None
+    groups_per_step: int | None = None
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    learning_rate: float = 1e-6
+    escalate: bool = False
+    seed: int = 0
+    unsafe_no_sandbox: bool = False
+
+
+@dataclass
+class Trained:
+    """A finished training run: the trained `model` and its `tokenizer` (in memory), and the
+    folder it was saved to (None when not saved)."""
+
+    model: Any
+    tokenizer: Any
+    model_dir: Path | None
+
+
+def train(settings: TrainSettings, *, model: Any = None, tokenizer: Any = None,
+          save: bool = True) -> Trained:
+    """Train with TRL's GRPOTrainer for `settings.steps` steps. `OUT/rescue.jsonl` gets one row
+    of rescue counters per step (the file is started afresh); with `save`, the model goes to
+    `OUT/model`. `model`/`tokenizer` default to `load_model(settings.model)`; a model passed in
+    is trained in place."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    if model is None or tokenizer is None:
+        model, tokenizer = load_model(settings.model)
+    out = settings.out
+    out.mkdir(parents=True, exist_ok=True)
+    log_path = out / RESCUE_LOG
+    log_path.write_text("", encoding="utf-8")
+    tasks = tasks_of(settings.specs)
+    per_step = settings.groups_per_step or len(settings.specs)
+    rescue = HintedRescue(escalate=settings.escalate)
+    rollouts = EpisodeRollouts(tasks, rescue, max_turns=settings.max_turns,
+                               max_new_tokens=settings.max_new_tokens,
+                               temperature=settings.temperature,
+                               unsafe_no_sandbox=settings.unsafe_no_sandbox)
+    config = GRPOConfig(
+        output_dir=str(out / "trainer"),
+        max_steps=settings.steps,
+        per_device_train_batch_size=per_step * settings.group,
+        gradient_accumulation_steps=1,
+        num_generations=settings.group,
+        max_completion_length=settings.max_new_tokens,
+        temperature=settings.temperature,
+        learning_rate=settings.learning_rate,
+        beta=0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        seed=settings.seed,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=env_reward,
+        args=config,
+        train_dataset=Dataset.from_list([{"prompt": t.name} for t in tasks]),
+        rollout_func=rollouts,
+        callbacks=[RescueLog(rescue, log_path)],
+    )
+    trainer.train()
+    trained = trainer.accelerator.unwrap_model(trainer.model)
+    if not save:
+        return Trained(trained, tokenizer, None)
+    model_dir = out / MODEL_DIR
+    trainer.save_model(str(model_dir))
+    tokenizer.save_pretrained(str(model_dir))
+    return Trained(trained, tokenizer, model_dir)
