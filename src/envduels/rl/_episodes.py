@@ -3,9 +3,8 @@
 `play_episodes` is the one episode loop of `envduels.rl` (training and the transfer loop's
 evaluation both call it). It follows the duel's protocol exactly (SPEC §4): the EnvDuels system
 prompt, the first turn (with `Hint: ...` first in a hinted episode), the last balanced
-`\\boxed{}` of a reply as the action, the format-error turn, the turn cap. The protocol's pieces
-come from `envduels.engine.solving` today; when `envduels.duel.protocol` lands they come from
-there, and this function is the one place to change.
+`\\boxed{}` of a reply as the action, the format-error turn, the turn cap, each taken from
+`envduels.duel.protocol`, the one implementation the engine, the Gym adapter and the server use.
 
 Tokens, not text, travel between turns: the policy's own sampled tokens are kept as they were
 generated (re-tokenising a decoded reply can differ, and the loss must see what was sampled),
@@ -22,9 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envduels._text import last_boxed, valid_text
-from envduels.engine.solving import FORMAT_ERROR, SYSTEM_PROMPT, first_turn, next_turn
-from envduels.envs import turn_cap
+from envduels._text import valid_text
+from envduels.duel.protocol import (
+    FORMAT_ERROR,
+    SYSTEM_PROMPT,
+    first_turn,
+    last_boxed,
+    next_turn,
+    turn_cap,
+)
 from envduels.rl._rescue import HINT_1, HINT_2, NO_HINT
 
 if TYPE_CHECKING:
