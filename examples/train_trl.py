@@ -60,7 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     from envduels.errors import UserError
 
     try:
-        specs = [spec for name in args.environments for spec in resolve(name).specs]
+        from envduels.export import author_fault_flags
+
+        # an export's environments flagged as their author's fault are never trained on
+        specs = [spec for name in args.environments for spec in resolve(name).specs
+                 if not author_fault_flags(spec)]
+        if not specs:
+            raise UserError("no environment to train on: every one given is flagged as its "
+                            "author's fault (nondeterministic, trivial or hint_is_key)")
         ids = [s.id for s in specs]
         if len(set(ids)) != len(ids):
             raise UserError(f"environment ids repeat ({', '.join(sorted({i for i in ids if ids.count(i) > 1}))}); "

@@ -65,3 +65,16 @@ def test_run_stopped_mid_tournament_leaves_no_process_behind_and_resumes(sig, tm
         assert server.request_count > 0
     with Store.open_readonly(run_dir, live=False) as store:   # what was finished is kept
         assert store.get_meta("config")["name"] == "scripted"
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_serve_stopped_ends_cleanly_with_exit_0_and_no_process_behind(sig, tmp_path):
+    pytest.importorskip("openenv.core", reason="envduels serve needs the serve extra")
+    stopped = stop_midway([str(SCRIPT), "serve", "nim", "--port", "0"], signal=sig, env=_env(),
+                          cwd=tmp_path, ready_text="envduels serve: http://127.0.0.1:",
+                          descendants=0)
+    assert stopped.ready, stopped.stderr[-2000:]
+    assert stopped.survivors == [], stopped.survivors
+    # stopping is how a server ends: not killed by the signal (-15), not a run's "resume" line
+    assert stopped.rc == 0, stopped.stderr[-2000:]
+    assert "resume" not in stopped.stderr and "Traceback" not in stopped.stderr, stopped.stderr

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from envduels._safe_load import load_json_capped
-from envduels.analysis.metrics import FLAGS
+from envduels.analysis.metrics import AUTHOR_FAULT_FLAGS, FLAGS
 from envduels.analysis.transfer import env_solver_rates, matched_pairs
 from envduels.envs import EnvSpec
 from envduels.errors import UserError
@@ -102,6 +102,14 @@ class Selected:
         kept = {k: v for k, v in spec.metadata.items() if k != "benchmark_seeds"}
         return replace(spec, benchmark_seeds=tuple(self.seeds),
                        metadata={**kept, **self.results_metadata()})
+
+
+def author_fault_flags(spec: EnvSpec) -> list[str]:
+    """The author's-fault flags (`nondeterministic`, `trivial`, `hint_is_key`) an exported
+    environment carries in its metadata: `export` keeps such environments unless `--flag` is
+    given, and whoever serves or trains on an export skips them, as a run folder's are."""
+    flags = spec.metadata.get("flags") if isinstance(spec.metadata, dict) else None
+    return [f for f in flags if f in AUTHOR_FAULT_FLAGS] if isinstance(flags, list) else []
 
 
 def check_filters(filters: Filters, envs: list[EnvRecord], tables: Any) -> None:

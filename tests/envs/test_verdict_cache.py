@@ -105,3 +105,10 @@ def test_an_unreadable_cache_entry_is_ignored(tmp_path: Path) -> None:
     for path in cache_dir().glob("*.json"):
         path.write_text("[" * 100_000)
     assert validate(folder)["valid"] is True
+
+
+def test_a_cached_verdict_keeps_the_battery_findings(tmp_path: Path) -> None:
+    folder = export(tmp_path)
+    first = validate(folder)["environments"][0]
+    assert isinstance(first.get("battery"), dict)
+    assert validate(folder)["environments"][0] == first

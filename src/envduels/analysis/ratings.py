@@ -413,6 +413,10 @@ PROFILE_REACH = 10.0
 """Logits (≈ 1,700 Elo) from the estimate within which a profile bound is searched; a bound
 further out is reported as open (null), like the bound of a model that won every match."""
 MIN_AUTHOR_ENVS = 4
+DUEL_RANK_TEST_MAX_MODELS = 40
+"""Above this many duellists the duel's environment rearrangement rank test is not run (its
+pairs grow with the square of the models, each a test of its own: at 100 models it ran for more
+than five minutes of CPU); intervals are still given, and the rank note says why ranks are not."""
 """Environments (with matched pairs) every author needs for author intervals: an author's lift
 on a solver cannot vary when its only environment is redrawn, and with two per author (9 × 1 × 2)
 the intervals covered 0.88 (docs/analysis.md, coverage table)."""
@@ -772,7 +776,12 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float, *, builder
                         else f"the {which} bound lies beyond ±{PROFILE_REACH * ELO_SCALE:.0f} Elo")
     if builder is None:
         rank_note = rank_note or "no environments behind the matches were given, so no rank test"
+    elif n > DUEL_RANK_TEST_MAX_MODELS:
+        rank_note = rank_note or (f"the duel rank test is limited to {DUEL_RANK_TEST_MAX_MODELS} "
+                                  f"models and this run has {n}: intervals are given, ranks are "
+                                  "not; report a subset of the models' episodes for ranks")
     elif stacked.shape[0] > 1:  # no draws (bootstrap = 0): the cheap refit of a caller, no rank test
+        # (run where the design withholds ranks too: the coverage bench measures the test alone)
         b = builder
         rating.pair_p = duel_pair_pvalues(b.net, b.count, b.env_half, b._expected(), b.rounds, n, seed=seed)
         rating.above = holm_above(theta[:, None] - theta[None, :], np.zeros((n, n)), keep, p=rating.pair_p)

@@ -96,7 +96,8 @@ def _verdict(data: Any, key: str) -> Verdict | None:
     try:
         verdict = Verdict(valid=v["valid"], reasons=list(v["reasons"]), oracle=v["oracle"],
                           class_name=v["class_name"], seeds=list(v["seeds"]),
-                          warnings=list(v.get("warnings", [])), flags=list(v.get("flags", [])))
+                          warnings=list(v.get("warnings", [])), flags=list(v.get("flags", [])),
+                          battery=v["battery"] if isinstance(v.get("battery"), dict) else None)
     except (KeyError, TypeError):
         return None
     ok = (type(verdict.valid) is bool and all(isinstance(r, str) for r in verdict.reasons)

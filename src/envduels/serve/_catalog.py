@@ -106,6 +106,8 @@ def catalog(names: list[str], *, limits: SandboxLimits | None = None) -> dict[st
     if not names:
         raise UserError("give at least one environment: envduels serve NAME [NAME ...] "
                         "(a library name, a .py file, an export folder or a run folder)")
+    from envduels.export import author_fault_flags
+
     default = limits or SandboxLimits()
     served: dict[str, Served] = {}
     for name in names:
@@ -114,9 +116,13 @@ def catalog(names: list[str], *, limits: SandboxLimits | None = None) -> dict[st
             if not found:
                 raise UserError(f"run folder {name} has no valid environment without a flag to "
                                 "serve; `envduels report` shows why")
-        else:
+        else:   # an export's environments flagged as their author's fault are not served
             found = [Served(spec=s, limits=default, max_turns=turn_cap(s.max_turns),
-                            panel=panel_of(s.metadata)) for s in resolve(name).specs]
+                            panel=panel_of(s.metadata)) for s in resolve(name).specs
+                     if not author_fault_flags(s)]
+            if not found:
+                raise UserError(f"{name} has no environment to serve: every one is flagged as "
+                                "its author's fault (nondeterministic, trivial or hint_is_key)")
         for item in found:
             if item.id in served:
                 raise UserError(f"environment id {item.id!r} is served twice ({name} holds it "

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
+from envduels._signals import terminate_as_interrupt
 from envduels.errors import UserError
 
 
@@ -36,6 +38,9 @@ def serve_command(names: list[str], *, host: str = "127.0.0.1", port: int = 0,
     app = build_app(served, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
                     allowed_hosts=allowed_hosts(host), unsafe_no_sandbox=unsafe_no_sandbox)
     sock = bind(host, port)
+    # SIGTERM does what Ctrl-C does, and either ends the server with exit 0 once uvicorn has
+    # closed the sessions' sandboxes: uvicorn raises the signal again after its shutdown, and
+    # Python's own SIGTERM would end the process before the sandbox layer's exit hooks ran
     try:
         print(f"envduels serve: {url_of(sock)}", flush=True)
         if not is_loopback(host):
@@ -46,7 +51,8 @@ def serve_command(names: list[str], *, host: str = "127.0.0.1", port: int = 0,
               "(Ctrl-C to stop)", file=sys.stderr, flush=True)
         config = uvicorn.Config(app, log_level="warning", access_log=False,
                                 ws_max_size=MAX_BODY_BYTES)
-        uvicorn.Server(config).run(sockets=[sock])
+        with terminate_as_interrupt(), contextlib.suppress(KeyboardInterrupt):
+            uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
     return 0
