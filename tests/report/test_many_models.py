@@ -56,8 +56,10 @@ def test_100_models_report_within_2_gib_of_address_space(tmp_path):
     j = json.loads(out.read_text())
     assert len(j["ratings"]["duel"]) == 100 and len(j["ratings"]["solver"]) == 100
     assert j["transitivity"]["triads"] > 50_000   # the triads of matches both sides played
-    # the duel's rank test is the one part limited by the model count: said in one line
-    assert "limited to 40 models and this run has 100" in j["rating_methods"]["duel"]["rank_note"]
+    # no duel ranks here (each author wrote fewer than 4 environments; above 40 models the rank
+    # test is not run either): the reason is one line, and no rank is claimed
+    note = j["rating_methods"]["duel"]["rank_note"]
+    assert note and "\n" not in note
 
 
 def test_triads_counted_in_chunks_give_the_same_numbers_as_all_at_once(monkeypatch):
