@@ -216,3 +216,22 @@ def test_a_field_added_to_envspec_survives_export_and_import_with_no_change_to_t
                                                         ("en", {"split": "test"})]
     edit_manifest(tmp_path / "x", lambda rows: rows[0]["metadata"].update(language=7))
     assert refusal(tmp_path / "x") == "manifest row 0 (id 'lock'): metadata.language must be a str, got 7"
+
+
+def test_lone_surrogates_in_an_exports_texts_become_replacement_characters(tmp_path):
+    import json as _json
+
+    from envduels.envs import library_env, load_export, write_export
+    folder = tmp_path / "export"
+    write_export(folder, [library_env("nim")])
+    manifest = folder / "manifest.json"
+    data = _json.loads(manifest.read_text())
+    rows = data["environments"]
+    rows[0]["author"] = "bad\ud800author"
+    manifest.write_text(_json.dumps(data))
+    privileged = folder / rows[0]["privileged"]
+    hints = _json.loads(privileged.read_text())
+    hints["hints"]["hint"] = "take \udfff two"
+    privileged.write_text(_json.dumps(hints))
+    spec = load_export(folder)[0]
+    assert spec.author == "bad\ufffdauthor" and spec.hint == "take \ufffd two"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_origin, get_type_hints
 
 from envduels._safe_load import load_json_capped, read_text_capped
+from envduels._text import valid_text
 from envduels.envs._spec import DEFAULT_MAX_TURNS, EnvSpec
 from envduels.envs._static import (
     MAX_SOURCE_CHARS,
@@ -168,9 +169,11 @@ def _load_row(folder: Path, index: int, row: Any) -> EnvSpec:
         source=source,
         class_name=class_name,
         max_turns=max_turns,
-        domain=str(row.get("domain") or "other"),
-        author=str(row.get("author") or ""),
-        title=str(metadata.get("title") or ""),
+        # lone surrogates (JSON's "\ud800") as U+FFFD: every text a spec carries must encode
+        # as UTF-8 wherever it is shown or sent (the server's responses, the store)
+        domain=valid_text(str(row.get("domain") or "other")),
+        author=valid_text(str(row.get("author") or "")),
+        title=valid_text(str(metadata.get("title") or "")),
         hints=hints,
         benchmark_seeds=tuple(seeds),
         metadata=extra,
@@ -214,7 +217,7 @@ def _load_hints(folder: Path, index: int, row: dict[str, Any], env_id: str) -> d
     kept = {k: v for k, v in hints.items() if k in HINT_KEYS}
     if not kept or not all(isinstance(v, str) for v in kept.values()):
         raise _row_error(index, row, f"privileged file {row['privileged']!r} needs a string 'hint' (or graded 'hint_1'/'hint_2')")
-    return kept
+    return {k: valid_text(v) for k, v in kept.items()}
 
 
 def load_export(folder: str | Path) -> list[EnvSpec]:
