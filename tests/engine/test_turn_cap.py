@@ -22,22 +22,24 @@ class Limited:
 
     def reset(self, seed=None):
         import random
-        return f"LIMIT {{self.max_turns}} lock {{random.Random(seed).randint(1, 10**9)}}", {{}}
+        self.lock = random.Random(seed).randint(1, 10**9)
+        return f"LIMIT {{self.max_turns}} lock {{self.lock}}", {{}}
 
     def step(self, action):
-        if action == "\\\\boxed{{open}}":
+        # the key is the lock's number plus one: no policy that copies or echoes finds it
+        if action == "\\\\boxed{{%d}}" % (self.lock + 1):
             return "open", 1.0, True, False, {{}}
         return "shut", 0.0, False, False, {{}}
 
     def oracle_action(self):
-        return "\\\\boxed{{open}}"
+        return "\\\\boxed{{%d}}" % (self.lock + 1)
 '''
 
 
 def respond(model: str, messages: list[dict]) -> str:
     if messages[0]["content"].startswith(AUTHOR_SYSTEM_START):
         default = {"m-alice": "2", "m-bob": "1000000000"}[model]
-        return f"```python\n{_limited(default)}```\n<hint>Say open.</hint>"
+        return f"```python\n{_limited(default)}```\n<hint>Add one to the lock number.</hint>"
     return "\\boxed{shut}"
 
 

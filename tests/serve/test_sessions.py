@@ -5,6 +5,7 @@ on answering."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -20,15 +21,18 @@ GenericEnvClient = pytest.importorskip(
 
 
 
-def _worker_holding(server, marker: str) -> int:
-    """The host pid of the sandboxed process whose private /tmp holds `marker`."""
+def _processes_holding(server, marker: str) -> list[int]:
+    """The host pids of the sandboxed processes whose private /tmp holds `marker`: one session's
+    instance (with templates, its worker, its init and the fork that set its namespaces up)."""
+    found = []
     for pid in server.descendants():
         try:
             if os.path.exists(f"/proc/{pid}/root/tmp/{marker}"):
-                return pid
+                found.append(pid)
         except OSError:
             continue
-    raise AssertionError(f"no process under the server holds /tmp/{marker}")
+    assert found, f"no process under the server holds /tmp/{marker}"
+    return found
 
 
 async def _session(url: str, seed: int, started: asyncio.Barrier, looked: asyncio.Event,
@@ -63,7 +67,9 @@ def test_32_concurrent_sessions_are_separate_sandboxes_and_a_killed_one_ends_alo
                  for s in range(SESSIONS)]
         await asyncio.wait_for(looked.wait(), 240)
         await asyncio.sleep(0.5)
-        os.kill(_worker_holding(server, f"marker-{victim}"), signal.SIGKILL)
+        for pid in _processes_holding(server, f"marker-{victim}"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         health = await asyncio.to_thread(httpx.get, f"{server.url}/health", timeout=10)
         assert health.json()["status"] == "healthy"
         killed.set()

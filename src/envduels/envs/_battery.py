@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envduels._text import plural
+
 TRIVIAL = "trivial"
 """Verdict flag: a policy that never reads the hint wins on most seeds."""
 HINT_IS_KEY = "hint_is_key"
@@ -333,9 +335,10 @@ async def run_battery(play: Play, seeds: list[int], hint: str, salt: str) -> Bat
         result.policies[name] = {"won": won, "seeds": played}
         if won >= need and result.flag is None:
             result.flag = HINT_IS_KEY if isinstance(make(seeds[0]), _HintCopy) else TRIVIAL
-            played_of = f"{won} of the {played} seeds it played" if played < n else f"{won} of {n} seeds"
-            result.detail = (f"the {_describe(name)} policy won {played_of} (more than half of the "
-                             f"{n} benchmark seeds) without any reasoning")
+            played_of = (f"{won} of the {plural(played, 'seed')} it played" if played < n
+                         else f"{won} of {plural(n, 'seed')}")
+            result.detail = (f"the {_describe(name)} policy won {played_of} (more than half of "
+                             f"the benchmark seeds) without any reasoning")
             return True
         return False
 
