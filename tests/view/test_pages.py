@@ -151,12 +151,16 @@ def test_environment_filter_keeps_only_what_was_chosen(browser, viewer):
     shown = lambda: [r.get_attribute("data-env") for r in browser.find_elements(By.CSS_SELECTOR, "#envs tbody tr[data-env]")]  # noqa: E731
 
     def submit() -> None:
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.support import expected_conditions as ec
         from selenium.webdriver.support.ui import WebDriverWait
 
         old = browser.find_element(By.ID, "envs")
         browser.find_element(By.ID, "apply").click()
-        WebDriverWait(browser, 20).until(ec.staleness_of(old))   # the filtered page is loaded
+        # the filtered page is loaded; while the old page is torn down Chromium may answer
+        # "Node with given id does not belong to the document" instead of "stale": ask again
+        WebDriverWait(browser, 20, ignored_exceptions=(WebDriverException,)).until(
+            ec.staleness_of(old))
 
     assert sorted(shown()) == ["r1-alice-0", "r1-bob-0", "r1-dave-0"]
     Select(browser.find_element(By.NAME, "valid")).select_by_value("no")
