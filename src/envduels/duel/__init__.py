@@ -1,12 +1,22 @@
 """The duel's vocabulary: the rules every part of envduels plays by, pure and typed.
 
 Below the engine, the store, the analysis and every output; it imports nothing of envduels and
-nothing outside the standard library, so anything may import it. Today it holds the episode
-protocol (`protocol`: the solver's prompts and hint prefix, `last_boxed`, the format-error
-turn, the turn cap, success, and the `Episode` state machine the engine, the Gym adapter and
+nothing outside the standard library, so anything may import it. It holds the names results
+are spelled in (`outcomes`: `Outcome`, `Flag`, `AuditState`) and the episode protocol
+(`protocol`: the solver's prompts and hint prefix, `last_boxed`, the format-error turn, the
+turn cap, success, and the `Episode` state machine the engine, the Gym adapter and
 `envduels serve` all drive).
 """
 
+from envduels.duel.outcomes import (
+    AUTHOR_FAULT_FLAGS,
+    BATTERY_FLAGS,
+    FLAGS,
+    INFORMATIONAL_FLAGS,
+    AuditState,
+    Flag,
+    Outcome,
+)
 from envduels.duel.protocol import (
     ACTION_SEARCH_MAX_CHARS,
     FORMAT_ERROR,
@@ -15,7 +25,6 @@ from envduels.duel.protocol import (
     Entry,
     Episode,
     EpisodeOver,
-    Outcome,
     first_turn,
     hint_prefix,
     is_success,
@@ -26,6 +35,12 @@ from envduels.duel.protocol import (
 
 __all__ = [
     "ACTION_SEARCH_MAX_CHARS",
+    "AUTHOR_FAULT_FLAGS",
+    "BATTERY_FLAGS",
+    "FLAGS",
+    "INFORMATIONAL_FLAGS",
+    "AuditState",
+    "Flag",
     "FORMAT_ERROR",
     "HINT_LABEL",
     "SYSTEM_PROMPT",

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-Outcome = Literal["success", "failure", "incomplete", "error"]
-"""An episode's outcome (SPEC §4): `incomplete` is the environment's fault (its author's),
-`error` the host's or the provider's (played again on resume)."""
+from envduels.duel.outcomes import Outcome
 
 Entry = dict[str, Any]
 """One transcript entry, as the run database stores it: `role` is `system`, `user` (a user turn;
@@ -202,7 +200,7 @@ class Episode:
         self._log({"role": "env", "action": action, "reward": reward, "terminated": terminated,
                    "truncated": truncated, "content": observation})
         if terminated:
-            outcome: Outcome = "success" if is_success(terminated, reward) else "failure"
+            outcome = Outcome.SUCCESS if is_success(terminated, reward) else Outcome.FAILURE
             self.end(outcome, f"terminated with reward {reward:g}")
             return None
         if truncated:
