@@ -2,7 +2,8 @@
 
 Below the engine, the store, the analysis and every output; it imports nothing of envduels and
 nothing outside the standard library, so anything may import it. It holds the names results
-are spelled in (`outcomes`: `Outcome`, `Flag`, `AuditState`) and the episode protocol
+are spelled in (`outcomes`: `Outcome`, `Flag`, `AuditState`), the one shape of token and cost
+figures (`usage.Usage`) and the episode protocol
 (`protocol`: the solver's prompts and hint prefix, `last_boxed`, the format-error turn, the
 turn cap, success, and the `Episode` state machine the engine, the Gym adapter and
 `envduels serve` all drive).
@@ -32,6 +33,7 @@ from envduels.duel.protocol import (
     next_turn,
     turn_cap,
 )
+from envduels.duel.usage import Usage
 
 __all__ = [
     "ACTION_SEARCH_MAX_CHARS",
@@ -54,4 +56,5 @@ __all__ = [
     "last_boxed",
     "next_turn",
     "turn_cap",
+    "Usage",
 ]
