@@ -57,6 +57,7 @@ class SandboxCgroup:
         self._freeze_fd: int | None = None
         self.frozen = False
         self.freezable = False   # set by `adopt`
+        self.moved: list[int] = []   # the processes `move` put in (a forked instance's)
 
     def adopt(self, pids: list[int]) -> bool:
         """Move `pids` (the sandbox's processes before any environment code ran) into its
@@ -116,6 +117,7 @@ class SandboxCgroup:
         for group in (self.memory, self.pids, self.cpu):
             if group is not None:
                 _write(group / "cgroup.procs", str(pid))
+        self.moved.append(pid)
 
     def enter_thread(self) -> None:
         """Move the calling thread (only it: v1 groups hold threads) into this sandbox's

@@ -294,7 +294,8 @@ class WorkerChannel:
             # Moving a process between v2 groups waits for an RCU grace period (~4 ms each,
             # measured), so it runs in a thread while the worker waits in the pool; the first
             # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
-            self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
+            members = group.moved if self.launched.forked else group.pids_inside()
+            self._adopting = self.loop.run_in_executor(None, group.adopt, members)
 
     async def adopted(self) -> None:
         """Wait until the sandbox has joined its freezer group (started by `wait_ready`), so
@@ -479,6 +480,13 @@ class WorkerChannel:
                 found.update(self.launched.cgroup.pids_inside())
             found.discard(self.pid)
             self._orphans = sorted(found)
+        if self.launched.forked:
+            # the instance's pid 1 (still unreaped by its parent in the template, so the pid
+            # is its own): its death ends every process of the instance's pid namespace, and
+            # nothing of the instance lives outside it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.pid, signal.SIGKILL)
+            return
         if self.init_pid is not None and self.launched.sandboxed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.init_pid, signal.SIGKILL)   # ends the whole pid namespace
@@ -512,6 +520,10 @@ class WorkerChannel:
         if self._closed:
             return
         self._closed = True
+        # Nothing is read from here on: a pipe at EOF stays readable, and a reader left on it
+        # would spin the event loop for as long as the collection below waits.
+        for fd in (self.launched.response_r, self.launched.output_r):
+            self.loop.remove_reader(fd)
         end = time.monotonic() + 5.0
         wait_async = getattr(self.launched.popen, "wait_async", None)
         if wait_async is not None:   # a forked instance says when it is gone: no polling
@@ -537,8 +549,6 @@ class WorkerChannel:
                 if pid:
                     break
                 await asyncio.sleep(0.002)
-        for fd in (self.launched.response_r, self.launched.output_r):
-            self.loop.remove_reader(fd)
         self.loop.remove_writer(self.launched.request_w)
         fds = [self.launched.response_r, self.launched.output_r, self.launched.request_w]
         for extra in (self._pidfd, self._oom_fd):
@@ -552,7 +562,10 @@ class WorkerChannel:
         if release is not None:   # a forked instance: let its pid go (_template.ForkedProcess)
             release()
         if self.launched.cgroup is not None and h.cgroups is not None:
-            self.launched.cgroup.kill_all()
+            if not (self.launched.forked and self.launched.popen.poll() is not None):
+                # (a forked instance whose pid 1 has exited has no process left: the kernel
+                # ends a pid namespace's other processes before its init's exit is reported)
+                self.launched.cgroup.kill_all()
             h.cgroups.discard(self.launched.cgroup)
         if self.launched.slot is not None:
             h.give_slot(self.launched.slot)

@@ -31,6 +31,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from . import _gvisor
 from ._cgroup import CgroupRoot, SandboxCgroup
@@ -340,11 +341,23 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
     return argv
 
 
+class WorkerProcess(Protocol):
+    """What the channel needs of a worker's process: a `subprocess.Popen` for a fresh
+    sandbox, a `_template.ForkedProcess` for an instance forked from a template."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass
 class Launched:
     """A started worker process and the parent's ends of its pipes."""
 
-    popen: subprocess.Popen
+    popen: WorkerProcess
     request_w: int
     response_r: int
     output_r: int
@@ -354,6 +367,11 @@ class Launched:
     sandboxed: bool
     scratch: str | None = None
     runtime: str = "bubblewrap"   # what runs it: "bubblewrap" or "gvisor"
+    # Forked from a template: `popen.pid` is the instance's pid 1, kept unreaped by its parent
+    # in the template until the channel lets go, so SIGKILL to it ends every process of the
+    # instance's pid namespace (no cgroup listing to read), and its exit status, once known,
+    # says none is left.
+    forked: bool = False
 
 
 def _count_own_processes(uid: int) -> int:

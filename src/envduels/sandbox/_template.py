@@ -393,7 +393,7 @@ class Template:
             os.set_blocking(fd, False)
         self.instances.append(process)
         return Launched(process, req_w, resp_r, out_r, None, self.launched.uid if self.launched
-                        else None, group, True)
+                        else None, group, True, forked=True)
 
     def close(self) -> None:
         """Kill the template and, with its pid namespace, every instance still forked from it."""

@@ -200,7 +200,7 @@ def _instance(ctl, fds, state):
 
 def _init(req, resp, out, cred, state):
     """pid 1 of the instance, as bubblewrap's init is in a fresh sandbox: it gives the
-    instance its mounts, forks the worker (pid 2), confines itself as the worker does and
+    instance its mounts, confines itself and forks the worker (pid 2), which inherits that, and
     reaps orphans; it exits with the worker's status (128 + n for a signal, as bwrap). Once
     confined it holds nothing the worker lacks (no descriptor, no capability), so, like
     bwrap's init, it is no boundary the worker could gain by reaching it."""
@@ -222,11 +222,14 @@ def _init(req, resp, out, cred, state):
             _check(libc.mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY
                               | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None), libc, "cover ro")
     os.chdir("/tmp")
+    # Confined before the worker exists: the worker inherits the empty capability sets and
+    # bounding set, no_new_privs and the filter across the fork (one filter load, one JIT
+    # compilation per instance instead of two), and never runs a moment unconfined.
+    _drop_privileges(libc, prog)
     worker = os.fork()
     if worker == 0:
         _become_worker(req, resp, out, cred, state)
     os.closerange(0, 1 << 20)
-    _drop_privileges(libc, prog)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
@@ -253,7 +256,7 @@ def _drop_privileges(libc, prog):
 
 
 def _become_worker(req, resp, out, cred, state):
-    libc, prog, _buf, _covers, obs_cap, frame_max, instance_limits, _scratch = state
+    _libc, _prog, _buf, _covers, obs_cap, frame_max, instance_limits, _scratch = state
     os.setpgid(0, 0)   # its own group; no session (see _init); /dev/tty is /dev/null here
     # Descriptors: output on 1 and 2, requests on 3, responses on 4, nothing else at all.
     moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (req, resp, cred)]
@@ -262,7 +265,7 @@ def _become_worker(req, resp, out, cred, state):
     for target, fd in ((3, moved[0]), (4, moved[1]), (5, moved[2])):
         os.dup2(fd, target)
     os.closerange(6, 1 << 20)
-    _drop_privileges(libc, prog)
+    # (no capability, no_new_privs and the filter: inherited from the init, see _init)
     _limit_self(instance_limits)
     global _MAIN_PID
     _MAIN_PID = os.getpid()
