@@ -22,15 +22,19 @@ import threading
 import time
 from array import array
 from collections import deque
-from typing import Any
+from typing import NoReturn, TypeAlias
 
 from envduels._text import valid_text
 
 from ._launcher import Launched, host
 from ._limits import EnvFault, SandboxLimits
 
+# A decoded JSON value, as the frames carry them (keys are always strings in JSON).
+JSON: TypeAlias = "str | int | float | bool | None | list[JSON] | dict[str, JSON]"
+Frame: TypeAlias = "dict[str, JSON]"   # one request or reply
 
-def _reject_constant(name: str) -> Any:
+
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"non-finite number {name}")
 
 
@@ -85,7 +89,7 @@ def _too_deep(frame: bytes, limit: int = MAX_DEPTH) -> bool:
     return max(itertools.accumulate(steps), default=0) > limit
 
 
-def _valid(value: Any) -> Any:
+def _valid(value: JSON) -> JSON:
     """`value` (decoded JSON) with every lone surrogate in its strings replaced by U+FFFD.
 
     Both directions cross a trust boundary: a solver's reply may hold lone surrogates (sent to
@@ -95,10 +99,15 @@ def _valid(value: Any) -> Any:
     if isinstance(value, str):
         return valid_text(value)
     if isinstance(value, dict):
-        return {valid_text(k) if isinstance(k, str) else k: _valid(v) for k, v in value.items()}
+        return _valid_frame(value)
     if isinstance(value, list):
         return [_valid(v) for v in value]
     return value
+
+
+def _valid_frame(frame: Frame) -> Frame:
+    """`_valid` of one request or reply."""
+    return {valid_text(k): _valid(v) for k, v in frame.items()}
 
 
 log = logging.getLogger("envduels.sandbox")
@@ -136,6 +145,11 @@ def _descendants(pid: int) -> list[int]:
             found.extend(children)
             todo.extend(children)
     return found
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _signal_name(number: int) -> str:
@@ -260,8 +274,9 @@ class WorkerChannel:
             self._wake()
 
     def _on_oom(self) -> None:
-        with contextlib.suppress(OSError):
-            os.read(self._oom_fd, 8)
+        if self._oom_fd is not None:
+            with contextlib.suppress(OSError):
+                os.read(self._oom_fd, 8)
         if self._problem is None:
             self._problem = f"memory limit exceeded ({self.limits.memory_mb} MiB)"
             self.kill()
@@ -303,7 +318,7 @@ class WorkerChannel:
         if self._adopting is not None:
             await asyncio.shield(self._adopting)
 
-    async def call(self, msg: dict[str, Any], what: str, timeout: float) -> dict[str, Any]:
+    async def call(self, msg: Frame, what: str, timeout: float) -> Frame:
         """Send `msg` and return the worker's reply dict; EnvFault (and a dead worker) on any
         timeout, exit, flood or protocol violation. `what` names the call in reasons."""
         if self.dead is not None:
@@ -319,7 +334,7 @@ class WorkerChannel:
             raise await self._died(what)
         rid = self._next_id
         self._next_id += 1
-        msg = {"id": rid, **_valid(msg)}
+        msg = {"id": rid, **_valid_frame(msg)}
         data = json.dumps(msg, ensure_ascii=False).encode("utf-8")
         if len(data) > self.limits.frame_max_bytes:
             raise await self.fail(f"{what} request of {len(data)} bytes exceeds the "
@@ -364,7 +379,7 @@ class WorkerChannel:
             except BrokenPipeError:
                 raise await self._died(what) from None
             ready: asyncio.Future[None] = self.loop.create_future()
-            self.loop.add_writer(fd, lambda f=ready: f.done() or f.set_result(None))
+            self.loop.add_writer(fd, _resolve, ready)
             try:
                 await asyncio.wait_for(ready, max(0.0, deadline - time.monotonic()))
             except TimeoutError:
@@ -373,7 +388,7 @@ class WorkerChannel:
                 self.loop.remove_writer(fd)
 
     async def _receive(self, rid: int, what: str, deadline: float,
-                       timeout: float) -> dict[str, Any]:
+                       timeout: float) -> Frame:
         while True:
             if self._problem is not None:
                 raise await self.fail(self._problem)
@@ -387,8 +402,9 @@ class WorkerChannel:
                     raise await self.fail(f"protocol violation: a frame of {tokens} values "
                                           f"and strings (more than {limit}; info is capped)")
                 try:
-                    reply = json.loads(frame.decode("utf-8"), parse_constant=_reject_constant,
-                                       parse_float=_finite_float)
+                    reply: JSON = json.loads(frame.decode("utf-8"),
+                                             parse_constant=_reject_constant,
+                                             parse_float=_finite_float)
                 except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                     raise await self.fail(f"protocol violation: unreadable frame ({exc})") from None
                 if not isinstance(reply, dict) or reply.get("id") != rid \
@@ -399,7 +415,7 @@ class WorkerChannel:
                 if self._frames or self._buf:
                     raise await self.fail(f"protocol violation: extra data after the {what} reply")
                 self._in_flight = False
-                return _valid(reply)
+                return _valid_frame(reply)
             if self._eof or self._exited:
                 raise await self._died(what)
             remaining = deadline - time.monotonic()

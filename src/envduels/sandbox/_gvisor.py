@@ -95,7 +95,8 @@ def write_bundle(folder: str, *, args: list[str], binds: list[tuple[str, str]],
     """The OCI bundle (`config.json`) of one sandbox in `folder`: `args` run as uid 65534
     with no capabilities, `binds` (host path, sandbox path) read-only, a `scratch_mb` tmpfs
     at /tmp, a read-only root."""
-    mounts = [{"destination": "/proc", "type": "proc", "source": "proc"}]
+    mounts: list[dict[str, str | list[str]]] = [
+        {"destination": "/proc", "type": "proc", "source": "proc"}]
     mounts += [{"destination": target, "type": "bind", "source": source,
                 "options": ["rbind", "ro"]} for source, target in binds]
     mounts.append({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
-from ._channel import WorkerChannel
+from ._channel import JSON, Frame, WorkerChannel
 from ._limits import EnvFault, SandboxLimits
 
 
@@ -19,7 +18,7 @@ class StepResult:
     reward: float
     terminated: bool
     truncated: bool
-    info: dict = field(default_factory=dict)
+    info: dict[str, JSON] = field(default_factory=dict)
 
 
 def truncate_observation(text: str, cap: int, total: int | None = None) -> str:
@@ -30,7 +29,7 @@ def truncate_observation(text: str, cap: int, total: int | None = None) -> str:
     return text[:cap] + f"\n...[truncated {total - cap} characters]"
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     if isinstance(value, dict) and set(value) == {"$type"}:
         return str(value["$type"])
     return {dict: "dict", list: "list", str: "str", bool: "bool", int: "int", float: "float",
@@ -70,14 +69,15 @@ class EnvInstance:
     def alive(self) -> bool:
         return self._channel.dead is None
 
-    async def _call(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, op: str, payload: Frame) -> Frame:
         async with self._lock:
             reply = await self._channel.call({"op": op, **payload}, op,
                                              self._limits.step_timeout_s)
             if reply.get("ok") is not True:
                 error = reply.get("error")
                 reason = error if isinstance(error, str) and error else f"{op} failed"
-                detail = reply.get("detail") if isinstance(reply.get("detail"), str) else ""
+                detail = reply.get("detail")
+                detail = detail if isinstance(detail, str) else ""
                 raise await self._fault(reason.splitlines()[0][:500] if reason else reason,
                                         detail)
             return reply
@@ -88,7 +88,7 @@ class EnvInstance:
             fault.detail = detail
         return fault
 
-    async def reset(self, seed: int | None = None) -> tuple[str, dict]:
+    async def reset(self, seed: int | None = None) -> tuple[str, dict[str, JSON]]:
         """Start an episode; returns (observation, info)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
@@ -105,16 +105,16 @@ class EnvInstance:
             raise TypeError(f"action must be a str, got {type(action).__name__}")
         reply = await self._call("step", {"action": action})
         obs = await self._observation(reply, "step")
-        reward = reply.get("reward")
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
-            raise await self._fault(f"step returned reward of type {_type_name(reward)}; "
+        raw = reply.get("reward")
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise await self._fault(f"step returned reward of type {_type_name(raw)}; "
                                     "expected a finite int or float")
         try:   # an int of 400 digits is valid JSON, and float() of it raises OverflowError
-            reward = float(reward)
+            reward = float(raw)
         except OverflowError:
+            bits = raw.bit_length() if isinstance(raw, int) else 0
             raise await self._fault("step returned a reward out of range (an int of "
-                                    f"{reward.bit_length()} bits; a float holds at most 1024)"
-                                    ) from None
+                                    f"{bits} bits; a float holds at most 1024)") from None
         if not math.isfinite(reward):
             raise await self._fault(f"step returned a non-finite reward ({reward})")
         flags = []
@@ -141,7 +141,7 @@ class EnvInstance:
             raise await self._fault(f"oracle_action returned {_type_name(action)}; expected a str")
         return action
 
-    async def _observation(self, reply: dict[str, Any], op: str) -> str:
+    async def _observation(self, reply: Frame, op: str) -> str:
         value, total = reply.get("observation"), reply.get("observation_chars")
         if not isinstance(value, str):
             raise await self._fault(f"{op} returned an observation of type {_type_name(value)}; "

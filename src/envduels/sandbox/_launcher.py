@@ -450,20 +450,21 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
         # The worker lowers its own limits before it reads any environment code: no
         # preexec_fn, whose Python-level fork of the whole harness costs milliseconds.
         argv.append(_rlimit_spec(limits, nproc))
-        ids: dict[str, object] = {}
+        popen_uid: int | None = None   # only without setpriv: Popen then switches uid itself
         if uid is not None and h.setpriv is not None:
             # Popen(user=...) forks the whole harness (no vfork with a uid switch): ms per start
             argv = [h.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
                     *argv]
         elif uid is not None:
-            ids = {"user": uid, "group": uid, "extra_groups": []}
+            popen_uid = uid
         if group is not None:
             group.enter_thread()
         try:
             popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=cwd,
                 pass_fds=[fd for fd in child_ends if fd != out_w], process_group=0,
-                **ids,
+                user=popen_uid, group=popen_uid,
+                extra_groups=None if popen_uid is None else [],
             )
         finally:
             if group is not None and h.cgroups is not None:

@@ -264,12 +264,12 @@ class EnvPool:
             await self._drop_oldest_spares()
         self._spares[key] = spares   # most recently used last
         while spares:
-            channel = spares.popleft()
-            if channel.usable:
+            spare = spares.popleft()
+            if spare.usable:
                 self._fork_spare(key, source, replay)
-                return channel
-            self._live.discard(channel)
-            await channel.close()
+                return spare
+            self._live.discard(spare)
+            await spare.close()
         channel = await self._fork_new(source, replay)
         if channel is not None:
             self._fork_spare(key, source, replay)
@@ -348,8 +348,9 @@ class EnvPool:
             error = reply.get("error")
             reason = error.splitlines()[0][:500] if isinstance(error, str) and error else "load failed"
             fault = await channel.fail(reason)
-            if isinstance(reply.get("detail"), str):
-                fault.detail = reply["detail"]
+            detail = reply.get("detail")
+            if isinstance(detail, str):
+                fault.detail = detail
             raise fault
         name, turns, oracle = reply.get("class_name"), reply.get("max_turns"), reply.get("has_oracle")
         if not isinstance(name, str) or type(turns) is not int or turns <= 0 \

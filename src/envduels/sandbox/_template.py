@@ -34,6 +34,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ._channel import _resolve
 from ._launcher import (
     _WORKER_STUB,
     WORKER_SOURCE,
@@ -155,7 +156,7 @@ class ForkedProcess:
             return
         done = loop.create_future()
         fd = self._status.fileno()
-        loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+        loop.add_reader(fd, _resolve, done)
         try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done, timeout)

@@ -34,7 +34,8 @@ def _not_json(value):
 try:  # the C codec directly: `import json` pulls in `re` and `enum`, a third of start-up time
     import _json
 
-    _SCAN = _json.make_scanner(_DecodeContext())
+    # (typeshed types the context as a scanner; the C scanner reads these attributes)
+    _SCAN = _json.make_scanner(_DecodeContext())  # type: ignore[arg-type]
     _ENCODE = _json.make_encoder({}, _not_json, _json.encode_basestring_ascii, None, ":", ",",
                                  False, False, False)
 
@@ -52,7 +53,8 @@ except (ImportError, AttributeError, TypeError):
     def _dumps(obj):
         return json.dumps(obj, allow_nan=False, separators=(",", ":"))
 
-    _loads = json.loads
+    def _loads(text):
+        return json.loads(text)
 
 _SCALARS = (str, int, float, bool, type(None))
 # `info` is parsed by the harness on its event loop (and only gym.py uses it): a bounded size
