@@ -10,7 +10,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ._instance import EnvInstance, StepResult
 from ._limits import DEFAULT_LIMITS, SandboxLimits
@@ -34,7 +34,7 @@ def _loop() -> asyncio.AbstractEventLoop:
         return _LOOP
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
+def _run(coro: Coroutine[object, None, T]) -> T:
     return asyncio.run_coroutine_threadsafe(coro, _loop()).result()
 
 
