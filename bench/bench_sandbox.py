@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from envduels.sandbox import EnvFault, EnvPool, SandboxLimits
@@ -418,7 +419,6 @@ class _CpuMeter:
     None where cgroup v1 cpuacct is not writable."""
 
     def __init__(self) -> None:
-        from pathlib import Path
 
         self.group = Path(f"/sys/fs/cgroup/cpuacct/envduels-bench-{os.getpid()}")
         self.ok = False
@@ -432,7 +432,6 @@ class _CpuMeter:
         return int((self.group / "cpuacct.usage").read_text()) if self.ok else 0
 
     def close(self) -> None:
-        from pathlib import Path
 
         with contextlib.suppress(OSError):
             for tid in os.listdir("/proc/self/task"):
@@ -476,14 +475,77 @@ def _gym_resets(n: int, templates: bool) -> float:
     return float(done.stdout.strip().splitlines()[-1])
 
 
-async def template_rows(n: int, limits: SandboxLimits) -> None:
-    """Instances forked from a template beside fresh bubblewrap sandboxes, in one run."""
+_VECTOR_CODE = """
+import json, os, sys, time
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+import ray
+ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+         logging_level="ERROR", log_to_driver=False)
+import envduels.gym
+vec = envduels.gym.make_vec("number_guess", int(sys.argv[1]))
+vec.reset(seed=0)   # the node's pool (and its template) is started once
+rounds, rates = int(sys.argv[2]), []
+for r in range(rounds):
+    start = time.perf_counter()
+    vec.reset(seed=1000 * (r + 1))
+    rates.append(vec.num_envs / (time.perf_counter() - start))
+vec.close()
+ray.shutdown()
+print(json.dumps(rates))
+"""
+
+
+def _vector_resets(num_envs: int, rounds: int, templates: bool, src: str) -> list[float]:
+    """Sub-environment resets/s of `envduels.gym.make_vec` (a Ray vector environment: each
+    reset of it opens `num_envs` fresh instances on the node, concurrently), one figure per
+    vector reset. A one-node Ray cluster in a process of its own, inside a network namespace
+    of its own (`unshare -n`, loopback up: every address Ray binds is 127.0.0.1 and nothing
+    leaves the machine). `src`: the envduels tree the driver and Ray's workers import."""
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"', sys.executable,
+         "-c", _VECTOR_CODE, str(num_envs), str(rounds)],
+        capture_output=True, text=True, check=False, timeout=600,
+        env={**os.environ, "ENVDUELS_TEMPLATES": "1" if templates else "0", "PYTHONPATH": src})
+    if done.returncode != 0:
+        raise RuntimeError(f"the make_vec bench failed: {done.stderr.strip()[-1500:]}")
+    return [float(x) for x in json.loads(done.stdout.strip().splitlines()[-1])]
+
+
+def vector_rows(num_envs: int, rounds: int, other_src: str | None = None) -> None:
+    """make_vec resets/s from fresh sandboxes and from templates (and, with `other_src`, from
+    templates of that envduels tree), alternated, in one run."""
+    import envduels
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        print("  (make_vec resets need root and unshare for a private network namespace)")
+        return
+    this = str(Path(envduels.__file__).resolve().parent.parent)
+    kinds = [("fresh sandboxes", False, this), ("from a template", True, this)]
+    if other_src:
+        kinds.append((f"from a template, {other_src}", True, str(Path(other_src).resolve())))
+    rates: dict[str, list[float]] = {label: [] for label, _, _ in kinds}
+    for _ in range(2):   # alternated: load hits every kind alike
+        for label, templates, src in kinds:
+            rates[label] += _vector_resets(num_envs, rounds, templates, src)
+    print(f"make_vec({num_envs}) of number_guess on a one-node Ray cluster (this tree: {this}):")
+    for label, got in rates.items():
+        print(f"  {f'resets/s, {label}':<46} median {statistics.median(got):8.1f}   "
+              f"p10 {pct(got, 0.1):8.1f}   n={len(got)}")
+    fresh = statistics.median(rates["fresh sandboxes"])
+    for label, got in rates.items():
+        if label != "fresh sandboxes":
+            print(f"  {f'{label} / fresh (medians)':<46} {statistics.median(got) / fresh:10.2f}")
+
+
+async def template_rows(n: int, limits: SandboxLimits) -> dict[str, float]:
+    """Instances forked from a template beside fresh bubblewrap sandboxes, in one run; returns
+    the medians (ms) for `--compare-src`."""
     from envduels.sandbox._template import instance_mode, template_problem
 
     print(f"instances from templates vs fresh sandboxes ({instance_mode(limits)}):")
     if template_problem(limits) is not None:
         print("  (no templates on this host: nothing to compare)")
-        return
+        return {}
     meter = _CpuMeter()
     try:
         fresh: dict[bool, tuple[list[float], list[float], list[float]]] = {}
@@ -507,6 +569,32 @@ async def template_rows(n: int, limits: SandboxLimits) -> None:
     if meter.ok:
         ratio = statistics.median(fresh[False][1]) / statistics.median(fresh[True][1])
         print(f"  {'CPU per instance, fresh / template (medians)':<46} {ratio:10.2f}")
+    return {f"{kind} {what}": statistics.median(values) * 1000
+            for kind, key in (("fresh", False), ("template", True))
+            for what, values in zip(("wall", "cpu_all", "cpu_harness"), fresh[key], strict=True)}
+
+
+def compare_templates(other_src: str, n: int, rounds: int) -> None:
+    """`--templates-only` of this tree and of `other_src` (e.g. main's src), alternated, each
+    in a process of its own: CPU per forked instance before and after, side by side."""
+    import envduels
+
+    trees = {"this": str(Path(envduels.__file__).resolve().parent.parent),
+             "other": str(Path(other_src).resolve())}
+    got: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for _ in range(rounds):
+        for name, src in trees.items():
+            done = subprocess.run([sys.executable, __file__, "--templates-json", str(n)],
+                                  capture_output=True, text=True, check=True,
+                                  env={**os.environ, "PYTHONPATH": src})
+            got[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"instances, {n} per run, {rounds} runs per tree alternated (medians of the runs' "
+          f"medians, ms); other = {trees['other']}")
+    keys = list(got["this"][0])
+    print(f"  {'':<8}" + "".join(f"{k:>21}" for k in keys))
+    for name in ("other", "this"):
+        print(f"  {name:<8}" + "".join(
+            f"{statistics.median(r[k] for r in got[name]):21.2f}" for k in keys))
 
 
 async def main(quick: bool, flood_only: bool = False) -> None:
@@ -565,10 +653,25 @@ if __name__ == "__main__":
     parser.add_argument("--templates-only", action="store_true",
                         help="only the template rows (instances and envduels.gym resets)")
     parser.add_argument("--compare-src", metavar="SRC",
-                        help="only cold starts, alternated with those of SRC (e.g. main's src)")
+                        help="only cold starts, alternated with those of SRC (e.g. main's src); "
+                             "with --templates-only or --vector-only: those figures of SRC")
     parser.add_argument("--runtimes-only", action="store_true",
                         help="only bubblewrap and gVisor side by side")
+    parser.add_argument("--vector-only", action="store_true",
+                        help="only make_vec resets/s (a local one-node Ray cluster), both ways")
+    parser.add_argument("--templates-json", type=int, metavar="N", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.templates_json:
+        with contextlib.redirect_stdout(sys.stderr):
+            medians = asyncio.run(template_rows(args.templates_json, SandboxLimits()))
+        print(json.dumps(medians))
+        sys.exit(0)
+    if args.templates_only and args.compare_src:
+        compare_templates(args.compare_src, 20 if args.quick else 60, 2 if args.quick else 3)
+        sys.exit(0)
+    if args.vector_only:
+        vector_rows(4, 5 if args.quick else 20, args.compare_src)
+        sys.exit(0)
     if args.runtimes_only:
         asyncio.run(runtimes(4 if args.quick else 15, 200 if args.quick else 1000))
         sys.exit(0)
