@@ -15,6 +15,7 @@ import pytest
 from sandbox_helpers import FAST, TRIVIAL, sandbox_uid_processes
 
 from envduels.sandbox import EnvPool, _template
+from envduels.sandbox._channel import WorkerChannel
 from envduels.sandbox._template import instance_mode, template_problem
 
 pytestmark = pytest.mark.skipif(template_problem(FAST) is not None,
@@ -177,6 +178,42 @@ async def test_an_instance_holds_no_capability_and_runs_under_seccomp_and_no_new
         assert int(fields[cap], 16) == 0, (cap, fields[cap])
     assert fields["NoNewPrivs"].strip() == "1"
     assert fields["Seccomp"].strip() == "2"
+
+
+async def test_the_instance_s_init_is_confined_before_the_worker_exists(tpool: EnvPool) -> None:
+    # the worker inherits its confinement from its init (pid 1 here): both hold it
+    source = TRIVIAL.replace('return "count to 3", {"seed": seed}',
+                             'return open("/proc/1/status").read(), {"seed": seed}')
+    inst = await tpool.open(source)
+    try:
+        status, _ = await inst.reset(1)
+    finally:
+        await inst.close()
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[cap], 16) == 0, (cap, fields[cap])
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"
+
+
+async def test_collecting_a_closed_instance_does_not_spin_the_event_loop(
+        tpool: EnvPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its output pipe is at EOF (readable for ever) while the harness waits for the exit
+    # status: a reader left on it ran once per loop iteration, hundreds per instance.
+    calls = [0]
+    original = WorkerChannel._on_output
+
+    def counting(self: WorkerChannel) -> None:
+        calls[0] += 1
+        original(self)
+
+    monkeypatch.setattr(WorkerChannel, "_on_output", counting)
+    for _ in range(3):
+        inst = await tpool.open(TRIVIAL)
+        await inst.reset(1)
+        before = calls[0]
+        await inst.close()
+        assert calls[0] - before <= 2, calls[0] - before
 
 
 async def test_a_template_that_cannot_start_falls_back_to_fresh_sandboxes_and_says_so(
