@@ -92,6 +92,25 @@ def test_run_raises_a_one_line_user_error_on_a_bad_config_and_writes_nothing(tmp
     assert not run_dir.exists()
 
 
+def test_run_stops_at_the_budget_and_says_so_in_the_session_instead_of_raising(tmp_path, capfd):
+    with ScriptedServer(lambda model, messages: r"\boxed{1}") as server:
+        cfg = {**_solver_config(server.base_url), "budget": {"max_tokens": 1}}
+        stopped = envduels.run(cfg, run_dir=tmp_path / "run")
+    assert stopped.session is not None
+    assert stopped.session.budget_reached and not stopped.session.complete
+    assert capfd.readouterr() == ("", "")
+
+
+def test_run_inside_an_event_loop_is_a_user_error_pointing_to_arun(tmp_path):
+    async def inside() -> None:
+        envduels.run({"name": "x"}, run_dir=tmp_path / "run")
+
+    with pytest.raises(envduels.UserError) as in_loop:
+        asyncio.run(inside())
+    assert "use `await envduels.arun(...)`" in one_line(in_loop)
+    assert not (tmp_path / "run").exists()
+
+
 def test_open_run_on_a_path_that_is_not_a_run_is_a_one_line_user_error(tmp_path):
     with pytest.raises(envduels.UserError) as missing:
         envduels.open_run(tmp_path / "missing")

@@ -150,10 +150,17 @@ def run(config: ConfigLike, *,
     `envduels run` exits 2. A budget reached or work ended in `error` is not raised: see
     `Run.session` (`budget_reached`, `errors`), and call again to go on. Ctrl-C is
     KeyboardInterrupt, with finished work saved. Never prints; leaves signal handlers as they
-    were. Inside an event loop use `arun`.
+    were. Inside a running event loop it raises UserError: use `arun` there.
     """
     from envduels.engine.run import check_run, run_session
 
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:   # no loop running: run_session starts its own
+        pass
+    else:
+        raise UserError("envduels.run was called inside a running event loop (it starts its own); "
+                        "use `await envduels.arun(...)` there")
     cfg = _config(config, run_dir)
     _refuse_resume(cfg, resume)
     fixed_envs = check_run(cfg, unsafe_no_sandbox=unsafe_no_sandbox)
