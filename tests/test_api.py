@@ -6,8 +6,10 @@ bubblewrap sandbox, SQLite."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,6 +126,19 @@ def test_open_run_on_a_path_that_is_not_a_run_is_a_one_line_user_error(tmp_path)
     assert "run.db (file is not a database)" in one_line(garbage)
     assert [p.name for p in tmp_path.iterdir()] == ["run.db"]   # nothing created beside it
 
+
+
+def test_open_run_reports_an_old_main_database_exactly_as_envduels_report_does(tmp_path):
+    from envduels.report.commands import report_command
+
+    old = tmp_path / "old"
+    shutil.copytree(ROOT / "tests" / "data" / "main_6b44c60" / "run", old)
+    report_command([old], json_path=tmp_path / "report.json", html_path=None, bootstrap=0)
+    run = envduels.open_run(old)
+    assert run.report(bootstrap=0).json == json.loads((tmp_path / "report.json").read_text())
+    assert len(run.episodes()) == len(run.tables().episodes) > 0
+    assert {e.env_id for e in run.environments()} == set(run.tables().environments.env_id)
+    assert [p.name for p in old.iterdir()] == ["run.db"]   # read, never written
 
 
 def test_import_envduels_loads_only_the_package_and_its_errors():
