@@ -17,31 +17,30 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import typer.core
 
 from envduels.errors import UserError
 
+if TYPE_CHECKING:
+    # the class `TyperCommand` methods take: Typer 0.16+ vendors click as `typer._click`
+    # (pinned to 0.29 in pyproject.toml); `typer.Context` is a subclass, too narrow here
+    from typer._click import Context as ClickContext
+
 
 class _Command(typer.core.TyperCommand):
     """A command whose usage line names arguments the usual way (`CONFIG`, `[NAME]`,
-    `RUN_DIR...`): Typer 0.29 writes a required one as `{CONFIG}`."""
+    `RUN_DIR...`): Typer 0.29 writes a required one as `{CONFIG}`. Every command of the app is
+    one (`_plain_usage`, at the end of this module)."""
 
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+    def collect_usage_pieces(self, ctx: ClickContext) -> list[str]:
         return [re.sub(r"^\{([^{}]*)\}", r"\1", piece)
                 for piece in super().collect_usage_pieces(ctx)]
 
 
-class _Typer(typer.Typer):
-    """`typer.Typer` whose commands are `_Command`s unless a command names its own class."""
-
-    def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
-        return super().command(*args, cls=cls or _Command, **kwargs)
-
-
-app = _Typer(
+app = typer.Typer(
     name="envduels",
     help="Language models author environments with privileged hints and solve each other's.",
     no_args_is_help=True,
@@ -49,9 +48,9 @@ app = _Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-library_app = _Typer(help="The reference environments shipped with envduels.",
+library_app = typer.Typer(help="The reference environments shipped with envduels.",
                           no_args_is_help=True, rich_markup_mode=None)
-models_app = _Typer(help="Check the players of a config before a long run.",
+models_app = typer.Typer(help="Check the players of a config before a long run.",
                          no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(library_app, name="library")
 app.add_typer(models_app, name="models")
@@ -327,6 +326,19 @@ def serve(
                                    idle_timeout_s=idle_timeout))
 
 
+def _plain_usage(*apps: typer.Typer) -> None:
+    """Make every command of `apps` (and of their sub-apps) with Typer's default class a
+    `_Command`; Typer builds the click commands when the app first runs, so this is in time."""
+    for group in apps:
+        for info in group.registered_commands:
+            if info.cls in (None, typer.core.TyperCommand):
+                info.cls = _Command
+        _plain_usage(*(g.typer_instance for g in group.registered_groups
+                       if isinstance(g.typer_instance, typer.Typer)))
+
+
+_plain_usage(app)
+
 INTERRUPTED = "interrupted; finished work is saved, run the same command again to resume"
 
 
@@ -342,8 +354,8 @@ def _did_you_mean(err: Exception) -> None:
         return
     name = message[len("No such command "):].rstrip(".").strip("'\"")
     close = difflib.get_close_matches(name, ctx.command.list_commands(ctx), n=1, cutoff=0.6)
-    if close:
-        err.message = f"{message} Did you mean {close[0]!r}?"
+    if close:   # click's usage errors keep their text in `message`
+        setattr(err, "message", f"{message} Did you mean {close[0]!r}?")  # noqa: B010
 
 
 def main() -> None:

@@ -5,7 +5,9 @@
 - `history`: the digest of earlier rounds an author may see;
 - `scheduler`: rounds, matched pairs, concurrency, resume, budget (`Tournament`, `Executor`);
 - `checks`: what `run` checks before it writes anything (fixed pools, players, cost);
-- `run`, `status`, `play`, `estimate`: the commands `envduels run`, `status`, `play`, `estimate`.
+- `run`: `check_run` and `run_session`, what both `envduels run` and `envduels.run(...)` call
+  (the CLI adds the display, the summary and the exit codes);
+- `status`, `play`, `estimate`: the commands `envduels status`, `play`, `estimate`.
 
 Design notes: docs/engine.md.
 """

@@ -7,6 +7,7 @@ once; `play` uses `check_reachable` too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -125,16 +126,21 @@ def check_players(cfg: RunConfig, timeout_s: float = 3.0) -> None:
     _raise_all(lines)
 
 
-def check_estimate(cfg: RunConfig, fixed_envs: list[EnvSpec]) -> None:
-    """Print the run's estimated cost; refuse (UserError) when even its low end is over
-    `budget.max_usd`, before anything is spent."""
+def check_estimate(cfg: RunConfig, fixed_envs: list[EnvSpec], *,
+                   say: Callable[[str], None] | None = None) -> None:
+    """Print the run's estimated cost (or pass the line to `say`: `envduels.run` prints
+    nothing); refuse (UserError) when even its low end is over `budget.max_usd`, before
+    anything is spent."""
     from envduels.engine.estimate import dollars, estimate_for, usd
 
     estimate = estimate_for(cfg, fixed_envs)
     cost = estimate.total("usd")
     spent = f", {usd(estimate.spent_usd)} of it spent" if estimate.spent_usd else ""
-    print(f"estimated cost {dollars(cost)}{spent} (`envduels estimate` for the detail)",
-          flush=True)
+    line = f"estimated cost {dollars(cost)}{spent} (`envduels estimate` for the detail)"
+    if say is None:
+        print(line, flush=True)
+    else:
+        say(line)
     limit = cfg.budget.max_usd
     if limit is not None and cost.low > limit:
         raise UserError(f"the estimated cost is at least {usd(cost.low)}{spent}, over "
