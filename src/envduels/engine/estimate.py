@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envduels.config import PlayerConfig, Price, RunConfig, TournamentConfig
-from envduels.engine._keys import authored_env_id
-from envduels.engine.scheduler import episodes_per_env
-from envduels.envs import turn_cap
+from envduels.duel.design import LIBRARY_AUTHOR, Design
 from envduels.players import cost_usd
 
 if TYPE_CHECKING:
@@ -262,7 +260,8 @@ class _Plan:
 
 
 def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Plan:
-    t = cfg.tournament
+    """What the design (`duel.design.Design`) still holds, given what `store` recorded."""
+    design = Design.of(cfg)
     recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
     finished: dict[tuple[str, str], int] = defaultdict(int)
     if store is not None:
@@ -270,30 +269,26 @@ def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Pl
     known: list[_Env] = []
     for spec in fixed_envs:
         row = recorded.get(spec.id)
-        seeds = len(row.benchmark_seeds) if row else (len(spec.benchmark_seeds) or t.seeds_per_env)
-        known.append(_Env(spec.id, spec.author or "library", seeds, spec.max_turns))
+        seeds = len(row.benchmark_seeds) if row else design.pool_seeds(spec.benchmark_seeds)
+        known.append(_Env(spec.id, spec.author or LIBRARY_AUTHOR, seeds, spec.max_turns))
     known += [_Env(e.env_id, e.author, len(e.benchmark_seeds), e.max_turns)
               for e in recorded.values() if e.valid and not e.fixed_pool]
     jobs: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     unwritten_by_author: dict[str, int] = defaultdict(int)
-    for p in cfg.players:
-        if not p.authors:
-            continue
-        for rnd in range(1, t.rounds + 1):
-            for slot in range(t.envs_per_author):
-                if authored_env_id(p.name, rnd, slot) not in recorded:
-                    jobs[p.name][rnd] += 1
-                    unwritten_by_author[p.name] += 1
+    for job in design.authoring_jobs():
+        if job.env_id not in recorded:
+            jobs[job.author][job.round] += 1
+            unwritten_by_author[job.author] += 1
     episodes: dict[str, list[tuple[int, int]]] = defaultdict(list)
     unwritten: dict[str, int] = defaultdict(int)
     unwritten_envs: dict[str, int] = defaultdict(int)
-    for s in cfg.players:
+    for s in design.seats:
         for env in known:
-            n = episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
+            n = design.episodes_per_env(s, env.author, env.seeds) - finished[(env.env_id, s.name)]
             if n > 0:
-                episodes[s.name].append((n, turn_cap(env.max_turns, t.max_turns)))
+                episodes[s.name].append((n, design.turn_cap(env.max_turns)))
         for author, count in unwritten_by_author.items():
-            per_env = episodes_per_env(cfg, s, author, t.seeds_per_env)
+            per_env = design.episodes_per_env(s, author, design.seeds_per_env)
             if per_env:
                 unwritten[s.name] += per_env * count
                 unwritten_envs[s.name] += count
@@ -554,8 +549,8 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
     """Print the estimate of `config` (a table, or with `json_out` one JSON object); exit 0."""
     import json
 
+    from envduels._pool import load_fixed_envs
     from envduels.config import load_config
-    from envduels.engine.checks import load_fixed_envs
 
     cfg = load_config(config)
     est = estimate_for(cfg, load_fixed_envs(cfg))
