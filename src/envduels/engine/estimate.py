@@ -24,9 +24,10 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envduels.config import PlayerConfig, Price, RunConfig, TournamentConfig
 from envduels.duel.design import LIBRARY_AUTHOR, Design
@@ -167,7 +168,7 @@ class Estimate:
                                 max((w.high for w in walls), default=0.0)))
         return phases[0] + phases[1]
 
-    def _figures(self, get: Any) -> dict[str, Any]:
+    def _figures(self, get: Callable[[str], Range]) -> dict[str, object]:
         out = {k: get(k).to_json() for k in ("calls", "input_tokens", "output_tokens")}
         out["usd"] = get("usd").to_json(4)
         out["cached_input_tokens"] = get("cache_read_tokens").to_json()
@@ -175,11 +176,11 @@ class Estimate:
         out["uncached_input_tokens"] = get("uncached_input_tokens").to_json()
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, dict[str, object]]:
         """SPEC §11: {"players": {NAME: {"calls", "input_tokens", "output_tokens", "usd"}},
         "total": ...}, each {"low", "high"}; beside them the input split, per-role figures
         with their source, wall time in seconds and the dollars already spent."""
-        players = {}
+        players: dict[str, object] = {}
         for name, roles in self.roles.items():
             entry = self._figures(lambda k, n=name: self.player(n, k))
             entry["roles"] = {role: {**self._figures(est.range), "wall_s": est.wall_s().to_json(),

@@ -46,7 +46,7 @@ import random
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from envduels.config import RunConfig
 from envduels.duel.design import LIBRARY_AUTHOR, Design
@@ -79,6 +79,7 @@ from envduels.errors import UserError
 from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
 
 if TYPE_CHECKING:
+    from envduels.duel.protocol import Entry
     from envduels.envs import EnvSpec, Verdict
     from envduels.players import ChatResult
     from envduels.sandbox import EnvPool
@@ -110,7 +111,7 @@ class PendingAudit:
     env: EnvSpec
     seed: int
     hinted: bool
-    transcript: list[dict[str, Any]]
+    transcript: list[Entry]
 
 
 class Executor(Protocol):
@@ -150,10 +151,12 @@ class _TrackedPlayer:
         self.name = player.name
         self.config = player.config
 
-    async def chat(self, messages: list[dict[str, str]], **kw: Any) -> ChatResult:
+    async def chat(self, messages: list[dict[str, str]], *, call_id: str, role: str,
+                   max_tokens: int | None = None) -> ChatResult:
         self._progress.calls_in_flight += 1
         try:
-            result = await self._player.chat(messages, **kw)
+            result = await self._player.chat(messages, call_id=call_id, role=role,
+                                             max_tokens=max_tokens)
         finally:
             self._progress.calls_in_flight -= 1
         self._progress.call_finished(tokens=result.input_tokens + result.output_tokens,
@@ -162,7 +165,7 @@ class _TrackedPlayer:
         return result
 
 
-def fixed_env_record(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvRecord:
+def fixed_env_record(spec: EnvSpec, *, run_seed: int, seeds_per_env: int) -> EnvRecord:
     """A fixed-pool environment (library or export) as the run records it: valid, in round 1,
     its author "library" and its title its id when it names none, its benchmark seeds its own
     or, when it has none, `seeds_per_env` derived from the run seed."""
@@ -462,7 +465,7 @@ class Tournament:
             self_play=task.self_play, transcript=result.transcript))
 
     async def _audit(self, key: str, env: EnvSpec, *, seed: int, hinted: bool,
-                     transcript: list[dict[str, Any]]) -> None:
+                     transcript: list[Entry]) -> None:
         """Replay one played episode and record the verdict; a sandbox that cannot start
         leaves it unaudited (an error, retried on resume)."""
         try:

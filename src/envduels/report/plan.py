@@ -64,7 +64,7 @@ def design_config(config: Path | None, flags: DesignFlags) -> RunConfig:
                             "e.g. envduels plan --players 9 --envs-per-author 10 --seeds 1")
         if flags.players < 2:
             raise UserError(f"--players must be 2 or more (got {flags.players}); ratings compare players")
-        data: dict[str, Any] = {"name": "plan", "players": [
+        data: dict[str, object] = {"name": "plan", "players": [
             {"name": f"m{i:02d}", "provider": "openai", "model": f"m{i:02d}"} for i in range(flags.players)]}
         source = "plan flags"
     else:
@@ -73,11 +73,13 @@ def design_config(config: Path | None, flags: DesignFlags) -> RunConfig:
                             "drop one of them")
         data = load_config(config).model_dump(mode="json")
         source = str(config)
-    t = data.setdefault("tournament", {})
+    given = data.get("tournament")
+    tournament: dict[str, object] = dict(given) if isinstance(given, dict) else {}
     for key, value in (("envs_per_author", flags.envs_per_author), ("seeds_per_env", flags.seeds),
                        ("rounds", flags.rounds), ("trials_per_seed", flags.trials)):
         if value is not None:
-            t[key] = value
+            tournament[key] = value
+    data["tournament"] = tournament
     return parse_config(data, source)
 
 
