@@ -16,6 +16,7 @@ import gymnasium
 from gymnasium import spaces
 
 from envduels._text import valid_text
+from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import (
     ACTION_SEARCH_MAX_CHARS,
     FORMAT_ERROR,
@@ -99,6 +100,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         self.metadata = {**type(self).metadata, "env_id": spec.id, "benchmark_seeds": list(self.benchmark_seeds)}
         # the cap already includes the sandbox's truncation marker slack; the hint adds its prefix
         obs_max = self.limits.observation_max_chars + len(hint_prefix(spec.hint)) + 256
+        self._observation_max = obs_max
         self.observation_space = AnyText(max_length=obs_max, min_length=0, charset=ACTION_CHARSET)
         self.action_space = AnyText(max_length=action_max_length, min_length=0, charset=ACTION_CHARSET)
         self._instance: SyncInstance | None = None
@@ -113,7 +115,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         super().reset(seed=seed)
         options = dict(options or {})
         if "benchmark_index" in options:
-            index = int(options["benchmark_index"])
+            index = _as_int(options["benchmark_index"], "benchmark_index")
             if not 0 <= index < len(self.benchmark_seeds):
                 raise ValueError(f"benchmark_index {index} out of range: {len(self.benchmark_seeds)} benchmark seeds")
             env_seed = self.benchmark_seeds[index]
@@ -152,7 +154,8 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
             raise gymnasium.error.ResetNeeded("call reset() before step() and after an episode ends")
         # the duel's rules, from the one protocol: the turn, the box, the format error, the cap
         env_action = episode.act(valid_text(action), parse=self.parse_reply)
-        meta = {"turn": episode.turn, "success": False, "format_error": False, "fault": None}
+        meta: dict[str, object] = {"turn": episode.turn, "success": False, "format_error": False,
+                                   "fault": None}
         if env_action is None:
             meta["format_error"] = True
             return self._clip(FORMAT_ERROR), 0.0, False, episode.done, {NAMESPACE: meta}
@@ -161,11 +164,11 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         except Exception as err:
             if not _is_fault(err):
                 raise
-            meta["fault"] = _reason(err)
-            episode.step_failed(meta["fault"])
-            episode.end("incomplete", f"environment fault: {meta['fault']}")
+            meta["fault"] = fault = _reason(err)
+            episode.step_failed(fault)
+            episode.end(Outcome.INCOMPLETE, f"environment fault: {fault}")
             self._close_instance()
-            return self._clip(f"Environment error: {meta['fault']}"), 0.0, False, True, {NAMESPACE: meta}
+            return self._clip(f"Environment error: {fault}"), 0.0, False, True, {NAMESPACE: meta}
         episode.observe(result.observation, result.reward, result.terminated, result.truncated)
         terminated = bool(result.terminated)
         truncated = bool(result.truncated) or (episode.done and not terminated)
@@ -208,11 +211,18 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
             instance.close()
 
     def _clip(self, text: str) -> str:
-        return text[: self.observation_space.max_length]
+        return text[: self._observation_max]
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # at shutdown the worker dies with its parent anyway
             self._close_instance()
+
+
+def _as_int(value: object, name: str) -> int:
+    """An option's integer value, read as `int(value)` reads a number or a numeral."""
+    if isinstance(value, int | float | str):
+        return int(value)
+    raise TypeError(f"options[{name!r}] must be an integer, got {type(value).__name__}")
 
 
 def _is_fault(err: BaseException) -> bool:

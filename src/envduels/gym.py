@@ -97,7 +97,7 @@ def _register(specs: list[EnvSpec], namespace: str, defaults: GymOptions) -> lis
         mine[gid] = spec.id
         gymnasium.register(
             id=gid,
-            entry_point=EnvDuelsGymEnv,
+            entry_point="envduels.gym:EnvDuelsGymEnv",   # Gymnasium imports it by name
             kwargs={"spec": spec, **defaults},
             disable_env_checker=True,
             nondeterministic=False,

@@ -21,6 +21,7 @@ Every figure is a low-high range; `low` is what the run costs at the least (shor
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import defaultdict
@@ -169,7 +170,8 @@ class Estimate:
         return phases[0] + phases[1]
 
     def _figures(self, get: Callable[[str], Range]) -> dict[str, object]:
-        out = {k: get(k).to_json() for k in ("calls", "input_tokens", "output_tokens")}
+        out: dict[str, object] = {k: get(k).to_json()
+                                  for k in ("calls", "input_tokens", "output_tokens")}
         out["usd"] = get("usd").to_json(4)
         out["cached_input_tokens"] = get("cache_read_tokens").to_json()
         out["cache_write_tokens"] = get("cache_write_tokens").to_json()
@@ -182,7 +184,7 @@ class Estimate:
         with their source, wall time in seconds and the dollars already spent."""
         players: dict[str, object] = {}
         for name, roles in self.roles.items():
-            entry = self._figures(lambda k, n=name: self.player(n, k))
+            entry = self._figures(functools.partial(self.player, name))
             entry["roles"] = {role: {**self._figures(est.range), "wall_s": est.wall_s().to_json(),
                                      "source": est.source} for role, est in roles.items()}
             players[name] = entry
@@ -561,10 +563,10 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
     rows = [("player/role", "calls", "input tokens", "cached", "output", "USD", "wall",
              "unknowns from")]
     for name, roles in est.roles.items():
-        for role, r in roles.items():
-            rows.append((f"{name}/{role}", _n(r.range("calls")), _n(r.range("input_tokens")),
-                         _n(r.range("cache_read_tokens")), _n(r.range("output_tokens")),
-                         dollars(r.range("usd")), _hours(r.wall_s()), r.source))
+        for role, e in roles.items():
+            rows.append((f"{name}/{role}", _n(e.range("calls")), _n(e.range("input_tokens")),
+                         _n(e.range("cache_read_tokens")), _n(e.range("output_tokens")),
+                         dollars(e.range("usd")), _hours(e.wall_s()), e.source))
     rows.append(("total", _n(est.total("calls")), _n(est.total("input_tokens")),
                  _n(est.total("cache_read_tokens")), _n(est.total("output_tokens")),
                  dollars(est.total("usd")), _hours(est.wall_s()), ""))

@@ -31,7 +31,7 @@ def _fmt(rate: float | None) -> str:
 
 def _last_action(transcript: list[Entry]) -> str:
     actions = [e.get("action") for e in transcript if e.get("role") == "env" and e.get("action")]
-    return actions[-1] if actions else "(no valid action)"
+    return str(actions[-1]) if actions else "(no valid action)"
 
 
 def _clip(text: str, n: int = EXCERPT_CHARS) -> str:

@@ -356,7 +356,7 @@ class Tournament:
             async for row in self.executor.map(guarded, todo):
                 if row is not None:
                     done[row.env_id] = row
-        rows = [done[j.env_id] for j in jobs if done[j.env_id] is not None]
+        rows = [row for j in jobs if (row := done[j.env_id]) is not None]
         recorded = self.store.environments()
         self.progress.envs_valid = sum(1 for e in recorded if e.valid)
         self.progress.envs_invalid = len(recorded) - self.progress.envs_valid
