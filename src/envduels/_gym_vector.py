@@ -16,17 +16,29 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envduels.gym import EnvDuelsGymEnv
+from envduels._gym_env import EnvDuelsGymEnv, GymOptions, Info
+
+if TYPE_CHECKING:
+    from envduels.envs import EnvSpec
+    from envduels.sandbox import StepResult
+    from envduels.sandbox.ray_pool import RayEnvPool, RemoteEnvInstance
 
 T = TypeVar("T")
+
+
+class VecOptions(GymOptions, total=False):
+    """`make_vec`'s keyword arguments: `EnvDuelsGymEnv`'s, and the sandboxes a node holds per
+    CPU."""
+
+    sandboxes_per_cpu: int
 
 
 class _Loop:
@@ -38,7 +50,7 @@ class _Loop:
                                         name="envduels-ray-vector")
         self._thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, object, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def stop(self) -> None:
@@ -49,13 +61,13 @@ class _Loop:
 class _SyncRemote:
     """A `RemoteEnvInstance` with the blocking surface `EnvDuelsGymEnv` uses."""
 
-    def __init__(self, loop: _Loop, instance: Any) -> None:
+    def __init__(self, loop: _Loop, instance: RemoteEnvInstance) -> None:
         self._loop, self._instance = loop, instance
 
-    def reset(self, seed: int | None = None) -> tuple[str, dict]:
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, object]]:
         return self._loop.run(self._instance.reset(seed))
 
-    def step(self, action: str) -> Any:
+    def step(self, action: str) -> StepResult:
         return self._loop.run(self._instance.step(action))
 
     def close(self) -> None:
@@ -63,11 +75,12 @@ class _SyncRemote:
 
 
 class _RemoteGymEnv(EnvDuelsGymEnv):
-    def __init__(self, spec: Any, *, loop: _Loop, pool: Any, **kwargs: Any) -> None:
+    def __init__(self, spec: EnvSpec, *, loop: _Loop, pool: RayEnvPool,
+                 **kwargs: Unpack[GymOptions]) -> None:
         super().__init__(spec, **kwargs)
         self._loop, self._pool = loop, pool
 
-    def _open(self) -> Any:
+    def _open(self) -> _SyncRemote:
         instance = self._loop.run(self._pool.open(self.env_spec.source,
                                                   class_name=self.env_spec.class_name,
                                                   max_turns=self.env_spec.max_turns))
@@ -79,10 +92,10 @@ class RayVectorEnv(VectorEnv):
     `address` (joined, or the one this process is connected to). kwargs as
     `EnvDuelsGymEnv` (hint_in_first_observation, parse_reply, max_turns, limits)."""
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}   # each instance adds its env_id
 
-    def __init__(self, spec: Any, num_envs: int, *, address: str | None = None,
-                 sandboxes_per_cpu: int = 4, **kwargs: Any) -> None:
+    def __init__(self, spec: EnvSpec, num_envs: int, *, address: str | None = None,
+                 sandboxes_per_cpu: int = 4, **kwargs: Unpack[GymOptions]) -> None:
         from envduels.sandbox import SandboxLimits
         from envduels.sandbox.ray_pool import RayEnvPool
 
@@ -110,7 +123,7 @@ class RayVectorEnv(VectorEnv):
         self._needs_reset = np.ones(num_envs, dtype=bool)
 
     def reset(self, *, seed: int | list[int | None] | None = None,
-              options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+              options: dict[str, object] | None = None) -> tuple[tuple[str, ...], Info]:
         """Reset every sub-environment; an int `seed` gives sub-environment i the seed
         `seed + i`, a list gives one each. `options` go to every sub-environment."""
         if seed is None or isinstance(seed, int):
@@ -122,20 +135,20 @@ class RayVectorEnv(VectorEnv):
                 raise ValueError(f"{len(seeds)} seeds for {self.num_envs} environments")
         results = list(self._threads.map(
             lambda i: self.envs[i].reset(seed=seeds[i], options=options), range(self.num_envs)))
-        infos: dict[str, Any] = {}
+        infos: Info = {}
         for i, (_obs, info) in enumerate(results):
             infos = self._add_info(infos, info, i)
         self._needs_reset[:] = False
         return tuple(obs for obs, _ in results), infos
 
-    def step(self, actions: Any) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray,
-                                          dict[str, Any]]:
+    def step(self, actions: Iterable[str]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray,
+                                                    np.ndarray, Info]:
         """Step every sub-environment at once (NEXT_STEP autoreset, see the module docstring)."""
         actions = list(actions)
         if len(actions) != self.num_envs:
             raise ValueError(f"{len(actions)} actions for {self.num_envs} environments")
 
-        def one(i: int) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        def one(i: int) -> tuple[str, float, bool, bool, Info]:
             if self._needs_reset[i]:
                 obs, info = self.envs[i].reset()
                 return obs, 0.0, False, False, info
@@ -145,13 +158,13 @@ class RayVectorEnv(VectorEnv):
         rewards = np.array([r[1] for r in results], dtype=np.float64)
         terminated = np.array([r[2] for r in results], dtype=bool)
         truncated = np.array([r[3] for r in results], dtype=bool)
-        infos: dict[str, Any] = {}
+        infos: Info = {}
         for i, r in enumerate(results):
             infos = self._add_info(infos, r[4], i)
         self._needs_reset = terminated | truncated
         return tuple(r[0] for r in results), rewards, terminated, truncated, infos
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         for env in self.envs:
             env.close()
         self._threads.shutdown(wait=True)

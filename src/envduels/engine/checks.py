@@ -12,46 +12,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from envduels._net import unreachable
+from envduels._pool import load_fixed_envs
 from envduels.config import RunConfig
 from envduels.errors import UserError
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
 
-
-def load_fixed_envs(cfg: RunConfig) -> list[EnvSpec]:
-    """The fixed-pool environments of `tournament.environments`: each item is read by
-    `envduels.envs.resolve` (a library name, an export folder, `FOLDER/ENV_ID`, a `.py` file)."""
-    from envduels.envs import resolve
-
-    specs: list[EnvSpec] = []
-    for item in cfg.tournament.environments:
-        try:
-            specs.extend(resolve(item).specs)
-        except UserError as err:
-            raise UserError(f"tournament.environments: {err.message}") from None
-    seen: set[str] = set()
-    for s in specs:
-        if not s.hint.strip():
-            raise UserError(
-                f"tournament.environments: environment {s.id!r} has no hint, and every pool "
-                "environment is also played in the hinted condition (SPEC §9); give it one "
-                "(a `privileged` file in its export's manifest) or leave it out of the list")
-        if s.id in seen:
-            raise UserError(f"tournament.environments: environment id {s.id!r} is listed twice; "
-                            "list each export folder or library name once")
-        seen.add(s.id)
-    from envduels.engine._keys import authored_env_id
-
-    t = cfg.tournament
-    authored = {authored_env_id(p.name, r, k) for p in cfg.players if p.authors
-                for r in range(1, t.rounds + 1) for k in range(t.envs_per_author)}
-    for s in specs:
-        if s.id in authored:
-            raise UserError(
-                f"tournament.environments: environment id {s.id!r} is also an id this run's "
-                "authors write; rename that author in players[].name")
-    return specs
+__all__ = ["check_estimate", "check_players", "check_reachable", "load_fixed_envs"]
 
 
 def _unreachable_url(base_url: str, timeout_s: float) -> str | None:

@@ -21,17 +21,17 @@ Every figure is a low-high range; `low` is what the run costs at the least (shor
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envduels.config import PlayerConfig, Price, RunConfig, TournamentConfig
-from envduels.engine._keys import authored_env_id
-from envduels.engine.scheduler import episodes_per_env
-from envduels.envs import turn_cap
+from envduels.duel.design import LIBRARY_AUTHOR, Design
 from envduels.players import cost_usd
 
 if TYPE_CHECKING:
@@ -169,21 +169,22 @@ class Estimate:
                                 max((w.high for w in walls), default=0.0)))
         return phases[0] + phases[1]
 
-    def _figures(self, get: Any) -> dict[str, Any]:
-        out = {k: get(k).to_json() for k in ("calls", "input_tokens", "output_tokens")}
+    def _figures(self, get: Callable[[str], Range]) -> dict[str, object]:
+        out: dict[str, object] = {k: get(k).to_json()
+                                  for k in ("calls", "input_tokens", "output_tokens")}
         out["usd"] = get("usd").to_json(4)
         out["cached_input_tokens"] = get("cache_read_tokens").to_json()
         out["cache_write_tokens"] = get("cache_write_tokens").to_json()
         out["uncached_input_tokens"] = get("uncached_input_tokens").to_json()
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, dict[str, object]]:
         """SPEC §11: {"players": {NAME: {"calls", "input_tokens", "output_tokens", "usd"}},
         "total": ...}, each {"low", "high"}; beside them the input split, per-role figures
         with their source, wall time in seconds and the dollars already spent."""
-        players = {}
+        players: dict[str, object] = {}
         for name, roles in self.roles.items():
-            entry = self._figures(lambda k, n=name: self.player(n, k))
+            entry = self._figures(functools.partial(self.player, name))
             entry["roles"] = {role: {**self._figures(est.range), "wall_s": est.wall_s().to_json(),
                                      "source": est.source} for role, est in roles.items()}
             players[name] = entry
@@ -262,7 +263,8 @@ class _Plan:
 
 
 def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Plan:
-    t = cfg.tournament
+    """What the design (`duel.design.Design`) still holds, given what `store` recorded."""
+    design = Design.of(cfg)
     recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
     finished: dict[tuple[str, str], int] = defaultdict(int)
     if store is not None:
@@ -270,30 +272,26 @@ def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Pl
     known: list[_Env] = []
     for spec in fixed_envs:
         row = recorded.get(spec.id)
-        seeds = len(row.benchmark_seeds) if row else (len(spec.benchmark_seeds) or t.seeds_per_env)
-        known.append(_Env(spec.id, spec.author or "library", seeds, spec.max_turns))
+        seeds = len(row.benchmark_seeds) if row else design.pool_seeds(spec.benchmark_seeds)
+        known.append(_Env(spec.id, spec.author or LIBRARY_AUTHOR, seeds, spec.max_turns))
     known += [_Env(e.env_id, e.author, len(e.benchmark_seeds), e.max_turns)
               for e in recorded.values() if e.valid and not e.fixed_pool]
     jobs: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     unwritten_by_author: dict[str, int] = defaultdict(int)
-    for p in cfg.players:
-        if not p.authors:
-            continue
-        for rnd in range(1, t.rounds + 1):
-            for slot in range(t.envs_per_author):
-                if authored_env_id(p.name, rnd, slot) not in recorded:
-                    jobs[p.name][rnd] += 1
-                    unwritten_by_author[p.name] += 1
+    for job in design.authoring_jobs():
+        if job.env_id not in recorded:
+            jobs[job.author][job.round] += 1
+            unwritten_by_author[job.author] += 1
     episodes: dict[str, list[tuple[int, int]]] = defaultdict(list)
     unwritten: dict[str, int] = defaultdict(int)
     unwritten_envs: dict[str, int] = defaultdict(int)
-    for s in cfg.players:
+    for s in design.seats:
         for env in known:
-            n = episodes_per_env(cfg, s, env.author, env.seeds) - finished[(env.env_id, s.name)]
+            n = design.episodes_per_env(s, env.author, env.seeds) - finished[(env.env_id, s.name)]
             if n > 0:
-                episodes[s.name].append((n, turn_cap(env.max_turns, t.max_turns)))
+                episodes[s.name].append((n, design.turn_cap(env.max_turns)))
         for author, count in unwritten_by_author.items():
-            per_env = episodes_per_env(cfg, s, author, t.seeds_per_env)
+            per_env = design.episodes_per_env(s, author, design.seeds_per_env)
             if per_env:
                 unwritten[s.name] += per_env * count
                 unwritten_envs[s.name] += count
@@ -554,8 +552,8 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
     """Print the estimate of `config` (a table, or with `json_out` one JSON object); exit 0."""
     import json
 
+    from envduels._pool import load_fixed_envs
     from envduels.config import load_config
-    from envduels.engine.checks import load_fixed_envs
 
     cfg = load_config(config)
     est = estimate_for(cfg, load_fixed_envs(cfg))
@@ -565,10 +563,10 @@ def estimate_command(config: Path, *, json_out: bool) -> int:
     rows = [("player/role", "calls", "input tokens", "cached", "output", "USD", "wall",
              "unknowns from")]
     for name, roles in est.roles.items():
-        for role, r in roles.items():
-            rows.append((f"{name}/{role}", _n(r.range("calls")), _n(r.range("input_tokens")),
-                         _n(r.range("cache_read_tokens")), _n(r.range("output_tokens")),
-                         dollars(r.range("usd")), _hours(r.wall_s()), r.source))
+        for role, e in roles.items():
+            rows.append((f"{name}/{role}", _n(e.range("calls")), _n(e.range("input_tokens")),
+                         _n(e.range("cache_read_tokens")), _n(e.range("output_tokens")),
+                         dollars(e.range("usd")), _hours(e.wall_s()), e.source))
     rows.append(("total", _n(est.total("calls")), _n(est.total("input_tokens")),
                  _n(est.total("cache_read_tokens")), _n(est.total("output_tokens")),
                  dollars(est.total("usd")), _hours(est.wall_s()), ""))

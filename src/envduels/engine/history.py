@@ -10,11 +10,12 @@ reason) and cut to `max_chars` at an entry boundary.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # annotations only: a run should not pay pandas' import to start
     import pandas as pd
 
+    from envduels.duel.protocol import Entry
     from envduels.store import Tables
 
 EXCERPT_CHARS = 160
@@ -28,9 +29,9 @@ def _fmt(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.0%}"
 
 
-def _last_action(transcript: list[dict[str, Any]]) -> str:
+def _last_action(transcript: list[Entry]) -> str:
     actions = [e.get("action") for e in transcript if e.get("role") == "env" and e.get("action")]
-    return actions[-1] if actions else "(no valid action)"
+    return str(actions[-1]) if actions else "(no valid action)"
 
 
 def _clip(text: str, n: int = EXCERPT_CHARS) -> str:

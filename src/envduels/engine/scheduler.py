@@ -40,15 +40,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
-from envduels.config import PlayerConfig, RunConfig
-from envduels.engine._keys import authored_env_id, episode_key
+from envduels.config import RunConfig
+from envduels.duel.design import LIBRARY_AUTHOR, Design
+from envduels.engine._keys import episode_key
 from envduels.engine.audit import (
     REPLAY_FAULT_PREFIX,
     AuditResult,
@@ -71,13 +73,13 @@ from envduels.engine.solving import (
     PlayerLike,
     _exc,
     play_episode,
-    turn_cap,
 )
 from envduels.envs._battery import BATTERY_FLAGS, BATTERY_REASON
 from envduels.errors import UserError
 from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
 
 if TYPE_CHECKING:
+    from envduels.duel.protocol import Entry
     from envduels.envs import EnvSpec, Verdict
     from envduels.players import ChatResult
     from envduels.sandbox import EnvPool
@@ -109,7 +111,7 @@ class PendingAudit:
     env: EnvSpec
     seed: int
     hinted: bool
-    transcript: list[dict[str, Any]]
+    transcript: list[Entry]
 
 
 class Executor(Protocol):
@@ -149,10 +151,12 @@ class _TrackedPlayer:
         self.name = player.name
         self.config = player.config
 
-    async def chat(self, messages: list[dict[str, str]], **kw: Any) -> ChatResult:
+    async def chat(self, messages: list[dict[str, str]], *, call_id: str, role: str,
+                   max_tokens: int | None = None) -> ChatResult:
         self._progress.calls_in_flight += 1
         try:
-            result = await self._player.chat(messages, **kw)
+            result = await self._player.chat(messages, call_id=call_id, role=role,
+                                             max_tokens=max_tokens)
         finally:
             self._progress.calls_in_flight -= 1
         self._progress.call_finished(tokens=result.input_tokens + result.output_tokens,
@@ -161,7 +165,7 @@ class _TrackedPlayer:
         return result
 
 
-def fixed_env_record(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvRecord:
+def fixed_env_record(spec: EnvSpec, *, run_seed: int, seeds_per_env: int) -> EnvRecord:
     """A fixed-pool environment (library or export) as the run records it: valid, in round 1,
     its author "library" and its title its id when it names none, its benchmark seeds its own
     or, when it has none, `seeds_per_env` derived from the run seed."""
@@ -170,7 +174,7 @@ def fixed_env_record(spec: Any, *, run_seed: int, seeds_per_env: int) -> EnvReco
     from envduels.envs import benchmark_seeds
 
     seeds = tuple(spec.benchmark_seeds) or tuple(benchmark_seeds(run_seed, spec.id, seeds_per_env))
-    return EnvRecord(replace(spec, author=spec.author or "library", title=spec.title or spec.id,
+    return EnvRecord(replace(spec, author=spec.author or LIBRARY_AUTHOR, title=spec.title or spec.id,
                              benchmark_seeds=seeds), round=1, fixed_pool=True)
 
 
@@ -201,34 +205,12 @@ def run_draw_secret(store: Store) -> str:
     return value
 
 
-def episodes_per_env(cfg: RunConfig, solver: PlayerConfig, author: str, n_seeds: int) -> int:
-    """How many episodes `solver` plays on one valid environment by `author` with `n_seeds`
-    benchmark seeds: both conditions of every seed and trial; none when it does not solve, or
-    when the environment is its own and `tournament.self_play` is off."""
-    t = cfg.tournament
-    if not solver.solves or (solver.name == author and not t.self_play):
-        return 0
-    return n_seeds * t.trials_per_seed * 2
-
-
 def planned_episodes(cfg: RunConfig, envs: Iterable[EnvRecord], rounds: Iterable[int]) -> int:
-    """Episodes `rounds` of a run play in all: every solver on each valid environment of those
-    rounds in `envs` (the recorded ones; fixed-pool environments belong to round 1), plus each
-    environment of those rounds not recorded yet, counted as if valid with `seeds_per_env`
-    seeds (an upper bound until it is authored). The one count behind `status`, the viewer's
-    progress and the sandbox pool's sizing (`Tournament`)."""
-    t = cfg.tournament
-    rounds = set(rounds)
-    envs = list(envs)
-    total = sum(episodes_per_env(cfg, s, e.author, len(e.benchmark_seeds))
-                for e in envs if e.valid and (1 if e.fixed_pool else e.round) in rounds
-                for s in cfg.players)
-    known = {e.env_id for e in envs}
-    unwritten = [a.name for a in cfg.players if a.authors for rnd in sorted(rounds)
-                 for slot in range(t.envs_per_author)
-                 if authored_env_id(a.name, rnd, slot) not in known]
-    return total + sum(episodes_per_env(cfg, s, author, t.seeds_per_env)
-                       for author in unwritten for s in cfg.players)
+    """Episodes `rounds` of a run play in all (`duel.design.Design.planned_episodes`): every
+    solver on each valid recorded environment of those rounds, plus each one not recorded yet
+    as if valid with `seeds_per_env` seeds. The one count behind `status`, the viewer's progress
+    and the sandbox pool's sizing (`Tournament`)."""
+    return Design.of(cfg).planned_episodes(envs, rounds)
 
 
 class Tournament:
@@ -261,6 +243,12 @@ class Tournament:
         self._caught: set[str] = set(store.nondeterministic_environments())
         self._pending: list[PendingAudit] = []   # this round's played episodes, unaudited
         self._battery_flags: dict[str, str | None] = {}   # env id -> its battery flag, once read
+
+    @functools.cached_property
+    def design(self) -> Design:
+        """The run's design (`duel.design`): its authoring jobs and the pairs of every
+        environment, the one source of the scheduler's work and of every count of it."""
+        return Design.of(self.cfg)
 
     # -- budget -----------------------------------------------------------------------------
 
@@ -302,7 +290,7 @@ class Tournament:
             (e.fixed_pool and rnd == 1) or (not e.fixed_pool and e.round == rnd))]
         finished = self.store.finished_episode_keys()
         done = sum(1 for task in self._tasks(envs) if task.key in finished)
-        return planned_episodes(self.cfg, recorded, [rnd]) - done
+        return self.design.planned_episodes(recorded, [rnd]) - done
 
     def _record_fixed_envs(self) -> None:
         for spec in self.fixed_envs:
@@ -314,8 +302,8 @@ class Tournament:
         from envduels.envs import benchmark_seeds, validate_env
 
         t = self.cfg.tournament
-        jobs = [AuthoringJob(authored_env_id(p.name, rnd, slot), p.name, rnd, slot)
-                for p in self.cfg.players if p.authors for slot in range(t.envs_per_author)]
+        jobs = [AuthoringJob(j.env_id, j.author, j.round, j.slot)
+                for j in self.design.authoring_jobs_of_round(rnd)]
         done = {j.env_id: self.store.environment(j.env_id) for j in jobs}
         todo = [j for j in jobs if done[j.env_id] is None]
         if todo:
@@ -368,32 +356,29 @@ class Tournament:
             async for row in self.executor.map(guarded, todo):
                 if row is not None:
                     done[row.env_id] = row
-        rows = [done[j.env_id] for j in jobs if done[j.env_id] is not None]
+        rows = [row for j in jobs if (row := done[j.env_id]) is not None]
         recorded = self.store.environments()
         self.progress.envs_valid = sum(1 for e in recorded if e.valid)
         self.progress.envs_invalid = len(recorded) - self.progress.envs_valid
         return rows
 
     def _tasks(self, envs: list[EnvRecord]) -> list[EpisodeTask]:
-        t = self.cfg.tournament
+        """Every episode of `envs` (valid ones), as the design pairs them: per environment, per
+        solver, seed and trial, both conditions in the pair's drawn order."""
         tasks = []
         for env in envs:
             spec = env.spec
-            for p in self.cfg.players:
-                if not p.solves:
-                    continue
-                self_play = p.name == env.author
-                if self_play and not t.self_play:
-                    continue
-                for seed in env.benchmark_seeds:
-                    for trial in range(t.trials_per_seed):
-                        for hinted in self._condition_order(env.env_id, p.name, seed, trial):
-                            key = episode_key(self.fingerprint, env.env_id, env.source_sha256,
-                                              p.name, seed, trial, hinted)
-                            tasks.append(EpisodeTask(
-                                key=key, env=spec, solver=p.name, seed=seed, trial=trial,
-                                hinted=hinted, max_turns=turn_cap(env.max_turns, t.max_turns),
-                                round=env.round, self_play=self_play))
+            cap = self.design.turn_cap(env.max_turns)
+            for _solver, pairs in self.design.pairs(env.author, env.benchmark_seeds):
+                for pair in pairs:
+                    for hinted in self._condition_order(env.env_id, pair.solver, pair.seed,
+                                                        pair.trial):
+                        key = episode_key(self.fingerprint, env.env_id, env.source_sha256,
+                                          pair.solver, pair.seed, pair.trial, hinted)
+                        tasks.append(EpisodeTask(
+                            key=key, env=spec, solver=pair.solver, seed=pair.seed,
+                            trial=pair.trial, hinted=hinted, max_turns=cap, round=env.round,
+                            self_play=pair.self_play))
         return tasks
 
     def _condition_order(self, env_id: str, solver: str, seed: int,
@@ -480,7 +465,7 @@ class Tournament:
             self_play=task.self_play, transcript=result.transcript))
 
     async def _audit(self, key: str, env: EnvSpec, *, seed: int, hinted: bool,
-                     transcript: list[dict[str, Any]]) -> None:
+                     transcript: list[Entry]) -> None:
         """Replay one played episode and record the verdict; a sandbox that cannot start
         leaves it unaudited (an error, retried on resume)."""
         try:

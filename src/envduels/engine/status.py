@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from envduels._text import plural, printable
+from envduels.duel.design import Design
 from envduels.store import Store, Totals
 
 if TYPE_CHECKING:
@@ -18,15 +19,11 @@ if TYPE_CHECKING:
 
 
 def expected_episodes(cfg: RunConfig | None, envs: list[EnvRecord]) -> int:
-    """Episodes a complete run plays: `scheduler.planned_episodes` over every round of the run
-    (and any recorded beyond `tournament.rounds`), so the environments not authored yet count
-    as if valid (an upper bound until they are). 0 without a config (no solvers known)."""
-    from envduels.engine.scheduler import planned_episodes
-
-    if cfg is None:
-        return 0
-    last = max([cfg.tournament.rounds] + [e.round for e in envs if not e.fixed_pool])
-    return planned_episodes(cfg, envs, range(1, last + 1))
+    """Episodes a complete run plays (`duel.design.Design.expected_episodes`): every round of
+    the run (and any recorded beyond `tournament.rounds`), the environments not authored yet
+    counted as if valid (an upper bound until they are). 0 without a config (no solvers
+    known)."""
+    return 0 if cfg is None else Design.of(cfg).expected_episodes(envs)
 
 
 def _instance_mode(cfg: object) -> str:

@@ -4,14 +4,41 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from envduels.config import RunConfig, parse_config
+from envduels.duel.design import LIBRARY_AUTHOR, Design
 from envduels.errors import UserError
 
+if TYPE_CHECKING:
+    from envduels.analysis.plan import SimDesign
+    from envduels.envs import EnvSpec
+
 DEFAULT_SPREADS = (0.4, 1.5)
+
+
+class SeatCounts(TypedDict):
+    """One player's share of a design (`plan --json`'s `cost.players.NAME`)."""
+
+    environments: int
+    episodes: int
+    authoring_calls_max: int
+    solving_calls_max: int
+
+
+class DesignCost(TypedDict):
+    """`plan --json`'s `cost`: a design's exact counts, every authored environment valid."""
+
+    environments_authored: int
+    pool_environments: int
+    episodes: int
+    authoring_calls_max: int
+    solving_calls_max: int
+    calls_max: int
+    players: dict[str, SeatCounts]
 
 
 @dataclass(frozen=True)
@@ -37,7 +64,7 @@ def design_config(config: Path | None, flags: DesignFlags) -> RunConfig:
                             "e.g. envduels plan --players 9 --envs-per-author 10 --seeds 1")
         if flags.players < 2:
             raise UserError(f"--players must be 2 or more (got {flags.players}); ratings compare players")
-        data: dict[str, Any] = {"name": "plan", "players": [
+        data: dict[str, object] = {"name": "plan", "players": [
             {"name": f"m{i:02d}", "provider": "openai", "model": f"m{i:02d}"} for i in range(flags.players)]}
         source = "plan flags"
     else:
@@ -46,54 +73,42 @@ def design_config(config: Path | None, flags: DesignFlags) -> RunConfig:
                             "drop one of them")
         data = load_config(config).model_dump(mode="json")
         source = str(config)
-    t = data.setdefault("tournament", {})
+    given = data.get("tournament")
+    tournament: dict[str, object] = dict(given) if isinstance(given, dict) else {}
     for key, value in (("envs_per_author", flags.envs_per_author), ("seeds_per_env", flags.seeds),
                        ("rounds", flags.rounds), ("trials_per_seed", flags.trials)):
         if value is not None:
-            t[key] = value
+            tournament[key] = value
+    data["tournament"] = tournament
     return parse_config(data, source)
 
 
-def design_cost(cfg: RunConfig, pool_specs: list[Any]) -> dict[str, Any]:
-    """Exact counts of a design, as the scheduler builds its work, assuming every authored
-    environment is valid (an invalid one is not played: fewer episodes, never more).
+def design_cost(cfg: RunConfig, pool_specs: Sequence[EnvSpec]) -> DesignCost:
+    """Exact counts of a design (`duel.design.Design.cost`), as the scheduler builds its work,
+    assuming every authored environment is valid (an invalid one is not played: fewer
+    episodes, never more).
 
     `calls_max` is an upper bound: every authoring attempt (`author_repairs` + 1 per
     environment) and every solver turn up to the turn cap (the tournament's `max_turns`, or a
-    pool environment's own limit when lower)."""
-    from envduels.engine.scheduler import episodes_per_env, fixed_env_record
-    from envduels.envs import turn_cap
-
-    t = cfg.tournament
-    solvers = [p for p in cfg.players if p.solves]
-    per: dict[str, dict[str, int]] = {p.name: {"environments": 0, "episodes": 0, "authoring_calls_max": 0,
-                                               "solving_calls_max": 0} for p in cfg.players}
-    for a in (p for p in cfg.players if p.authors):
-        written = t.envs_per_author * t.rounds
-        per[a.name]["environments"] = written
-        per[a.name]["authoring_calls_max"] = written * (t.author_repairs + 1)
-        for s in solvers:
-            n = written * episodes_per_env(cfg, s, a.name, t.seeds_per_env)
-            per[s.name]["episodes"] += n
-            per[s.name]["solving_calls_max"] += n * t.max_turns
-    for spec in pool_specs:
-        row = fixed_env_record(spec, run_seed=cfg.seed, seeds_per_env=t.seeds_per_env)  # as the run records it
-        seeds = len(row.benchmark_seeds)
-        cap = turn_cap(row.max_turns, t.max_turns)
-        for s in solvers:
-            n = episodes_per_env(cfg, s, row.author, seeds)
-            per[s.name]["episodes"] += n
-            per[s.name]["solving_calls_max"] += n * cap
-    authored = sum(v["environments"] for v in per.values())
-    episodes = sum(v["episodes"] for v in per.values())
-    authoring = sum(v["authoring_calls_max"] for v in per.values())
-    solving = sum(v["solving_calls_max"] for v in per.values())
-    return {"environments_authored": authored, "pool_environments": len(pool_specs), "episodes": episodes,
-            "authoring_calls_max": authoring, "solving_calls_max": solving, "calls_max": authoring + solving,
-            "players": per}
+    pool environment's own limit when lower). Pool environments count as the run records them:
+    their own seeds (else `seeds_per_env`), their author (else "library")."""
+    design = Design.of(cfg)
+    per = design.cost((spec.author or LIBRARY_AUTHOR, design.pool_seeds(spec.benchmark_seeds),
+                       spec.max_turns) for spec in pool_specs)
+    players: dict[str, SeatCounts] = {name: {
+        "environments": c.environments, "episodes": c.episodes,
+        "authoring_calls_max": c.authoring_calls_max, "solving_calls_max": c.solving_calls_max}
+        for name, c in per.items()}
+    authoring = sum(c.authoring_calls_max for c in per.values())
+    solving = sum(c.solving_calls_max for c in per.values())
+    return {"environments_authored": sum(c.environments for c in per.values()),
+            "pool_environments": len(pool_specs),
+            "episodes": sum(c.episodes for c in per.values()),
+            "authoring_calls_max": authoring, "solving_calls_max": solving,
+            "calls_max": authoring + solving, "players": players}
 
 
-def _sim_design(cfg: RunConfig) -> Any:
+def _sim_design(cfg: RunConfig) -> SimDesign:
     from envduels.analysis.plan import SimDesign
 
     t = cfg.tournament
@@ -105,7 +120,7 @@ def _fmt(v: float | None, pattern: str) -> str:
     return "–" if v is None else format(v, pattern)
 
 
-def _print_plan(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any]) -> None:
+def _print_plan(cfg: RunConfig, cost: DesignCost, doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -168,8 +183,8 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from envduels._pool import load_fixed_envs
     from envduels.analysis.plan import plan
-    from envduels.engine.checks import load_fixed_envs
 
     if replicates < 1:
         raise UserError(f"--replicates must be 1 or more (got {replicates}); 20 gives figures ± about 0.1")
@@ -210,7 +225,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     return 0
 
 
-def _emit(cfg: RunConfig, cost: dict[str, Any], doc: dict[str, Any], as_json: bool) -> None:
+def _emit(cfg: RunConfig, cost: DesignCost, doc: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     else:

@@ -329,10 +329,10 @@ class RunReader:
 
 def _progress(config: RunConfig | None, envs: list[EnvRecord], counts: Counter[str],
               usage: list[dict[str, Any]]) -> dict[str, Any]:
-    from envduels.engine.status import expected_episodes
+    from envduels.duel.design import Design
 
     done = sum(v for k, v in counts.items() if k != "error")
-    expected = max(expected_episodes(config, envs), done)
+    expected = max(Design.of(config).expected_episodes(envs) if config is not None else 0, done)
     return {
         "episodes_done": done, "episodes_expected": expected, "episodes_left": expected - done,
         "percent": round(100 * done / expected) if expected else 0,
