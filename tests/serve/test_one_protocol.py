@@ -34,12 +34,12 @@ class Scripted:
         self.turn = 0
 
     async def chat(self, messages, *, call_id, role, max_tokens=None):
-        from envduels.players import ChatResult
+        from envduels.players import ChatResult, Usage
 
         text = REPLIES[self.turn]
         self.turn += 1
-        return ChatResult(text=text, input_tokens=1, output_tokens=1, finish_reason="stop",
-                          latency_s=0.0, cost_usd=0.0, cached=False, retries=0, request_key="")
+        return ChatResult(text=text, finish_reason="stop",
+                          usage=Usage(calls=1, input_tokens=1, output_tokens=1))
 
 
 def _without_usage(transcript: list[dict]) -> list[dict]:

@@ -20,6 +20,7 @@ from envduels.errors import UserError
 from envduels.players._base import (
     Answer,
     Player,
+    answer_tokens,
     check_finish,
     is_content_refusal,
     refusal,
@@ -173,10 +174,10 @@ class AnthropicPlayer(Player):
         read = token_count(getattr(usage, "cache_read_input_tokens", None), "cache_read_input_tokens")
         written = token_count(getattr(usage, "cache_creation_input_tokens", None),
                               "cache_creation_input_tokens")
-        return Answer(text=text, input_tokens=uncached + read + written,
-                      output_tokens=token_count(getattr(usage, "output_tokens", None), "output_tokens"),
-                      finish_reason=finish_reason, cache_read_tokens=read,
-                      cache_write_tokens=written)
+        return Answer(text=text, finish_reason=finish_reason, usage=answer_tokens(
+            uncached + read + written,
+            token_count(getattr(usage, "output_tokens", None), "output_tokens"),
+            cache_read_tokens=read, cache_write_tokens=written))
 
     def _classify(self, err: anthropic.APIStatusError) -> Exception:
         status = err.status_code

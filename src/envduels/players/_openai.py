@@ -21,6 +21,7 @@ from envduels.errors import UserError
 from envduels.players._base import (
     Answer,
     Player,
+    answer_tokens,
     check_finish,
     is_content_refusal,
     refusal,
@@ -201,12 +202,11 @@ class OpenAIPlayer(Player):
         completion = usage.get("completion_tokens_details")
         prompt = prompt if isinstance(prompt, dict) else {}
         completion = completion if isinstance(completion, dict) else {}
-        return Answer(text=text, input_tokens=token_count(usage.get("prompt_tokens"), "prompt_tokens"),
-                      output_tokens=token_count(usage.get("completion_tokens"), "completion_tokens"),
-                      finish_reason=finish_reason,
-                      cache_read_tokens=token_count(prompt.get("cached_tokens"), "cached_tokens"),
-                      reasoning_tokens=token_count(completion.get("reasoning_tokens"),
-                                                   "reasoning_tokens"))
+        return Answer(text=text, finish_reason=finish_reason, usage=answer_tokens(
+            token_count(usage.get("prompt_tokens"), "prompt_tokens"),
+            token_count(usage.get("completion_tokens"), "completion_tokens"),
+            cache_read_tokens=token_count(prompt.get("cached_tokens"), "cached_tokens"),
+            reasoning_tokens=token_count(completion.get("reasoning_tokens"), "reasoning_tokens")))
 
     def _classify(self, err: openai.APIStatusError) -> Exception:
         status = err.status_code
