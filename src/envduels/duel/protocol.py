@@ -151,7 +151,7 @@ class Episode:
 
     @property
     def success(self) -> bool:
-        return self.outcome == "success"
+        return self.outcome is Outcome.SUCCESS
 
     def _log(self, entry: Entry) -> None:
         self.transcript.append(entry)
@@ -204,7 +204,7 @@ class Episode:
             self.end(outcome, f"terminated with reward {reward:g}")
             return None
         if truncated:
-            self.end("failure", "truncated by the environment")
+            self.end(Outcome.FAILURE, "truncated by the environment")
             return None
         text = next_turn(observation)
         self._log({"role": "user", "content": text})
@@ -225,4 +225,4 @@ class Episode:
 
     def _end_at_cap(self) -> None:
         if self.turn >= self.max_turns:
-            self.end("failure", f"turn cap {self.max_turns} reached")
+            self.end(Outcome.FAILURE, f"turn cap {self.max_turns} reached")
