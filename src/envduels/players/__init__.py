@@ -6,7 +6,7 @@
 the response cache, seeds and cost accounting live here; see docs/players.md.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envduels.duel.usage import Usage
 from envduels.players._base import (
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _LAZY = {"AnthropicPlayer": "anthropic", "OpenAIPlayer": "openai", "LocalPlayer": "local"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type:
     """The provider classes load their client library on first use (seconds of import)."""
     if name in _LAZY:
         from envduels.players._build import provider_class

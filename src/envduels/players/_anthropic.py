@@ -12,7 +12,6 @@ reports no reasoning count apart, so `reasoning_tokens` stays 0 here.
 from __future__ import annotations
 
 import anthropic
-import httpx
 
 from envduels._text import valid_text
 from envduels.config import PlayerConfig
@@ -25,6 +24,7 @@ from envduels.players._base import (
     is_content_refusal,
     refusal,
     resolve_key,
+    sdk_http_client,
     token_count,
 )
 from envduels.players._cache import ResponseCache
@@ -114,11 +114,7 @@ class AnthropicPlayer(Player):
     def client(self) -> anthropic.AsyncAnthropic:
         if self._sdk is None:
             cfg = self.config
-            limits = cfg.concurrency
-            http = anthropic.DefaultAsyncHttpxClient(
-                limits=httpx.Limits(max_connections=limits.http_connections,
-                                  max_keepalive_connections=limits.http_keepalive),
-                timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
+            http = sdk_http_client(anthropic.DefaultAsyncHttpxClient, cfg)
             self._sdk = anthropic.AsyncAnthropic(base_url=self.endpoint, api_key=self._api_key,
                                                  max_retries=0, timeout=cfg.timeout_s,
                                                  http_client=http)

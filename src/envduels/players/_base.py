@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import logging
 import math
 import os
@@ -16,7 +17,9 @@ import random
 import re
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypeVar, cast
 
 from envduels._text import plural, valid_text
 from envduels.config import PlayerConfig
@@ -242,6 +245,23 @@ def request_seed(run_seed: int, player: str, call_id: str) -> int:
     """A 31-bit seed fixed by (run seed, player name, call id): reruns ask identical questions."""
     digest = hashlib.sha256(f"{run_seed}\x00{player}\x00{call_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF
+
+
+_Client = TypeVar("_Client")
+
+
+def sdk_http_client(default_client: Callable[..., _Client], cfg: PlayerConfig) -> _Client:
+    """An SDK's default async HTTP client (`openai.DefaultAsyncHttpxClient`, ...) with the
+    player's connection limits and timeouts, built with the SDK's own HTTP library: httpx, or
+    its fork httpx2 in recent SDKs. A client of one takes only its own `Limits` and `Timeout`
+    (given httpx's `Timeout`, httpx2's client makes every phase's timeout that object)."""
+    base = cast(type, default_client).__mro__[1]   # the library's AsyncClient
+    http = importlib.import_module(base.__module__.partition(".")[0])
+    limits = cfg.concurrency
+    return default_client(
+        limits=http.Limits(max_connections=limits.http_connections,
+                           max_keepalive_connections=limits.http_keepalive),
+        timeout=http.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
 
 
 _PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
