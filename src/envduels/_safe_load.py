@@ -176,16 +176,19 @@ def _check_yaml_events(text: str, where: str) -> None:
 
     resolver = yaml.resolver.Resolver()
     sizes: dict[str, int] = {}              # anchor -> values it stands for once expanded
-    open_: list[list[Any]] = [[None, 0]]    # [anchor, values so far] per open collection
+    # per open collection (the document first): its anchor, and the values it holds so far
+    anchors: list[str | None] = [None]
+    counts: list[int] = [0]
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.CollectionStartEvent):
-            open_.append([event.anchor, 1])
-            if len(open_) - 1 > MAX_DEPTH:
+            anchors.append(event.anchor)
+            counts.append(1)
+            if len(counts) - 1 > MAX_DEPTH:
                 raise UserError(f"{where}: nested more than {MAX_DEPTH} levels deep: no honest "
                                 "config nests so deep; check that it is the right file")
             continue
         if isinstance(event, yaml.CollectionEndEvent):
-            anchor, n = open_.pop()
+            anchor, n = anchors.pop(), counts.pop()
         elif isinstance(event, yaml.ScalarEvent):
             anchor, n = event.anchor, 1
             if (event.implicit[0] and len(event.value) > MAX_INT_DIGITS and resolver.resolve(
@@ -198,8 +201,8 @@ def _check_yaml_events(text: str, where: str) -> None:
             continue
         if anchor is not None:
             sizes[anchor] = n
-        open_[-1][1] += n
-        if open_[0][1] > MAX_YAML_VALUES or n > MAX_YAML_VALUES:
+        counts[-1] += n
+        if counts[0] > MAX_YAML_VALUES or n > MAX_YAML_VALUES:
             raise UserError(f"{where}: its anchors and aliases expand to more than "
                             f"{MAX_YAML_VALUES:,} values: write the values out, or use fewer "
                             "aliases")

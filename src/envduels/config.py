@@ -15,21 +15,32 @@ of every existing config (the new key is in it), so runs started before it no lo
 from __future__ import annotations
 
 import copy
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 from envduels import _sandbox_defaults as _sandbox
 from envduels.errors import UserError
 
+_ROLES: tuple[Literal["author", "solver"], ...] = ("author", "solver")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
-NO_RESULT_EFFECT: dict[str, Any] = {"changes_results": False}
+NO_RESULT_EFFECT: dict[str, JsonValue] = {"changes_results": False}
 """`Field(..., json_schema_extra=NO_RESULT_EFFECT)`: the field never changes a result (a run may
 resume with another value). Without it a field changes results and enters the run fingerprint."""
 
@@ -84,10 +95,10 @@ class Price(_Strict):
     `cached_input_per_mtok`, input written to it at `cache_write_per_mtok`; each defaults to
     `input_per_mtok` (`cached_input`, `cache_write` give the figure in force)."""
 
-    input_per_mtok: float = Field(0.0, ge=0)
-    output_per_mtok: float = Field(0.0, ge=0)
-    cached_input_per_mtok: float | None = Field(None, ge=0)
-    cache_write_per_mtok: float | None = Field(None, ge=0)
+    input_per_mtok: float = Field(default=0.0, ge=0)
+    output_per_mtok: float = Field(default=0.0, ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
 
     @property
     def cached_input(self) -> float:
@@ -104,27 +115,27 @@ class PlayerConfig(_Strict):
     name: str
     provider: Literal["local", "openai", "anthropic"]
     model: str
-    base_url: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
-    api_key_env: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
-    temperature: float = Field(0.7, ge=0, le=2)
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int = Field(1024, ge=1, le=200_000)
+    base_url: str | None = Field(default=None, json_schema_extra=NO_RESULT_EFFECT)
+    api_key_env: str | None = Field(default=None, json_schema_extra=NO_RESULT_EFFECT)
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int = Field(default=1024, ge=1, le=200_000)
     # Authoring writes a whole program; solving writes one action. None: same as max_tokens.
-    author_max_tokens: int | None = Field(None, ge=1, le=200_000)
-    context_tokens: int | None = Field(None, ge=256)
+    author_max_tokens: int | None = Field(default=None, ge=1, le=200_000)
+    context_tokens: int | None = Field(default=None, ge=256)
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    timeout_s: float = Field(120.0, gt=0, json_schema_extra=NO_RESULT_EFFECT)
-    max_retries: int = Field(6, ge=0, le=50, json_schema_extra=NO_RESULT_EFFECT)
+    timeout_s: float = Field(default=120.0, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    max_retries: int = Field(default=6, ge=0, le=50, json_schema_extra=NO_RESULT_EFFECT)
     # calls in flight at once (see `concurrency`): how fast, never what is answered
-    max_concurrency: int = Field(4, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
-    requests_per_minute: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
-    tokens_per_minute: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
-    params_b: float | None = Field(None, gt=0, json_schema_extra=NO_RESULT_EFFECT)   # reports' model size, nothing else
-    roles: list[Literal["author", "solver"]] = Field(default_factory=lambda: ["author", "solver"])
+    max_concurrency: int = Field(default=4, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
+    requests_per_minute: float | None = Field(default=None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    tokens_per_minute: float | None = Field(default=None, gt=0, json_schema_extra=NO_RESULT_EFFECT)
+    params_b: float | None = Field(default=None, gt=0, json_schema_extra=NO_RESULT_EFFECT)   # reports' model size, nothing else
+    roles: list[Literal["author", "solver"]] = Field(default_factory=lambda: [*_ROLES])
     price: Price = Field(default_factory=Price, json_schema_extra=NO_RESULT_EFFECT)
     # Ask the provider's prompt cache to hold the conversation (docs/players.md); never
     # changes an answer, only what it is billed.
-    cache: bool = Field(True, json_schema_extra=NO_RESULT_EFFECT)
+    cache: bool = Field(default=True, json_schema_extra=NO_RESULT_EFFECT)
 
     @field_validator("name")
     @classmethod
@@ -167,16 +178,16 @@ class PlayerConfig(_Strict):
 
 class TournamentConfig(_Strict):
     # more (or fewer) rounds extend a run; earlier rounds do not depend on how many follow
-    rounds: int = Field(1, ge=1, le=100, json_schema_extra=NO_RESULT_EFFECT)
-    envs_per_author: int = Field(1, ge=1, le=1000)
-    seeds_per_env: int = Field(4, ge=1, le=1000)
-    trials_per_seed: int = Field(1, ge=1, le=100)
-    max_turns: int = Field(24, ge=1, le=1000)
+    rounds: int = Field(default=1, ge=1, le=100, json_schema_extra=NO_RESULT_EFFECT)
+    envs_per_author: int = Field(default=1, ge=1, le=1000)
+    seeds_per_env: int = Field(default=4, ge=1, le=1000)
+    trials_per_seed: int = Field(default=1, ge=1, le=100)
+    max_turns: int = Field(default=24, ge=1, le=1000)
     history: Literal["none", "own", "all"] = "all"
-    history_chars: int = Field(6000, ge=0)
-    author_repairs: int = Field(2, ge=0, le=20)
+    history_chars: int = Field(default=6000, ge=0)
+    author_repairs: int = Field(default=2, ge=0, le=20)
     require_oracle: bool = True
-    hint_max_chars: int = Field(HINT_MAX_CHARS, ge=1)
+    hint_max_chars: int = Field(default=HINT_MAX_CHARS, ge=1)
     self_play: bool = True
     environments: list[str] = Field(default_factory=list)
 
@@ -186,38 +197,38 @@ class SandboxConfig(_Strict):
     decide only how soon a misbehaving environment is stopped, never what a well-behaved one
     does; the observation cap changes what a solver sees."""
 
-    memory_mb: int = Field(_sandbox.MEMORY_MB, ge=64, le=65536, json_schema_extra=NO_RESULT_EFFECT)
-    step_timeout_s: float = Field(_sandbox.STEP_TIMEOUT_S, gt=0, le=600, json_schema_extra=NO_RESULT_EFFECT)
-    cpu_s: int = Field(_sandbox.CPU_S, ge=1, json_schema_extra=NO_RESULT_EFFECT)
-    max_procs: int = Field(_sandbox.MAX_PROCS, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
-    observation_max_chars: int = Field(_sandbox.OBSERVATION_MAX_CHARS, ge=100)
-    warm_workers: int = Field(2, ge=0, le=256, json_schema_extra=NO_RESULT_EFFECT)
+    memory_mb: int = Field(default=_sandbox.MEMORY_MB, ge=64, le=65536, json_schema_extra=NO_RESULT_EFFECT)
+    step_timeout_s: float = Field(default=_sandbox.STEP_TIMEOUT_S, gt=0, le=600, json_schema_extra=NO_RESULT_EFFECT)
+    cpu_s: int = Field(default=_sandbox.CPU_S, ge=1, json_schema_extra=NO_RESULT_EFFECT)
+    max_procs: int = Field(default=_sandbox.MAX_PROCS, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
+    observation_max_chars: int = Field(default=_sandbox.OBSERVATION_MAX_CHARS, ge=100)
+    warm_workers: int = Field(default=2, ge=0, le=256, json_schema_extra=NO_RESULT_EFFECT)
     # bubblewrap (the default) or gvisor: gVisor's user-space kernel (`runsc`) gives each
     # sandbox its own kernel counters, /proc and clocks (docs/sandbox.md, "Runtimes")
-    runtime: Literal["bubblewrap", "gvisor"] = Field(_sandbox.RUNTIME,
+    runtime: Literal["bubblewrap", "gvisor"] = Field(default=_sandbox.RUNTIME,
                                                      json_schema_extra=NO_RESULT_EFFECT)
 
 
 class BudgetConfig(_Strict):
     """When a run stops spending; a resumed run may raise it."""
 
-    max_usd: float | None = Field(None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
-    max_tokens: int | None = Field(None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
+    max_usd: float | None = Field(default=None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
+    max_tokens: int | None = Field(default=None, ge=0, json_schema_extra=NO_RESULT_EFFECT)
 
 
 class ExecutorConfig(_Strict):
     """Where environment code runs (docs/engine.md, "Executors"). Never changes a result: a run
     may resume on the other executor."""
 
-    kind: Literal["local", "ray"] = Field("local", json_schema_extra=NO_RESULT_EFFECT)
-    address: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)   # ray: "auto" (this machine's cluster) or HOST:PORT
-    sandboxes_per_cpu: int = Field(4, ge=1, le=256, json_schema_extra=NO_RESULT_EFFECT)   # ray: sandboxes a node holds per CPU
+    kind: Literal["local", "ray"] = Field(default="local", json_schema_extra=NO_RESULT_EFFECT)
+    address: str | None = Field(default=None, json_schema_extra=NO_RESULT_EFFECT)   # ray: "auto" (this machine's cluster) or HOST:PORT
+    sandboxes_per_cpu: int = Field(default=4, ge=1, le=256, json_schema_extra=NO_RESULT_EFFECT)   # ray: sandboxes a node holds per CPU
 
 
 class RunConfig(_Strict):
     name: str = Field(json_schema_extra=NO_RESULT_EFFECT)
     seed: int = 0
-    output_dir: str | None = Field(None, json_schema_extra=NO_RESULT_EFFECT)
+    output_dir: str | None = Field(default=None, json_schema_extra=NO_RESULT_EFFECT)
     players: list[PlayerConfig] = Field(default_factory=list)
     tournament: TournamentConfig = Field(default_factory=TournamentConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
@@ -304,20 +315,21 @@ def parse_recorded_config(data: object) -> RunConfig | None:
     return None
 
 
-def _drop(data: Any, loc: tuple[int | str, ...]) -> bool:
+def _drop(data: object, loc: tuple[int | str, ...]) -> bool:
     """Remove the deepest key of `loc` (a pydantic error location, which may end in a union
     member's name) that exists in the nested dicts and lists of `data`."""
-    parent: Any = None
-    key: int | str | None = None
+    drop: Callable[[], object] | None = None
     for step in loc:
-        if isinstance(data, dict) and step in data or (
-                isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data)):
-            parent, key, data = data, step, data[step]
-        else:
-            break
-    if parent is None:
+        if isinstance(data, dict) and step in data:
+            drop, data = functools.partial(data.pop, step), data[step]
+            continue
+        if isinstance(data, list) and isinstance(step, int) and 0 <= step < len(data):
+            drop, data = functools.partial(data.pop, step), data[step]
+            continue
+        break
+    if drop is None:
         return False
-    del parent[key]
+    drop()
     return True
 
 

@@ -8,7 +8,7 @@ import time
 from players_helpers import HELLO, answer, player_config
 
 from envduels.config import Price
-from envduels.players import Usage, build_player
+from envduels.players import MemoryCache, Usage, build_player
 from envduels.players._ratelimit import RateLimiter
 from envduels.testing import ScriptedServer
 
@@ -32,6 +32,24 @@ async def test_usage_is_split_by_role_and_priced_from_the_config(server) -> None
     total = player.total_usage()
     assert (total.calls, total.input_tokens) == (3, 12)
     assert a.finish_reason == "stop" and a.latency_s > 0
+
+
+async def test_a_role_s_usage_is_the_sum_of_its_answers_usage_and_a_cache_hit_adds_no_cost(
+        server) -> None:
+    price = Price(input_per_mtok=0.5, output_per_mtok=4.0)
+    player = build_player(player_config(server.base_url, price=price), cache=MemoryCache())
+    s1 = await player.chat(HELLO, call_id="s1", role="solver")
+    s2 = await player.chat([{"role": "user", "content": "one two"}], call_id="s2", role="solver")
+    hit = await player.chat(HELLO, call_id="s1", role="solver")
+    await player.aclose()
+    assert s1.usage == Usage(calls=1, input_tokens=5, output_tokens=4,
+                             cost_usd=(5 * 0.5 + 4 * 4.0) / 1e6, call_s=s1.latency_s)
+    # the hit reads like the first answer, but nothing new was paid
+    assert hit.usage == Usage(calls=1, input_tokens=5, output_tokens=4, cached=1,
+                              call_s=s1.latency_s)
+    assert (hit.cached, hit.cost_usd, hit.input_tokens) == (True, 0.0, 5)
+    assert player.usage["solver"] == s1.usage + s2.usage + Usage(calls=1, cached=1)
+    assert player.total_usage() == sum([s1.usage, s2.usage, Usage(calls=1, cached=1)], Usage())
 
 
 async def test_usage_lists_every_configured_role_before_it_is_used(server) -> None:

@@ -1,6 +1,7 @@
-"""One protocol (issue 21, issue 23): the engine, `envduels play`, the Gym adapter and
-`envduels serve` give identical transcripts for the same environment, seed, condition and
-replies, because all four drive `envduels.duel.protocol.Episode`."""
+"""One protocol (issue 21, issue 23): the engine, `envduels play`, the Gym adapter,
+`envduels serve` and the training rollout (`envduels.rl`) give identical transcripts for the
+same environment, seed, condition and replies, because all five drive
+`envduels.duel.protocol.Episode`."""
 
 from __future__ import annotations
 
@@ -34,12 +35,12 @@ class Scripted:
         self.turn = 0
 
     async def chat(self, messages, *, call_id, role, max_tokens=None):
-        from envduels.players import ChatResult
+        from envduels.players import ChatResult, Usage
 
         text = REPLIES[self.turn]
         self.turn += 1
-        return ChatResult(text=text, input_tokens=1, output_tokens=1, finish_reason="stop",
-                          latency_s=0.0, cost_usd=0.0, cached=False, retries=0, request_key="")
+        return ChatResult(text=text, finish_reason="stop",
+                          usage=Usage(calls=1, input_tokens=1, output_tokens=1))
 
 
 def _without_usage(transcript: list[dict]) -> list[dict]:
@@ -58,6 +59,40 @@ def _engine(hinted: bool) -> list[dict]:
             return await play_episode(task, Scripted(), lambda: pool.open(
                 spec.source, class_name=spec.class_name, max_turns=spec.max_turns))
     return _without_usage(asyncio.run(main()).transcript)
+
+
+class ScriptedTokens:
+    """A token policy (one token per character, 0 ends a turn) that samples REPLIES in order,
+    as the training loop's model would."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+
+    def prompt_ids(self, messages):
+        return [ord(c) for c in "".join(m["content"] for m in messages)]
+
+    def turn_ids(self, messages, reply_ids):
+        return [ord(c) for c in messages[-1]["content"]]
+
+    def generate(self, contexts):
+        (context,) = contexts
+        reply = REPLIES[self.turn]
+        self.turn += 1
+        return [[ord(c) for c in reply] + [0]]
+
+    def decode(self, ids):
+        return "".join(chr(t) for t in ids if t)
+
+
+def _rollout(hinted: bool) -> list[dict]:
+    from envduels.rl._episodes import EpisodeRequest, play_episodes
+
+    async def main():
+        async with EnvPool(warm=0) as pool:
+            return await play_episodes([EpisodeRequest(library_env(ENV), SEED, int(hinted))],
+                                       ScriptedTokens(), pool)
+    (rollout,) = asyncio.run(main())
+    return rollout.transcript
 
 
 def _gym(hinted: bool) -> list[dict]:
@@ -128,6 +163,11 @@ def test_engine_play_and_gym_transcripts_are_identical(engine, tmp_path, monkeyp
     hinted, transcript = engine
     assert _gym(hinted) == transcript
     assert _play_output(tmp_path, monkeypatch, capsys, hinted) == _printed(transcript)
+
+
+def test_the_training_rollout_s_transcript_is_the_engine_s(engine):
+    hinted, transcript = engine
+    assert _rollout(hinted) == transcript
 
 
 def test_the_server_s_transcript_is_the_engine_s(engine, request):

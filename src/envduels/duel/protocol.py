@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from envduels.duel.outcomes import Outcome
 
-Entry = dict[str, Any]
+EntryValue = str | int | float | bool | None
+"""What a transcript entry holds under a key: text, a count, a reward, a flag, or nothing."""
+
+Entry = dict[str, EntryValue]
 """One transcript entry, as the run database stores it: `role` is `system`, `user` (a user turn;
 `format_error: True` on the format-error turn), `assistant` (the reply, with its `turn`),
 `env` (a step: `action`, `reward`, `terminated`, `truncated`, `content`; or `action` and `fault`)
@@ -151,7 +153,7 @@ class Episode:
 
     @property
     def success(self) -> bool:
-        return self.outcome == "success"
+        return self.outcome is Outcome.SUCCESS
 
     def _log(self, entry: Entry) -> None:
         self.transcript.append(entry)
@@ -160,7 +162,7 @@ class Episode:
 
     def messages(self) -> list[dict[str, str]]:
         """The chat so far as the solver sees it: system, user and assistant turns, in order."""
-        return [{"role": e["role"], "content": e["content"]} for e in self.transcript
+        return [{"role": str(e["role"]), "content": str(e["content"])} for e in self.transcript
                 if e["role"] in ("system", "user", "assistant")]
 
     def start(self, observation: str) -> str:
@@ -171,7 +173,7 @@ class Episode:
         self._log({"role": "user", "content": text})
         return text
 
-    def act(self, reply: str, *, parse: bool = True, **extra: Any) -> str | None:
+    def act(self, reply: str, *, parse: bool = True, **extra: EntryValue) -> str | None:
         """Take the solver's whole `reply` as this turn's: log it (with `extra`, e.g. token
         counts) and return the action to step, its last balanced `\\boxed{}` (the reply itself
         when `parse` is false). None: no box, a format error, logged; the turn is spent, and at

@@ -85,8 +85,7 @@ class HumanSolver:
         action = line.strip()
         if "\\boxed{" not in action:
             action = f"\\boxed{{{action}}}"
-        return ChatResult(text=action, input_tokens=0, output_tokens=0, finish_reason="stop",
-                          latency_s=0.0, cost_usd=0.0, cached=False, retries=0, request_key="")
+        return ChatResult(text=action, finish_reason="stop")
 
     async def aclose(self) -> None:
         """Nothing to release (a `Player` closes its connections)."""

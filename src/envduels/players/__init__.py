@@ -1,12 +1,14 @@
 """Players: one async chat interface over every provider (openai, anthropic, local).
 
 `build_players(cfg, cache=..., run_seed=...)` gives each configured model as a `Player`;
-`Player.chat(messages, call_id=..., role=...)` returns a `ChatResult`. Retries, rate limits,
+`Player.chat(messages, call_id=..., role=...)` returns a `ChatResult`, whose `usage` (an
+`envduels.duel.usage.Usage`, re-exported here) is what the call took. Retries, rate limits,
 the response cache, seeds and cost accounting live here; see docs/players.md.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from envduels.duel.usage import Usage
 from envduels.players._base import (
     BadRequest,
     ChatResult,
@@ -18,7 +20,7 @@ from envduels.players._base import (
 )
 from envduels.players._build import CheckRow, build_player, build_players, check_models
 from envduels.players._cache import MemoryCache, ResponseCache, canonical_json, request_key
-from envduels.players._cost import Usage, cost_usd
+from envduels.players._cost import billed, cost_usd
 from envduels.players._retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 _LAZY = {"AnthropicPlayer": "anthropic", "OpenAIPlayer": "openai", "LocalPlayer": "local"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type:
     """The provider classes load their client library on first use (seconds of import)."""
     if name in _LAZY:
         from envduels.players._build import provider_class
@@ -52,6 +54,7 @@ __all__ = [
     "ResponseCache",
     "RetryPolicy",
     "Usage",
+    "billed",
     "build_player",
     "build_players",
     "canonical_json",

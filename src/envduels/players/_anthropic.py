@@ -12,7 +12,6 @@ reports no reasoning count apart, so `reasoning_tokens` stays 0 here.
 from __future__ import annotations
 
 import anthropic
-import httpx
 
 from envduels._text import valid_text
 from envduels.config import PlayerConfig
@@ -20,10 +19,12 @@ from envduels.errors import UserError
 from envduels.players._base import (
     Answer,
     Player,
+    answer_tokens,
     check_finish,
     is_content_refusal,
     refusal,
     resolve_key,
+    sdk_http_client,
     token_count,
 )
 from envduels.players._cache import ResponseCache
@@ -113,11 +114,7 @@ class AnthropicPlayer(Player):
     def client(self) -> anthropic.AsyncAnthropic:
         if self._sdk is None:
             cfg = self.config
-            limits = cfg.concurrency
-            http = anthropic.DefaultAsyncHttpxClient(
-                limits=httpx.Limits(max_connections=limits.http_connections,
-                                  max_keepalive_connections=limits.http_keepalive),
-                timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
+            http = sdk_http_client(anthropic.DefaultAsyncHttpxClient, cfg)
             self._sdk = anthropic.AsyncAnthropic(base_url=self.endpoint, api_key=self._api_key,
                                                  max_retries=0, timeout=cfg.timeout_s,
                                                  http_client=http)
@@ -173,10 +170,10 @@ class AnthropicPlayer(Player):
         read = token_count(getattr(usage, "cache_read_input_tokens", None), "cache_read_input_tokens")
         written = token_count(getattr(usage, "cache_creation_input_tokens", None),
                               "cache_creation_input_tokens")
-        return Answer(text=text, input_tokens=uncached + read + written,
-                      output_tokens=token_count(getattr(usage, "output_tokens", None), "output_tokens"),
-                      finish_reason=finish_reason, cache_read_tokens=read,
-                      cache_write_tokens=written)
+        return Answer(text=text, finish_reason=finish_reason, usage=answer_tokens(
+            uncached + read + written,
+            token_count(getattr(usage, "output_tokens", None), "output_tokens"),
+            cache_read_tokens=read, cache_write_tokens=written))
 
     def _classify(self, err: anthropic.APIStatusError) -> Exception:
         status = err.status_code

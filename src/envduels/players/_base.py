@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import logging
 import math
 import os
@@ -16,13 +17,16 @@ import random
 import re
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TypeVar, cast
 
 from envduels._text import plural, valid_text
 from envduels.config import PlayerConfig
+from envduels.duel.usage import Usage
 from envduels.errors import UserError
 from envduels.players._cache import ResponseCache, request_key
-from envduels.players._cost import Usage, cost_usd, saved_usd
+from envduels.players._cost import billed
 from envduels.players._ratelimit import RateLimiter
 from envduels.players._retry import Retryable, RetryPolicy
 
@@ -30,28 +34,65 @@ log = logging.getLogger("envduels.players")
 
 ROLES = ("author", "solver")
 
+_HIT = Usage(calls=1, cached=1)
+"""What a response-cache hit adds to a role's usage: an answered call, nothing paid."""
+
 
 @dataclass(frozen=True)
 class ChatResult:
-    """One answer. `cost_usd` is what this call cost now (0.0 when `cached`); `latency_s` and
-    the token counts are the original call's, so a cached rerun reads exactly like the first run;
-    `retries` counts extra attempts; `request_key` is the cache key of the request.
-    `input_tokens` is the whole prompt, of which `cache_read_tokens` were read from the
-    provider's prompt cache and `cache_write_tokens` written to it; `reasoning_tokens` are
-    within `output_tokens` (0 where the provider does not report them apart)."""
+    """One answer and what it took.
+
+    `usage` has `calls` 1 and the original call's tokens and seconds (`call_s`), so a cached
+    rerun reads exactly like the first run; `cost_usd` and `saved_usd` are what this call cost
+    now (0.0 when it was `cached`, a response-cache hit); `retries` counts extra attempts.
+    `request_key` is the cache key of the request. The old names (`input_tokens`,
+    `output_tokens`, `cost_usd`, `cached`, `retries`, `latency_s`, the cache and reasoning
+    counts) read `usage` (docs/players.md)."""
 
     text: str
-    input_tokens: int
-    output_tokens: int
     finish_reason: str
-    latency_s: float
-    cost_usd: float
-    cached: bool
-    retries: int
-    request_key: str
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    request_key: str = ""
+    usage: Usage = Usage()
+
+    @property
+    def input_tokens(self) -> int:
+        """The whole prompt, of which `cache_read_tokens` were read from the provider's
+        prompt cache and `cache_write_tokens` written to it."""
+        return int(self.usage.input_tokens)
+
+    @property
+    def output_tokens(self) -> int:
+        return int(self.usage.output_tokens)
+
+    @property
+    def cache_read_tokens(self) -> int:
+        return int(self.usage.cache_read_tokens)
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return int(self.usage.cache_write_tokens)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Within `output_tokens` (0 where the provider does not report them apart)."""
+        return int(self.usage.reasoning_tokens)
+
+    @property
+    def cost_usd(self) -> float:
+        return self.usage.cost_usd
+
+    @property
+    def cached(self) -> bool:
+        return bool(self.usage.cached)
+
+    @property
+    def retries(self) -> int:
+        return int(self.usage.retries)
+
+    @property
+    def latency_s(self) -> float:
+        """The original call's seconds, end to end."""
+        return self.usage.call_s
 
 
 class ContextOverflow(Exception):
@@ -112,28 +153,31 @@ class ProviderError(Exception):
 
 @dataclass(frozen=True)
 class Answer:
-    """What a provider returns for one successful attempt; token fields as in `ChatResult`."""
+    """What a provider returns for one successful attempt: the text, why it stopped, and its
+    token counts as a `Usage` (from `answer_tokens`; calls, cost and seconds left at 0)."""
 
     text: str
-    input_tokens: int
-    output_tokens: int
     finish_reason: str
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    usage: Usage
 
-    def __post_init__(self) -> None:
-        # A broken server (or one that counts differently) may claim more cached tokens than it
-        # was sent, or more reasoning than output: billed as given, uncached input would go
-        # negative. The answer itself is sound, and retrying would pay for the call again, so
-        # the parts that do not fit are dropped instead: the whole prompt is billed at the
-        # input price (never less than the parts would bill on an OpenAI-style wire, which
-        # has no cache-write price), and the output holds no separate reasoning count.
-        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
-            object.__setattr__(self, "cache_read_tokens", 0)
-            object.__setattr__(self, "cache_write_tokens", 0)
-        if self.reasoning_tokens > self.output_tokens:
-            object.__setattr__(self, "reasoning_tokens", 0)
+
+def answer_tokens(input_tokens: int, output_tokens: int, *, cache_read_tokens: int = 0,
+                  cache_write_tokens: int = 0, reasoning_tokens: int = 0) -> Usage:
+    """One answer's token counts (each from `token_count`) as a `Usage`.
+
+    A broken server (or one that counts differently) may claim more cached tokens than it was
+    sent, or more reasoning than output: billed as given, uncached input would go negative.
+    The answer itself is sound, and retrying would pay for the call again, so the parts that
+    do not fit are dropped instead: the whole prompt is billed at the input price (never less
+    than the parts would bill on an OpenAI-style wire, which has no cache-write price), and
+    the output holds no separate reasoning count."""
+    if cache_read_tokens + cache_write_tokens > input_tokens:
+        cache_read_tokens = cache_write_tokens = 0
+    if reasoning_tokens > output_tokens:
+        reasoning_tokens = 0
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens,
+                 cache_read_tokens=cache_read_tokens, cache_write_tokens=cache_write_tokens,
+                 reasoning_tokens=reasoning_tokens)
 
 
 MAX_TOKENS_PER_CALL = 1_000_000_000
@@ -169,16 +213,18 @@ def check_finish(finish_reason: str) -> str:
 def _from_record(record: dict, key: str) -> ChatResult:
     """A cache hit: the original answer, tokens and latency; nothing new to pay. Records
     written before the prompt-cache split read as all input uncached."""
-    usage = record["usage"]
+    tokens = record["usage"]
+    usage = Usage(calls=1, cached=1, call_s=float(record["latency_s"]),
+                  **{name: int(tokens.get(name, 0)) for name in _RECORDED_TOKENS})
     return ChatResult(text=valid_text(record["reply"]["text"]),  # a record cached before replies were cleaned
-                      input_tokens=int(usage["input_tokens"]),
-                      output_tokens=int(usage["output_tokens"]),
-                      finish_reason=record["reply"]["finish_reason"],
-                      latency_s=float(record["latency_s"]), cost_usd=0.0, cached=True,
-                      retries=0, request_key=key,
-                      cache_read_tokens=int(usage.get("cache_read_tokens", 0)),
-                      cache_write_tokens=int(usage.get("cache_write_tokens", 0)),
-                      reasoning_tokens=int(usage.get("reasoning_tokens", 0)))
+                      finish_reason=record["reply"]["finish_reason"], request_key=key,
+                      usage=usage)
+
+
+_RECORDED_TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens",
+                    "cache_write_tokens")
+"""The token counts a response-cache record keeps under `usage` (the first two always; the
+others 0 when absent, in records written before they were counted)."""
 
 
 _TURN_SUFFIX = re.compile(r":(turn|attempt):\d+$")
@@ -199,6 +245,23 @@ def request_seed(run_seed: int, player: str, call_id: str) -> int:
     """A 31-bit seed fixed by (run seed, player name, call id): reruns ask identical questions."""
     digest = hashlib.sha256(f"{run_seed}\x00{player}\x00{call_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF
+
+
+_Client = TypeVar("_Client")
+
+
+def sdk_http_client(default_client: Callable[..., _Client], cfg: PlayerConfig) -> _Client:
+    """An SDK's default async HTTP client (`openai.DefaultAsyncHttpxClient`, ...) with the
+    player's connection limits and timeouts, built with the SDK's own HTTP library: httpx, or
+    its fork httpx2 in recent SDKs. A client of one takes only its own `Limits` and `Timeout`
+    (given httpx's `Timeout`, httpx2's client makes every phase's timeout that object)."""
+    base = cast(type, default_client).__mro__[1]   # the library's AsyncClient
+    http = importlib.import_module(base.__module__.partition(".")[0])
+    limits = cfg.concurrency
+    return default_client(
+        limits=http.Limits(max_connections=limits.http_connections,
+                           max_keepalive_connections=limits.http_keepalive),
+        timeout=http.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
 
 
 _PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
@@ -239,7 +302,7 @@ class Player:
         self._rng = random.Random(request_seed(run_seed, config.name, "retry-jitter"))
         self._semaphore = asyncio.Semaphore(config.concurrency.units)
         self._limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
-        self._usage: dict[str, Usage] = defaultdict(Usage)
+        self._usage: dict[str, Usage] = defaultdict(Usage)   # frozen: replaced with +=
         self._secrets: list[str] = []
         self._inflight: dict[str, asyncio.Future[dict]] = {}
 
@@ -248,17 +311,16 @@ class Player:
 
     @property
     def usage(self) -> dict[str, Usage]:
-        """Per role: calls, tokens, cost, retries, cache hits (copies). Every configured role
-        is present, with zeros until it is used."""
+        """Per role, what this player's calls took in this process: `calls` counts every
+        answered call, cached ones included; tokens, `cost_usd`, `saved_usd`, `retries` and
+        `call_s` count only calls paid for now (a response-cache hit costs nothing new);
+        `cached` counts the hits. Every configured role is present, with zeros until used."""
         roles = [*self.config.roles, *(r for r in self._usage if r not in self.config.roles)]
-        return {role: Usage(**self._usage[role].to_json()) if role in self._usage else Usage()
-                for role in roles}
+        return {role: self._usage.get(role, Usage()) for role in roles}
 
     def total_usage(self) -> Usage:
-        total = Usage()
-        for u in self._usage.values():
-            total.add(u)
-        return total
+        """Every role's `usage` added up."""
+        return sum(self._usage.values(), Usage())
 
     async def chat(self, messages: list[dict[str, str]], *, call_id: str, role: str,
                    max_tokens: int | None = None) -> ChatResult:
@@ -279,12 +341,11 @@ class Player:
         seed = request_seed(self.run_seed, self.name, call_id)
         request = self._request(messages, max_tokens or self.config.max_tokens, seed)
         key = request_key(request)
-        usage = self._usage[role]
+        self._usage.setdefault(role, Usage())   # a role asked for is listed, answered or not
         if self.cache is not None:
             record = self.cache.get(key)
             if record is not None:
-                usage.calls += 1
-                usage.cached += 1
+                self._usage[role] += _HIT
                 return _from_record(record, key)
         while (pending := self._inflight.get(key)) is not None:
             # The same request is being answered now: share that answer and pay once.
@@ -295,8 +356,7 @@ class Player:
                 if pending.cancelled() and task is not None and not task.cancelling():
                     continue  # the task asking first was cancelled, not this one: ask again
                 raise
-            usage.calls += 1
-            usage.cached += 1
+            self._usage[role] += _HIT
             return _from_record(record, key)
         future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
@@ -323,28 +383,20 @@ class Player:
         async with self._semaphore:
             answer, latency, retries = await self._send_with_retries(request, estimate,
                                                                      conversation)
-        self._limiter.settle(estimate, answer.input_tokens + answer.output_tokens)
-        split = {"cache_read_tokens": answer.cache_read_tokens,
-                 "cache_write_tokens": answer.cache_write_tokens}
-        price = self.config.price
-        cost = cost_usd(price, answer.input_tokens, answer.output_tokens, **split)
-        saved = saved_usd(price, answer.input_tokens, answer.output_tokens, **split)
-        self._usage[role].add(Usage(
-            calls=1, input_tokens=answer.input_tokens, output_tokens=answer.output_tokens,
-            cost_usd=cost, retries=retries, reasoning_tokens=answer.reasoning_tokens,
-            saved_usd=saved, **split))
-        result = ChatResult(text=answer.text, input_tokens=answer.input_tokens,
-                            output_tokens=answer.output_tokens,
-                            finish_reason=answer.finish_reason, latency_s=latency,
-                            cost_usd=cost, cached=False, retries=retries, request_key=key,
-                            reasoning_tokens=answer.reasoning_tokens, **split)
+        tokens = answer.usage
+        self._limiter.settle(estimate, int(tokens.input_tokens + tokens.output_tokens))
+        usage = billed(self.config.price, replace(tokens, calls=1, retries=retries, call_s=latency))
+        self._usage[role] += usage
+        result = ChatResult(text=answer.text, finish_reason=answer.finish_reason,
+                            request_key=key, usage=usage)
+        # The record's shape is the run database's (calls.record): keep it as it is, so
+        # every response cached before stays readable (`_from_record`).
         record = {
             "request": request,
             "reply": {"text": answer.text, "finish_reason": answer.finish_reason},
-            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens,
-                      "reasoning_tokens": answer.reasoning_tokens, **split},
-            "cost_usd": cost, "saved_usd": saved, "latency_s": latency, "retries": retries,
-            "player": self.name, "role": role, "call_id": call_id}
+            "usage": {name: int(getattr(tokens, name)) for name in _RECORDED_TOKENS},
+            "cost_usd": usage.cost_usd, "saved_usd": usage.saved_usd, "latency_s": latency,
+            "retries": retries, "player": self.name, "role": role, "call_id": call_id}
         if self.cache is not None:
             self.cache.put(key, record)
         return result, record

@@ -98,8 +98,10 @@ async def _check_one(config: PlayerConfig) -> CheckRow:
                         output_tokens=0, reply="", error=one_line(player.scrub(str(err))))
     finally:
         await player.aclose()
-    return CheckRow(**base, ok=True, latency_s=result.latency_s, input_tokens=result.input_tokens,
-                    output_tokens=result.output_tokens, reply=one_line(result.text, 40), error="")
+    usage = result.usage
+    return CheckRow(**base, ok=True, latency_s=usage.call_s, input_tokens=int(usage.input_tokens),
+                    output_tokens=int(usage.output_tokens), reply=one_line(result.text, 40),
+                    error="")
 
 
 async def check_models(cfg: RunConfig) -> list[CheckRow]:

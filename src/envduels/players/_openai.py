@@ -12,7 +12,6 @@ import json
 import logging
 import re
 
-import httpx
 import openai
 
 from envduels._text import valid_text
@@ -21,10 +20,12 @@ from envduels.errors import UserError
 from envduels.players._base import (
     Answer,
     Player,
+    answer_tokens,
     check_finish,
     is_content_refusal,
     refusal,
     resolve_key,
+    sdk_http_client,
     token_count,
 )
 from envduels.players._cache import ResponseCache
@@ -100,11 +101,7 @@ class OpenAIPlayer(Player):
 
     def _make_client(self, base_url: str) -> openai.AsyncOpenAI:
         cfg = self.config
-        limits = cfg.concurrency
-        http = openai.DefaultAsyncHttpxClient(
-            limits=httpx.Limits(max_connections=limits.http_connections,
-                                max_keepalive_connections=limits.http_keepalive),
-            timeout=httpx.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
+        http = sdk_http_client(openai.DefaultAsyncHttpxClient, cfg)
         return openai.AsyncOpenAI(base_url=base_url, api_key=self._api_key or "not-needed",
                                   max_retries=0, timeout=cfg.timeout_s, http_client=http)
 
@@ -185,7 +182,9 @@ class OpenAIPlayer(Player):
     @staticmethod
     def _answer(reply: object) -> Answer:
         """The answer in a chat-completion JSON body; `Retryable` when the body is malformed."""
-        choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not isinstance(reply, dict):
+            raise Retryable("malformed response (no choices)")
+        choices = reply.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             raise Retryable("malformed response (no choices)")
         message = choices[0].get("message")
@@ -196,17 +195,14 @@ class OpenAIPlayer(Player):
             raise Retryable("malformed response (content is not text)")
         text = valid_text(text)  # JSON may carry a lone surrogate (\ud800), which UTF-8 refuses
         finish_reason = check_finish(valid_text(str(choices[0].get("finish_reason") or "unknown")))
-        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-        prompt = usage.get("prompt_tokens_details")
-        completion = usage.get("completion_tokens_details")
-        prompt = prompt if isinstance(prompt, dict) else {}
-        completion = completion if isinstance(completion, dict) else {}
-        return Answer(text=text, input_tokens=token_count(usage.get("prompt_tokens"), "prompt_tokens"),
-                      output_tokens=token_count(usage.get("completion_tokens"), "completion_tokens"),
-                      finish_reason=finish_reason,
-                      cache_read_tokens=token_count(prompt.get("cached_tokens"), "cached_tokens"),
-                      reasoning_tokens=token_count(completion.get("reasoning_tokens"),
-                                                   "reasoning_tokens"))
+        usage = _mapping(reply.get("usage"))
+        prompt = _mapping(usage.get("prompt_tokens_details"))
+        completion = _mapping(usage.get("completion_tokens_details"))
+        return Answer(text=text, finish_reason=finish_reason, usage=answer_tokens(
+            token_count(usage.get("prompt_tokens"), "prompt_tokens"),
+            token_count(usage.get("completion_tokens"), "completion_tokens"),
+            cache_read_tokens=token_count(prompt.get("cached_tokens"), "cached_tokens"),
+            reasoning_tokens=token_count(completion.get("reasoning_tokens"), "reasoning_tokens")))
 
     def _classify(self, err: openai.APIStatusError) -> Exception:
         status = err.status_code
@@ -232,3 +228,9 @@ class OpenAIPlayer(Player):
         if self._sdk is not None:
             sdk, self._sdk = self._sdk, None
             await sdk.close()
+
+
+def _mapping(value: object) -> dict[str, object]:
+    """`value` when the JSON body holds an object there, else empty (an absent or malformed
+    usage block counts as no tokens reported)."""
+    return value if isinstance(value, dict) else {}

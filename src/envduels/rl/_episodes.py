@@ -1,10 +1,12 @@
 """Multi-turn episodes for training: a batch played in lockstep, token by token, in the sandbox.
 
 `play_episodes` is the one episode loop of `envduels.rl` (training and the transfer loop's
-evaluation both call it). It follows the duel's protocol exactly (SPEC §4): the EnvDuels system
-prompt, the first turn (with `Hint: ...` first in a hinted episode), the last balanced
-`\\boxed{}` of a reply as the action, the format-error turn, the turn cap, each taken from
-`envduels.duel.protocol`, the one implementation the engine, the Gym adapter and the server use.
+evaluation both call it). Each episode is an `envduels.duel.protocol.Episode`, the one
+implementation of the duel's rules (SPEC §4) the engine, the Gym adapter and the server drive
+too: the system prompt, the first turn (with `Hint: ...` first in a hinted episode), the last
+balanced `\\boxed{}` of a reply as the action, the format-error turn, the turn cap and success.
+So a rollout's transcript is the engine's for the same environment, seed, condition and replies
+(tests/serve/test_one_protocol.py).
 
 Tokens, not text, travel between turns: the policy's own sampled tokens are kept as they were
 generated (re-tokenising a decoded reply can differ, and the loss must see what was sampled),
@@ -19,22 +21,16 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
-from envduels.duel.protocol import (
-    FORMAT_ERROR,
-    SYSTEM_PROMPT,
-    first_turn,
-    last_boxed,
-    next_turn,
-    turn_cap,
-)
+from envduels.duel.outcomes import Outcome
+from envduels.duel.protocol import SYSTEM_PROMPT, Entry, Episode, turn_cap
 from envduels.rl._rescue import HINT_1, HINT_2, NO_HINT
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
-    from envduels.sandbox import EnvPool
+    from envduels.sandbox import EnvInstance, EnvPool
 
 
 class TokenPolicy(Protocol):
@@ -92,29 +88,53 @@ class Rollout:
     `prompt_ids` render the system prompt and first user turn (the hint inside it when hinted);
     `completion_ids` everything after: the model's replies and the environment's turns;
     `mask[i]` is 1 where `completion_ids[i]` was sampled by the model, 0 where the environment
-    wrote it. `reward` is 1.0 for a success (a step terminated with reward > 0), else 0.0.
-    `outcome` is success, failure or incomplete (the environment faulted: its reward is 0).
+    wrote it. `episode` is the duel's record of it (`transcript`, `messages`, `outcome`,
+    `reason`, `turns` read it). `reward` is 1.0 for a success (a step terminated with
+    reward > 0), else 0.0. `outcome` is success, failure or incomplete (the environment
+    faulted: its reward is 0).
     """
 
     request: EpisodeRequest
     prompt_ids: list[int]
+    episode: Episode
     completion_ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
-    messages: list[dict[str, str]] = field(default_factory=list)
-    outcome: str = "failure"
-    reason: str = ""
-    turns: int = 0
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the episode ended (`failure` while it runs: no reward yet)."""
+        return self.episode.outcome or Outcome.FAILURE
+
+    @property
+    def reason(self) -> str:
+        return self.episode.reason
+
+    @property
+    def turns(self) -> int:
+        """The replies the model gave."""
+        return self.episode.turn
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """The chat as the model saw it (at the turn cap the last user turn is recorded, as
+        the engine records it, but never tokenised: no reply follows it)."""
+        return self.episode.messages()
+
+    @property
+    def transcript(self) -> list[Entry]:
+        """The episode's transcript, entry for entry the engine's."""
+        return self.episode.transcript
 
     @property
     def reward(self) -> float:
-        return 1.0 if self.outcome == "success" else 0.0
+        return 1.0 if self.outcome is Outcome.SUCCESS else 0.0
 
 
 async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy, pool: EnvPool, *,
                         max_turns: int | None = None) -> list[Rollout]:
     """Play every request, all in lockstep (one batched `generate` per turn over the episodes
     still running), each in its own sandboxed instance from `pool`; returns one `Rollout` per
-    request, in order. The turn cap is `envs.turn_cap(spec.max_turns, max_turns)`.
+    request, in order. The turn cap is `turn_cap(spec.max_turns, max_turns)`.
 
     Never raises for the environment's trouble: an `EnvFault` ends that episode as
     `incomplete` with reward 0. A sandbox that cannot start (`SandboxStartError`) raises: the
@@ -122,7 +142,7 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
     """
     from envduels.sandbox import EnvFault, SandboxStartError
 
-    envs: list[Any] = [None] * len(requests)
+    envs: list[EnvInstance | None] = [None] * len(requests)
     rollouts: list[Rollout] = []
     running: list[int] = []
     try:
@@ -131,24 +151,24 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
         for i, (req, got) in enumerate(zip(requests, opened, strict=True)):
             if isinstance(got, SandboxStartError):
                 raise got
-            messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+            episode = Episode(turn_cap(req.spec.max_turns, max_turns),
+                              hint=hint_text(req.spec, req.hint_level))
             if isinstance(got, BaseException):
                 if not isinstance(got, EnvFault):
                     raise got
-                rollouts.append(Rollout(req, policy.prompt_ids(messages), messages=messages,
-                                        outcome="incomplete", reason=f"reset: {got.reason}"))
+                episode.end(Outcome.INCOMPLETE, f"environment failed to start: {got.reason}")
+                system = [{"role": "system", "content": SYSTEM_PROMPT}]
+                rollouts.append(Rollout(req, policy.prompt_ids(system), episode))
                 continue
             envs[i], observation = got
-            messages.append({"role": "user", "content": first_turn(
-                observation, hint=hint_text(req.spec, req.hint_level))})
-            rollouts.append(Rollout(req, policy.prompt_ids(messages), messages=messages))
+            episode.start(observation)
+            rollouts.append(Rollout(req, policy.prompt_ids(episode.messages()), episode))
             running.append(i)
-        caps = [turn_cap(r.spec.max_turns, max_turns) for r in requests]
         while running:
             contexts = [rollouts[i].prompt_ids + rollouts[i].completion_ids for i in running]
             replies = await asyncio.to_thread(policy.generate, contexts)
             steps = await asyncio.gather(
-                *(_turn(rollouts[i], envs[i], reply, policy, caps[i])
+                *(_turn(rollouts[i], _opened(envs[i]), reply, policy)
                   for i, reply in zip(running, replies, strict=True)))
             running = [i for i, still in zip(running, steps, strict=True) if still]
     finally:
@@ -159,7 +179,13 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
     return rollouts
 
 
-async def _open(pool: EnvPool, req: EpisodeRequest) -> tuple[Any, str]:
+def _opened(env: EnvInstance | None) -> EnvInstance:
+    if env is None:   # only episodes whose reset succeeded are running
+        raise AssertionError("a running episode has no environment instance")
+    return env
+
+
+async def _open(pool: EnvPool, req: EpisodeRequest) -> tuple[EnvInstance, str]:
     env = await pool.open(req.spec.source, class_name=req.spec.class_name,
                           max_turns=req.spec.max_turns)
     try:
@@ -171,41 +197,28 @@ async def _open(pool: EnvPool, req: EpisodeRequest) -> tuple[Any, str]:
     return env, observation
 
 
-async def _turn(ro: Rollout, env: Any, reply_ids: list[int], policy: TokenPolicy, cap: int) -> bool:
-    """Apply one sampled reply to its episode; True while the episode goes on."""
+async def _turn(ro: Rollout, env: EnvInstance, reply_ids: list[int], policy: TokenPolicy) -> bool:
+    """Play one sampled reply as its episode's turn; True while the episode goes on."""
     from envduels.sandbox import EnvFault, SandboxStartError
 
-    ro.turns += 1
     ro.completion_ids += reply_ids
     ro.mask += [1] * len(reply_ids)
-    text = policy.decode(reply_ids)
-    ro.messages.append({"role": "assistant", "content": text})
-    action = last_boxed(text)
-    if action is None:
-        observation = FORMAT_ERROR
-    else:
+    episode = ro.episode
+    # valid text at this boundary, as in the engine: the action is what the sandbox sends
+    action = episode.act(valid_text(policy.decode(reply_ids)))
+    if action is not None:
         try:
-            result = await env.step(valid_text(action))
-        except SandboxStartError:
+            result = await env.step(action)
+        except SandboxStartError:   # the host's: no reward would be honest
             raise
         except EnvFault as fault:
-            ro.outcome, ro.reason = "incomplete", f"environment fault: {fault.reason}"
+            episode.step_failed(fault.reason)
+            episode.end(Outcome.INCOMPLETE, f"environment fault: {fault.reason}")
             return False
-        if result.terminated:
-            won = result.reward > 0
-            ro.outcome = "success" if won else "failure"
-            ro.reason = f"terminated with reward {result.reward:g}"
-            return False
-        if result.truncated:
-            ro.reason = "truncated by the environment"
-            return False
-        observation = result.observation
-    if ro.turns >= cap:
-        ro.reason = f"turn cap {cap} reached"
+        episode.observe(result.observation, result.reward, result.terminated, result.truncated)
+    if episode.done:
         return False
-    content = FORMAT_ERROR if action is None else next_turn(observation)
-    ro.messages.append({"role": "user", "content": content})
-    added = policy.turn_ids(ro.messages, reply_ids)
+    added = policy.turn_ids(episode.messages(), reply_ids)
     ro.completion_ids += added
     ro.mask += [0] * len(added)
     return True

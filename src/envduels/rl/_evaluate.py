@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from envduels.rl._episodes import EpisodeRequest, Rollout, play_episodes
+from envduels.duel.outcomes import Outcome
+from envduels.rl._episodes import EpisodeRequest, Rollout, TokenPolicy, play_episodes
 from envduels.rl._rescue import NO_HINT
 
 if TYPE_CHECKING:
@@ -37,11 +38,11 @@ class Evaluation:
 
     @classmethod
     def of(cls, rollouts: Sequence[Rollout]) -> Evaluation:
-        return cls(len(rollouts), sum(r.outcome == "success" for r in rollouts),
-                   sum(r.outcome == "incomplete" for r in rollouts))
+        return cls(len(rollouts), sum(r.outcome is Outcome.SUCCESS for r in rollouts),
+                   sum(r.outcome is Outcome.INCOMPLETE for r in rollouts))
 
 
-def evaluate(specs: Sequence[EnvSpec], policy: Any, *, max_turns: int | None = None,
+def evaluate(specs: Sequence[EnvSpec], policy: TokenPolicy, *, max_turns: int | None = None,
              limits: SandboxLimits | None = None, batch: int = 16,
              unsafe_no_sandbox: bool = False) -> Evaluation:
     """Play every benchmark seed of every environment in `specs` once without the hint with

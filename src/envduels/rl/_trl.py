@@ -22,15 +22,29 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from transformers import TrainerCallback
+from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from envduels.rl._episodes import EpisodeRequest, Rollout, hint_levels, play_episodes
+from envduels.rl._episodes import (
+    EpisodeRequest,
+    Rollout,
+    TokenPolicy,
+    hint_levels,
+    play_episodes,
+)
 from envduels.rl._model import HFPolicy, load_model
 from envduels.rl._rescue import NO_HINT, GroupKey, HintedRescue
 
 if TYPE_CHECKING:
+    from transformers import (
+        PreTrainedModel,
+        TrainerControl,
+        TrainerState,
+        TrainingArguments,
+    )
+    from trl import GRPOTrainer
+
     from envduels.envs import EnvSpec
     from envduels.sandbox import SandboxLimits
 
@@ -67,6 +81,12 @@ def tasks_of(specs: Sequence[EnvSpec]) -> list[Task]:
     return out
 
 
+RolloutBatch = dict[str, list[list[int]] | list[float] | list[int] | None]
+"""What `rollout_func` gives TRL for a step: per rollout, the fields TRL reads
+(`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`) and the extra ones it forwards to
+the reward functions (`env_reward`, `hint_level`)."""
+
+
 class EpisodeRollouts:
     """TRL's `rollout_func`: rolls out each group of the step in the sandbox, with the rescue.
 
@@ -88,8 +108,12 @@ class EpisodeRollouts:
         self.limits = limits
         self.unsafe_no_sandbox = unsafe_no_sandbox
 
-    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+    def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> RolloutBatch:
         size = trainer.num_generations
+        tokenizer = trainer.processing_class
+        if size is None or not isinstance(tokenizer, PreTrainedTokenizerBase):
+            raise RuntimeError("rollout_func needs a GRPOTrainer with num_generations and a "
+                               f"tokenizer as its processing_class (got {type(tokenizer)})")
         groups = [prompts[i:i + size] for i in range(0, len(prompts), size)]
         tasks = []
         for group in groups:
@@ -97,7 +121,7 @@ class EpisodeRollouts:
                 raise RuntimeError(f"rollout_func expects runs of {size} identical prompts; got {group!r}")
             tasks.append(self.tasks[group[0]])
         model = trainer.accelerator.unwrap_model(trainer.model)
-        policy = HFPolicy(model, trainer.processing_class, max_new_tokens=self.max_new_tokens,
+        policy = HFPolicy(model, tokenizer, max_new_tokens=self.max_new_tokens,
                           temperature=self.temperature)
         kept = self.roll_out(tasks, size, policy)
         rollouts = [r for group in kept for r in group]
@@ -112,7 +136,8 @@ class EpisodeRollouts:
             "hint_level": [r.request.hint_level for r in rollouts],
         }
 
-    def roll_out(self, tasks: Sequence[Task], size: int, policy: Any) -> list[list[Rollout]]:
+    def roll_out(self, tasks: Sequence[Task], size: int, policy: TokenPolicy
+                 ) -> list[list[Rollout]]:
         """The kept rollouts of each group (`size` each), after the rescue; in task order."""
         kept: list[list[Rollout]] = [[] for _ in tasks]
         for wave in _waves([t.key for t in tasks]):
@@ -131,7 +156,8 @@ class EpisodeRollouts:
                 level = again
         return kept
 
-    async def _play(self, requests: list[EpisodeRequest], policy: Any) -> list[Rollout]:
+    async def _play(self, requests: list[EpisodeRequest], policy: TokenPolicy
+                    ) -> list[Rollout]:
         from envduels.sandbox import EnvPool, SandboxLimits
 
         limits = self.limits if self.limits is not None else SandboxLimits()
@@ -155,7 +181,8 @@ def _waves(keys: Sequence[GroupKey]) -> list[list[int]]:
     return waves
 
 
-def env_reward(completions: list[Any], env_reward: list[float], **_: Any) -> list[float]:
+def env_reward(completions: list[object], env_reward: list[float], **_: object
+               ) -> list[float | None]:
     """GRPO's reward: the episode's success (1.0) or not (0.0), as the rollout recorded it."""
     return [float(r) for r in env_reward]
 
@@ -167,7 +194,8 @@ class RescueLog(TrainerCallback):
         self.rescue = rescue
         self.path = path
 
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_step_end(self, args: TrainingArguments, state: TrainerState,
+                    control: TrainerControl, **kwargs: object) -> None:
         row = self.rescue.end_step(state.global_step).to_json()
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
@@ -202,12 +230,13 @@ class Trained:
     """A finished training run: the trained `model` and its `tokenizer` (in memory), and the
     folder it was saved to (None when not saved)."""
 
-    model: Any
-    tokenizer: Any
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
     model_dir: Path | None
 
 
-def train(settings: TrainSettings, *, model: Any = None, tokenizer: Any = None,
+def train(settings: TrainSettings, *, model: PreTrainedModel | None = None,
+          tokenizer: PreTrainedTokenizerBase | None = None,
           save: bool = True) -> Trained:
     """Train with TRL's GRPOTrainer for `settings.steps` steps. `OUT/rescue.jsonl` gets one row
     of rescue counters per step (the file is started afresh); with `save`, the model goes to

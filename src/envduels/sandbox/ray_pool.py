@@ -25,10 +25,15 @@ import contextlib
 import dataclasses
 import itertools
 import os
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ._instance import StepResult
 from ._limits import EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
+
+if TYPE_CHECKING:
+    from ._instance import EnvInstance
+    from ._pool import EnvPool
 
 DEFAULT_SANDBOXES_PER_CPU = 4
 HOST_START_TIMEOUT_S = 120.0   # episodes mostly wait for the model; a waiting sandbox is frozen
@@ -39,7 +44,7 @@ class SandboxLost(SandboxStartError):
     environment's (an episode in flight ends `error`, validation stays unjudged)."""
 
 
-def _ray() -> Any:
+def _ray() -> ModuleType:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         import ray
@@ -50,7 +55,7 @@ def _ray() -> Any:
     return ray
 
 
-def connect(address: str | None = None) -> Any:
+def connect(address: str | None = None) -> ModuleType:
     """Join the Ray cluster at `address` ('auto': the one this machine belongs to) unless this
     process is connected already. Usage reporting is off. Returns the `ray` module."""
     ray = _ray()
@@ -93,11 +98,11 @@ class SandboxHost:
         self._limits = SandboxLimits(**limits)
         self._unsafe = unsafe_no_sandbox
         self._capacity = capacity
-        self._pool: Any = None
-        self._instances: dict[int, Any] = {}
+        self._pool: EnvPool | None = None
+        self._instances: dict[int, EnvInstance] = {}
         self._ids = itertools.count(1)
 
-    def _env_pool(self) -> Any:
+    def _env_pool(self) -> EnvPool:
         if self._pool is None:
             from ._pool import EnvPool
             self._pool = EnvPool(self._limits, unsafe_no_sandbox=self._unsafe, warm=0,
@@ -136,15 +141,16 @@ class SandboxHost:
         return ("ok", iid, instance.class_name, instance.max_turns, instance.has_oracle,
                 instance.pid)
 
-    async def call(self, iid: int, op: str, arg: Any) -> tuple[Any, ...]:
+    async def call(self, iid: int, op: str, arg: int | str | None) -> tuple[Any, ...]:
         instance = self._instances.get(iid)
         if instance is None:   # a restarted host: the instance died with its predecessor
             return ("lost", "the sandbox's host was restarted")
         try:
-            if op == "reset":
+            # the driver's RemoteEnvInstance checked the argument's type already
+            if op == "reset" and not isinstance(arg, str):
                 obs, info = await instance.reset(arg)
                 return ("ok", obs, info)
-            if op == "step":
+            if op == "step" and isinstance(arg, str):
                 return ("ok", dataclasses.astuple(await instance.step(arg)))
             if op == "oracle_action":
                 return ("ok", await instance.oracle_action())
@@ -152,7 +158,7 @@ class SandboxHost:
                 return ("ok", instance.output, instance.alive)
         except EnvFault as fault:
             return _fault(fault)
-        raise ValueError(f"unknown op {op!r}")
+        raise ValueError(f"unknown op {op!r} (or a wrong argument for it: {type(arg).__name__})")
 
     async def close(self, iid: int) -> None:
         instance = self._instances.pop(iid, None)
@@ -215,7 +221,7 @@ class RemoteEnvInstance:
         """What the environment printed so far, as of its last call."""
         return self._output
 
-    async def _call(self, op: str, arg: Any) -> tuple[Any, ...]:
+    async def _call(self, op: str, arg: int | str | None) -> tuple[Any, ...]:
         async with self._lock:
             if self._dead is not None:
                 _raise(self._dead)   # the same fault again: the host's stays the host's

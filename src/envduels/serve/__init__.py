@@ -10,7 +10,6 @@ without the extra says how to install it instead of failing on import.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
 
 _EXPORTS = {
     "build_app": "envduels.serve._app",
@@ -26,7 +25,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'envduels.serve' has no attribute {name!r}")
     return getattr(import_module(_EXPORTS[name]), name)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -52,7 +51,7 @@ class EnvironmentList(BaseModel):
     environments: list[EnvironmentInfo]
 
 
-def one_line(detail: Any) -> str:
+def one_line(detail: object) -> str:
     """An error detail as one line: pydantic's error list as `field: problem; ...`."""
     if isinstance(detail, list):
         parts = []
@@ -169,7 +168,7 @@ def build_app(served: dict[str, Served], *, max_sessions: int = 32,
     @app.get("/environments", response_model=EnvironmentList, tags=["Environment Info"],
              summary="The served environments, with their panel results")
     async def environments() -> EnvironmentList:
-        return EnvironmentList(environments=[EnvironmentInfo(**s.describe()) for s in served.values()])
+        return EnvironmentList(environments=[EnvironmentInfo.model_validate(s.describe()) for s in served.values()])
 
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -9,9 +9,9 @@ cap and its panel results. Ids must be unique across the NAMEs.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from envduels.duel.protocol import turn_cap
 from envduels.envs import EnvSpec, resolve
@@ -48,7 +48,7 @@ class Served:
         """The hint levels a reset may ask for."""
         return [level for level in (0, 1, 2) if level == 0 or self.hint_text(level)]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The environment as `GET /environments` lists it (never its source or hints)."""
         return {
             "id": self.id, "title": self.spec.title, "domain": self.spec.domain,
@@ -59,7 +59,7 @@ class Served:
         }
 
 
-def panel_of(metadata: dict[str, Any]) -> dict[str, float | None] | None:
+def panel_of(metadata: Mapping[str, object]) -> dict[str, float | None] | None:
     """The panel results of an export row's metadata (`metadata["panel"]`, as `envduels export`
     writes them): finite numbers in [0, 1] kept, anything else None. None without a panel."""
     panel = metadata.get("panel")
@@ -68,9 +68,10 @@ def panel_of(metadata: dict[str, Any]) -> dict[str, float | None] | None:
     out: dict[str, float | None] = {}
     for key in PANEL_KEYS:
         value = panel.get(key)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and math.isfinite(value) and 0.0 <= value <= 1.0
-        out[key] = float(value) if ok else None
+        out[key] = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and math.isfinite(value) and 0.0 <= value <= 1.0:
+            out[key] = float(value)
     return out
 
 

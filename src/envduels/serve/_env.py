@@ -12,13 +12,17 @@ from __future__ import annotations
 import contextvars
 import re
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import BaseModel, Field
 
+from envduels.duel.protocol import Entry
 from envduels.serve._session import Hub, ServeError, Session
+
+if TYPE_CHECKING:
+    from envduels.serve._catalog import Served
 
 # Set by the app's middleware for each request: "http" or "websocket" (ASGI scope types).
 TRANSPORT: contextvars.ContextVar[str] = contextvars.ContextVar("envduels_transport",
@@ -76,29 +80,29 @@ class DuelState(State):
     done: bool = False
     outcome: str | None = None
     reason: str = ""
-    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    transcript: list[Entry] = Field(default_factory=list)
 
 
-def _unknown(kwargs: dict[str, Any], allowed: tuple[str, ...], what: str) -> None:
+def _unknown(kwargs: dict[str, object], allowed: tuple[str, ...], what: str) -> None:
     extra = sorted(k for k in kwargs if k not in allowed)
     if extra:
         raise ServeError(400, f"unknown {what} field(s) {', '.join(map(repr, extra[:5]))}; "
                               f"{what} takes {', '.join(allowed)}")
 
 
-def _int(value: Any, name: str, low: int, high: int, fix: str) -> int:
+def _int(value: object, name: str, low: int, high: int, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ServeError(400, f"{name} must be an integer from {low} to {high} (got "
                               f"{_short(value)}); {fix}")
     return value
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:39] + "…"
 
 
-def _episode_id(value: Any) -> str:
+def _episode_id(value: object) -> str:
     if not isinstance(value, str) or _EPISODE_ID.fullmatch(value) is None:
         raise ServeError(400, f"episode_id must be 1-128 letters, digits or _.:- (got "
                               f"{_short(value)}); omit it and /reset picks one")
@@ -124,15 +128,15 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
     # -- OpenEnv's interface ------------------------------------------------------------
 
     def reset(self, seed: int | None = None, episode_id: str | None = None,
-              **kwargs: Any) -> DuelObservation:
+              **kwargs: object) -> DuelObservation:
         raise ServeError(400, "this server resets asynchronously; use /reset or the WebSocket")
 
     def step(self, action: DuelAction, timeout_s: float | None = None,
-             **kwargs: Any) -> DuelObservation:
+             **kwargs: object) -> DuelObservation:
         raise ServeError(400, "this server steps asynchronously; use /step or the WebSocket")
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
-                          **kwargs: Any) -> DuelObservation:
+                          **kwargs: object) -> DuelObservation:
         _unknown(kwargs, RESET_KEYS, "reset")
         served = self._served(kwargs.get("env_id"))
         seed = _int(0 if seed is None else seed, "seed", *SEED_RANGE, "pass seed=N")
@@ -141,10 +145,9 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
         if hint and served.hint_text(hint) is None:
             raise ServeError(400, f"environment {served.id!r} has no hint of level {hint}; "
                                   f"it offers hint levels {served.hint_levels()}")
-        max_turns = kwargs.get("max_turns")
-        if max_turns is not None:
-            max_turns = _int(max_turns, "max_turns", 1, 2**31 - 1,
-                             "it only lowers the environment's own cap")
+        asked = kwargs.get("max_turns")
+        max_turns = None if asked is None else _int(asked, "max_turns", 1, 2**31 - 1,
+                                                    "it only lowers the environment's own cap")
         session = self._session_for_reset(episode_id)
         try:
             fields = await session.reset(served, seed=seed, hint=hint, max_turns=max_turns)
@@ -155,7 +158,7 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
         return DuelObservation(**fields)
 
     async def step_async(self, action: DuelAction, timeout_s: float | None = None,
-                         **kwargs: Any) -> DuelObservation:
+                         **kwargs: object) -> DuelObservation:
         _unknown(kwargs, STEP_KEYS, "step")
         if TRANSPORT.get() == "http":
             if "episode_id" not in kwargs:
@@ -204,7 +207,7 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _served(self, env_id: Any) -> Any:
+    def _served(self, env_id: object) -> Served:
         served = self._hub.served
         if env_id is None:
             if len(served) == 1:
@@ -216,7 +219,7 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
                                   f"{_ids(served)} (GET /environments lists them)")
         return served[env_id]
 
-    def _session_for_reset(self, episode_id: Any) -> Session:
+    def _session_for_reset(self, episode_id: object) -> Session:
         if TRANSPORT.get() == "http":
             key = uuid.uuid4().hex if episode_id is None else _episode_id(episode_id)
             session = self._hub.http.get(key)
@@ -230,7 +233,7 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
         return self._session
 
 
-def _ids(served: dict[str, Any]) -> str:
+def _ids(served: dict[str, Served]) -> str:
     ids = list(served)
     return ", ".join(ids[:8]) + (f" ({len(ids)} in all)" if len(ids) > 8 else "")
 

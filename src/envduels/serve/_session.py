@@ -13,11 +13,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from fastapi import HTTPException
 
 from envduels._text import valid_text
+from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
 from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
 
@@ -25,6 +26,24 @@ if TYPE_CHECKING:
     from envduels.serve._catalog import Served
 
 log = logging.getLogger("envduels.serve")
+
+
+class Fields(TypedDict, total=False):
+    """A session's answer to a reset or a step: the fields of `DuelObservation` (see there)."""
+
+    text: str
+    system: str
+    turn: int
+    max_turns: int
+    env_id: str
+    seed: int | None
+    hint: int
+    episode_id: str | None
+    panel: dict[str, float | None] | None
+    done: bool
+    reward: float
+    format_error: bool
+    success: bool
 
 
 class ServeError(HTTPException):
@@ -70,7 +89,7 @@ class Hub:
         """Sandboxes alive or being opened now."""
         return self._opening + sum(1 for s in self.sessions if s.instance is not None)
 
-    def spawn(self, close: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, close: Coroutine[object, None, None]) -> None:
         """Run `close` on the hub's loop, from any thread, keeping the task referenced until
         it is done (the event loop holds tasks weakly)."""
         loop = self.loop
@@ -159,16 +178,16 @@ class Session:
         self.busy = False
         self._lock = asyncio.Lock()
 
-    def fields(self, text: str, **extra: Any) -> dict[str, Any]:
-        """The observation of the episode now, with `text` and `extra` fields."""
+    def fields(self, text: str) -> Fields:
+        """The observation of the episode now, with `text`; the caller adds what it knows."""
         assert self.served is not None and self.episode is not None
-        return {"text": text, "turn": self.episode.turn, "max_turns": self.episode.max_turns,
-                "env_id": self.served.id, "seed": self.seed, "hint": self.hint,
-                "episode_id": self.episode_id, "panel": self.served.panel,
-                "done": self.episode.done, **extra}
+        return Fields(text=text, turn=self.episode.turn, max_turns=self.episode.max_turns,
+                      env_id=self.served.id, seed=self.seed, hint=self.hint,
+                      episode_id=self.episode_id, panel=self.served.panel,
+                      done=self.episode.done)
 
     async def reset(self, served: Served, *, seed: int, hint: int,
-                    max_turns: int | None) -> dict[str, Any]:
+                    max_turns: int | None) -> Fields:
         """Start an episode of `served` on `seed` at hint level `hint` in a fresh sandbox;
         the observation's `text` is the duel's first solver turn."""
         async with self._lock:
@@ -182,20 +201,20 @@ class Session:
                     self.instance = await self.hub.open(self, served)
                     observation, _info = await self.instance.reset(seed)
                 except SandboxStartError as fault:
-                    self.episode.end("error", f"sandbox error: {fault.reason}")
+                    self.episode.end(Outcome.ERROR, f"sandbox error: {fault.reason}")
                     await self._close_instance()
                     raise ServeError(503, f"no sandbox could start ({fault.reason}); try again"
                                      ) from None
                 except EnvFault as fault:
                     return await self._fault(f"environment failed to start: {fault.reason}")
                 except ServeError:
-                    self.episode.end("error", "no sandbox")
+                    self.episode.end(Outcome.ERROR, "no sandbox")
                     raise
-                return self.fields(self.episode.start(observation), system=SYSTEM_PROMPT)
+                return self.fields(self.episode.start(observation)) | {"system": SYSTEM_PROMPT}
             finally:
                 self.busy, self.last_active = False, time.monotonic()
 
-    async def step(self, message: str) -> dict[str, Any]:
+    async def step(self, message: str) -> Fields:
         """Play the model's whole reply `message` as this turn, by the duel's rules."""
         async with self._lock:
             self.busy, self.last_active = True, time.monotonic()
@@ -204,7 +223,7 @@ class Session:
             finally:
                 self.busy, self.last_active = False, time.monotonic()
 
-    async def _step(self, message: str) -> dict[str, Any]:
+    async def _step(self, message: str) -> Fields:
         episode = self.episode
         if self.ended is not None:
             raise ServeError(410, f"this session's episode ended because {self.ended}; "
@@ -218,13 +237,13 @@ class Session:
         if action is None:
             if episode.done:
                 await self._close_instance()
-            return self.fields(FORMAT_ERROR, reward=0.0, format_error=True)
+            return self.fields(FORMAT_ERROR) | {"reward": 0.0, "format_error": True}
         assert self.instance is not None
         try:
             result = await self.instance.step(action)
         except SandboxStartError as fault:   # the host's, not the environment's
             episode.step_failed(fault.reason)
-            return await self._fault(f"sandbox error: {fault.reason}", outcome="error")
+            return await self._fault(f"sandbox error: {fault.reason}", outcome=Outcome.ERROR)
         except EnvFault as fault:
             episode.step_failed(fault.reason)
             return await self._fault(f"environment fault: {fault.reason}")
@@ -236,24 +255,24 @@ class Session:
         if episode.done:
             await self._close_instance()
         text = upcoming if upcoming is not None else result.observation
-        return self.fields(text, reward=result.reward, success=episode.success)
+        return self.fields(text) | {"reward": result.reward, "success": episode.success}
 
-    async def _fault(self, reason: str, *, outcome: str = "incomplete") -> dict[str, Any]:
+    async def _fault(self, reason: str, *, outcome: Outcome = Outcome.INCOMPLETE) -> Fields:
         """End the episode for an environment (or sandbox) failure: this client gets the
         error, no one else notices."""
         assert self.episode is not None and self.served is not None
-        self.episode.end("error" if outcome == "error" else "incomplete", reason)
+        self.episode.end(outcome, reason)
         self.ended = reason
         await self._close_instance()
         log.warning("session on %s seed %s ended: %s", self.served.id, self.seed, reason)
-        raise ServeError(503 if outcome == "error" else 502,
+        raise ServeError(503 if outcome is Outcome.ERROR else 502,
                          f"{reason}; the episode ended ({outcome}), reset to start another")
 
     async def expire(self, why: str) -> None:
         """End this session from outside (idle reaping): a running episode ends, its sandbox
         is killed, and the client's next step hears why."""
         if self.episode is not None and not self.episode.done:
-            self.episode.end("failure", f"session ended: {why}")
+            self.episode.end(Outcome.FAILURE, f"session ended: {why}")
             self.ended = why
         await self.close()
 

@@ -7,7 +7,7 @@ trainers wrap it (docs/training.md). Built on OpenEnv's own `GenericEnvClient` (
 
 from __future__ import annotations
 
-from typing import Any
+from envduels.duel.protocol import Entry
 
 RESET_COLUMNS = ("env_id", "seed", "hint", "max_turns")
 
@@ -29,9 +29,9 @@ class DuelClient:
         self.reward = 0.0
         self.done = True
         self.success = False
-        self.observation: dict[str, Any] = {}
+        self.observation: dict[str, object] = {}
 
-    def reset(self, **row: Any) -> str:
+    def reset(self, **row: object) -> str:
         """Start an episode from a dataset row: its `env_id`, `seed`, `hint` (0, 1 or 2) and
         `max_turns` columns are the reset's (the others, such as `prompt`, are ignored), so
         that a GRPO group, which repeats one row, is one environment and seed. Returns the
@@ -40,8 +40,9 @@ class DuelClient:
         kwargs = {k: v for k, v in row.items() if k in RESET_COLUMNS and v is not None}
         result = self._client.reset(**kwargs)
         self.observation = dict(result.observation)
-        self.system = self.observation.get("system", "")
-        self.text, self.reward, self.done, self.success = self.observation["text"], 0.0, False, False
+        self.system = str(self.observation.get("system", ""))
+        self.text, self.reward, self.done, self.success = (str(self.observation["text"]), 0.0,
+                                                           False, False)
         return self.text
 
     def play(self, reply: str) -> str:
@@ -57,7 +58,7 @@ class DuelClient:
             return "The episode is over; no more actions are taken."
         result = self._client.step({"message": reply})
         self.observation = dict(result.observation)
-        self.text = self.observation["text"]
+        self.text = str(self.observation["text"])
         self.reward = float(result.reward or 0.0)
         self.done = bool(result.done)
         self.success = bool(self.observation.get("success"))
@@ -67,7 +68,7 @@ class DuelClient:
         """The episode's reward: 1.0 for a success (terminated with reward > 0), else 0.0."""
         return 1.0 if self.success else 0.0
 
-    def transcript(self) -> list[dict[str, Any]]:
+    def transcript(self) -> list[Entry]:
         """The episode's transcript as the server recorded it (the duel's)."""
         return list(self._client.state().get("transcript", []))
 
