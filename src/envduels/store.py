@@ -41,7 +41,8 @@ from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 from envduels._text import valid_text
-from envduels.envs._battery import BATTERY_FLAGS, BATTERY_REASON
+from envduels.duel.faults import AUDIT_REASON, author_faults, judged  # noqa: F401 (AUDIT_REASON re-exported)
+from envduels.duel.outcomes import AuditState, Outcome
 from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
 
@@ -72,9 +73,8 @@ CREATE TABLE IF NOT EXISTS audits (
     played_outcome TEXT, created REAL);
 """
 
-AUDIT_REASON = "replay audit"
-"""Every episode the replay audit holds against its environment has a reason starting with this:
-the episode that did not replay, and (in `Store.tables`) every other episode of that environment."""
+_PLAYED = (Outcome.SUCCESS, Outcome.FAILURE)
+"""The outcomes of a played episode (`Outcome.played`), as SQL parameters."""
 
 PLAYER_COLUMNS = ["name", "provider", "model", "params_b", "roles", "cost_usd", "input_tokens",
                   "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
@@ -109,19 +109,35 @@ class Tables:
                   ... (`ENVIRONMENT_COLUMNS`); `hint` is `EnvSpec.hint`
     episodes:     episode_key, env_id, author, solver, round, domain, seed, trial, hinted (bool),
                   outcome ("success"|"failure"|"incomplete"|"error"), reason, turns,
-                  self_play (bool), transcript (list of {role, content, ...}); every
-                  success or failure of an environment the replay audit caught reads here as
-                  `incomplete` with a reason starting with `AUDIT_REASON`
+                  self_play (bool), transcript (list of {role, content, ...}); judged by
+                  the author's-fault rule (`duel.faults`): every success or failure of an
+                  environment the replay audit caught reads here as `incomplete` with a
+                  reason starting with `AUDIT_REASON`
+    audits:       episode_key, env_id, state (`AuditState`), detail, played_outcome: the
+                  recorded replay audits, oldest first (`AUDIT_COLUMNS`)
     """
 
     players: pd.DataFrame
     environments: pd.DataFrame
     episodes: pd.DataFrame
+    audits: pd.DataFrame = field(default_factory=lambda: _audit_frame([]))
     battery: dict[str, dict[str, Any]] = field(default_factory=dict)
     """env_id -> what validation's degenerate-policy battery found (`Verdict.battery`), for the
     run's valid authored environments validated with it; an environment it flagged reads in
     `episodes` like a nondeterministic one: every success or failure `incomplete`, with a
     reason starting with `BATTERY_REASON`."""
+
+
+AUDIT_COLUMNS = ["episode_key", "env_id", "state", "detail", "played_outcome"]
+"""The columns of `Tables.audits`."""
+
+
+def _audit_frame(rows: list[tuple[str, str, str, str | None, str | None]]) -> pd.DataFrame:
+    """`rows` of the audits table as `Tables.audits`, each state an `AuditState`."""
+    import pandas as pd
+
+    return pd.DataFrame([(k, e, AuditState(s), d, p) for k, e, s, d, p in rows],
+                        columns=AUDIT_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -708,13 +724,14 @@ class Store:
 
     def finished_episode_keys(self) -> set[str]:
         """Keys of episodes that need no replay: every outcome except `error`."""
-        return {r[0] for r in self._query("SELECT episode_key FROM episodes WHERE outcome != 'error'")}
+        return {r[0] for r in self._query("SELECT episode_key FROM episodes WHERE outcome != ?",
+                                          (Outcome.ERROR,))}
 
     def finished_by_env_and_solver(self) -> dict[tuple[str, str], int]:
         """How many episodes that need no replay (every outcome but `error`) each (environment,
         solver) has, without reading transcripts."""
-        rows = self._query("SELECT env_id, solver, COUNT(*) FROM episodes WHERE outcome != 'error'"
-                           " GROUP BY env_id, solver")
+        rows = self._query("SELECT env_id, solver, COUNT(*) FROM episodes WHERE outcome != ?"
+                           " GROUP BY env_id, solver", (Outcome.ERROR,))
         return {(e, s): int(n) for e, s, n in rows}
 
     def episode_counts(self) -> dict[str, int]:
@@ -734,36 +751,43 @@ class Store:
             row = db.execute("SELECT outcome FROM episodes WHERE episode_key = ?",
                              (episode_key,)).fetchone()
             played = row[0] if row else None
-            if not passed and played != "incomplete":
-                db.execute("UPDATE episodes SET outcome = 'incomplete', reason = ? "
-                           "WHERE episode_key = ?", (_text(f"{AUDIT_REASON}: {detail}"),
-                                                     episode_key))
+            if not passed and played != Outcome.INCOMPLETE:
+                db.execute("UPDATE episodes SET outcome = ?, reason = ? WHERE episode_key = ?",
+                           (Outcome.INCOMPLETE, _text(f"{AUDIT_REASON}: {detail}"), episode_key))
             db.execute(
                 "INSERT OR REPLACE INTO audits (episode_key, env_id, state, detail, played_outcome,"
                 " created) VALUES (?,?,?,?,?,?)",
-                (episode_key, _text(env_id), "passed" if passed else "mismatch", _text(detail),
+                (episode_key, _text(env_id), AuditState.PASSED if passed else AuditState.MISMATCH,
+                 _text(detail),
                  played, time.time()))
 
     def unaudited_episodes(self) -> list[EpisodeRow]:
         """Played episodes (success or failure) whose replay audit is not recorded yet."""
         return [_episode_row(r) for r in self._read(
-            "episodes", _EPISODE_COLUMNS, where="WHERE outcome IN ('success', 'failure') AND episode_key NOT IN"
-            " (SELECT episode_key FROM audits)")]
+            "episodes", _EPISODE_COLUMNS, where="WHERE outcome IN (?, ?) AND episode_key NOT IN"
+            " (SELECT episode_key FROM audits)", args=_PLAYED)]
 
     def unaudited_count(self) -> int:
         """How many played episodes still wait for their replay audit."""
         (n,), = self._query(
-            "SELECT COUNT(*) FROM episodes WHERE outcome IN ('success', 'failure') AND episode_key"
-            " NOT IN (SELECT episode_key FROM audits)")
+            "SELECT COUNT(*) FROM episodes WHERE outcome IN (?, ?) AND episode_key"
+            " NOT IN (SELECT episode_key FROM audits)", _PLAYED)
         return int(n)
 
     def nondeterministic_environments(self) -> dict[str, str]:
         """Environments whose replay audit found a mismatch: env id -> the first difference."""
         out: dict[str, str] = {}
         for env_id, detail in self._query(
-                "SELECT env_id, detail FROM audits WHERE state = 'mismatch' ORDER BY rowid"):
+                "SELECT env_id, detail FROM audits WHERE state = ? ORDER BY rowid",
+                (AuditState.MISMATCH,)):
             out.setdefault(env_id, detail)
         return out
+
+    def audits(self) -> list[tuple[str, str, str, str | None, str | None]]:
+        """Every recorded replay audit, oldest first: (episode_key, env_id, state, detail,
+        played_outcome), as `Tables.audits` has them."""
+        return [tuple(r) for r in self._query(  # type: ignore[misc]
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audits ORDER BY rowid")]
 
     def audit_counts(self) -> dict[str, int]:
         """Recorded audits by state (`passed`, `mismatch`)."""
@@ -815,22 +839,14 @@ class Store:
                 "cache_write_tokens": u.cache_write_tokens,
                 "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
-        # an environment the replay audit caught is its author's fault in every episode: none
-        # of them is a success or failure for anyone (SPEC §4: incomplete)
-        caught = self.nondeterministic_environments()
-        for ep in eps:
-            if ep["env_id"] in caught and ep["outcome"] in ("success", "failure"):
-                ep["outcome"] = "incomplete"
-                ep["reason"] = (f"{AUDIT_REASON}: the environment is nondeterministic "
-                                f"({caught[ep['env_id']]})")
-        # so is one that validation's degenerate-policy battery won without intelligence
+        # the episodes as analysis scores them: the author's-fault rule (`duel.faults`) over
+        # the recorded facts, the audits' states and the battery's flags
+        audits = self.audits()
         battery = self.battery_verdicts()
-        beaten = {e: b for e, b in battery.items() if b.get("flag") in BATTERY_FLAGS and e not in caught}
+        faults = author_faults([(e, s, d) for _, e, s, d, _ in audits], battery)
         for ep in eps:
-            found = beaten.get(ep["env_id"])
-            if found is not None and ep["outcome"] in ("success", "failure"):
-                ep["outcome"] = "incomplete"
-                ep["reason"] = f"{BATTERY_REASON}: {found['flag']}: {found.get('detail', '')}"
+            ep["outcome"], ep["reason"] = judged(ep["outcome"], ep["reason"],
+                                                 faults.get(ep["env_id"]))
         env_df = environment_frame(self.environments())
         ep_df = _typed(pd.DataFrame(eps, columns=EPISODE_COLUMNS), _EPISODE_COLUMNS)
         # A canonical order, not the order work happened to finish in: the same tournament must
@@ -842,6 +858,7 @@ class Store:
             players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
             environments=env_df,
             episodes=ep_df,
+            audits=_audit_frame(audits),
             battery=battery,
         )
 
@@ -979,7 +996,8 @@ class Store:
         action of a hinted success (the `hint_leak` flag), so the analysis of both is the same,
         and on a large run this loads in a fraction of the time."""
         rows = self._read("episodes", _EPISODE_COLUMNS, replace={
-            "transcript": "CASE WHEN hinted AND outcome = 'success' THEN transcript END"})
+            "transcript": "CASE WHEN hinted AND outcome = ? THEN transcript END"},
+            args=(Outcome.SUCCESS,))
         return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True)) for r in rows])
 
     def episode_index(self, after_rowid: int = 0) -> list[dict[str, Any]]:

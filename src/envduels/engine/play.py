@@ -20,6 +20,7 @@ from rich.text import Text
 
 from envduels._text import printable
 from envduels.config import load_config
+from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import turn_cap
 from envduels.engine.checks import check_reachable
 from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode
@@ -179,4 +180,4 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     except StdinClosed:
         print("\nyou closed standard input; episode stopped", file=sys.stderr)
         return 1
-    return 0 if result.outcome == "success" else 1
+    return 0 if result.outcome == Outcome.SUCCESS else 1

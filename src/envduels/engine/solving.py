@@ -70,7 +70,7 @@ class EpisodeTask:
 
 @dataclass
 class EpisodeResult:
-    outcome: str  # success | failure | incomplete | error
+    outcome: Outcome
     reason: str
     turns: int
     transcript: list[dict[str, Any]] = field(default_factory=list)
@@ -134,11 +134,11 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
             env = await open_env()
             observation, _info = await env.reset(task.seed)
         except SandboxStartError as fault:
-            return done("error", f"sandbox error: {fault.reason}")
+            return done(Outcome.ERROR, f"sandbox error: {fault.reason}")
         except EnvFault as fault:
-            return done("incomplete", f"environment failed to start: {fault.reason}")
+            return done(Outcome.INCOMPLETE, f"environment failed to start: {fault.reason}")
         except Exception as err:  # last resort: a value the parent could not take
-            return done("incomplete", f"environment failed to start: {_exc(err)}")
+            return done(Outcome.INCOMPLETE, f"environment failed to start: {_exc(err)}")
         episode.start(observation)
         while not episode.done:
             try:
@@ -146,15 +146,15 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                                           call_id=f"ep:{task.key}:turn:{episode.turn + 1}",
                                           role="solver")
             except ContextOverflow as err:
-                return done("failure", f"context overflow: {err}")
+                return done(Outcome.FAILURE, f"context overflow: {err}")
             except ContentRefused as err:   # the environment's text: its author's fault
-                return done("incomplete", f"content refused: {err}")
+                return done(Outcome.INCOMPLETE, f"content refused: {err}")
             except ProviderError as err:
-                return done("error", f"provider error: {err}")
+                return done(Outcome.ERROR, f"provider error: {err}")
             except UserError:
                 raise   # a rejected key, unknown model, bad parameters: the run stops at once
             except Exception as err:  # last resort: the host's side failed, retried on resume
-                return done("error", f"solver call failed: {_exc(err)}")
+                return done(Outcome.ERROR, f"solver call failed: {_exc(err)}")
             # valid text at this boundary: the action is what the environment gets (and what
             # the sandbox sends), the reply what the store keeps
             action = episode.act(valid_text(reply.text), input_tokens=reply.input_tokens,
@@ -165,13 +165,13 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                 result = await env.step(action)
             except SandboxStartError as fault:   # the host lost the sandbox (a cluster node)
                 episode.step_failed(fault.reason)
-                return done("error", f"sandbox error: {fault.reason}")
+                return done(Outcome.ERROR, f"sandbox error: {fault.reason}")
             except EnvFault as fault:
                 episode.step_failed(fault.reason)
-                return done("incomplete", f"environment fault: {fault.reason}")
+                return done(Outcome.INCOMPLETE, f"environment fault: {fault.reason}")
             except Exception as err:  # last resort: a value or frame the parent could not take
                 episode.step_failed(_exc(err))
-                return done("incomplete", f"environment fault: {_exc(err)}")
+                return done(Outcome.INCOMPLETE, f"environment fault: {_exc(err)}")
             episode.observe(result.observation, result.reward, result.terminated,
                             result.truncated)
         return result_of(episode)

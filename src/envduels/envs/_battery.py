@@ -36,17 +36,20 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from envduels._text import plural
+from envduels.duel import faults, outcomes
+from envduels.duel.outcomes import Flag
 
-TRIVIAL = "trivial"
+TRIVIAL = Flag.TRIVIAL
 """Verdict flag: a policy that never reads the hint wins on most seeds."""
-HINT_IS_KEY = "hint_is_key"
+HINT_IS_KEY = Flag.HINT_IS_KEY
 """Verdict flag: boxing the hint's words (and echoing what the environment shows) wins on most
 seeds, while no hint-free policy does."""
-BATTERY_FLAGS = (TRIVIAL, HINT_IS_KEY)
-"""The battery's flags; each makes the environment its author's fault."""
-BATTERY_REASON = "degenerate-policy battery"
+BATTERY_FLAGS = outcomes.BATTERY_FLAGS
+"""The battery's flags (`duel.outcomes.BATTERY_FLAGS`); each makes the environment its
+author's fault."""
+BATTERY_REASON = faults.BATTERY_REASON
 """Every episode of an environment the battery flagged reads as `incomplete` with a reason
-starting with this (`store.Tables`)."""
+starting with this (`store.Tables`; the rule is `duel.faults`)."""
 
 CONSTANTS = {"yes": "yes", "no": "no", "hint": "hint", "empty": ""}
 """The constant policies: name -> the text boxed on every turn."""
@@ -268,7 +271,7 @@ class BatteryResult:
 
     seeds: int
     policies: dict[str, dict[str, int]] = field(default_factory=dict)
-    flag: str | None = None
+    flag: Flag | None = None
     detail: str = ""
     episodes: int = 0
     hint_phrases: int = 0
