@@ -427,14 +427,27 @@ class Store:
     Every write commits before returning. Opening a folder that holds no `run.db` creates it.
     """
 
-    def __init__(self, run_dir: str | Path, *, create: bool = True) -> None:
+    def __init__(self, run_dir: str | Path, *, create: bool = True, readonly: bool = False,
+                 live: bool = False) -> None:
+        """Open (`create`: or create) the run database of `run_dir` for writing; with
+        `readonly`, open it as `open_readonly` describes (`live` is its argument)."""
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / DB_NAME
-        if not create and not self.path.is_file():
+        if (readonly or not create) and not self.path.is_file():
             raise UserError(
                 f"{self.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
                 "started with `envduels run CONFIG`"
             )
+        self._lock = threading.Lock()
+        self._totals: Totals | None = None
+        self.readonly = readonly
+        self._live = live           # a live reader follows writers (`open_readonly`)
+        self._version_base = 0      # data_version of earlier connections: it never repeats
+        self._followed_run = False  # this reader saw an `envduels run` hold the lock
+        self._lock_checked = 0.0
+        if readonly:
+            self._connect_readonly(follow=self._log_written() or run_lock_held(self.run_dir))
+            return
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -447,11 +460,6 @@ class Store:
             raise UserError(
                 f"cannot open the run database {self.path} ({err}); choose a writable output_dir"
             ) from None
-        self._lock = threading.Lock()
-        self._totals: Totals | None = None
-        self.readonly = False
-        self._live = False          # a live reader follows writers (`open_readonly`)
-        self._version_base = 0
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -886,22 +894,7 @@ class Store:
         immutable again. `live=False` (a short command: `status`, `report`, `leaderboard`,
         `export`) decides once: a run started after it opened is not seen.
         """
-        store = cls.__new__(cls)
-        store.run_dir = Path(run_dir)
-        store.path = store.run_dir / DB_NAME
-        if not store.path.is_file():
-            raise UserError(
-                f"{store.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
-                "started with `envduels run CONFIG`")
-        store._lock = threading.Lock()
-        store._totals = None
-        store.readonly = True
-        store._live = live
-        store._version_base = 0        # data_version of earlier connections: it never repeats
-        store._followed_run = False    # this reader saw an `envduels run` hold the lock
-        store._lock_checked = 0.0
-        store._connect_readonly(follow=store._log_written() or run_lock_held(store.run_dir))
-        return store
+        return cls(run_dir, readonly=True, live=live)
 
     def _log_written(self) -> bool:
         try:
