@@ -38,11 +38,22 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    TypedDict,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from envduels._text import valid_text
 from envduels.duel.faults import AUDIT_REASON, author_faults, judged  # noqa: F401 (AUDIT_REASON re-exported)
 from envduels.duel.outcomes import AuditState, Outcome
+from envduels.duel.protocol import Entry
+from envduels.envs._battery import BatteryFindings
 from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
 
@@ -90,10 +101,15 @@ def _text(value: str | None) -> str | None:
     return valid_text(value) if isinstance(value, str) else value
 
 
-def _json(value: Any, **kwargs: Any) -> str:
+SQLValue = str | int | float | bytes | None
+"""What a column of the run database holds (SQLite's storage classes)."""
+
+
+def _json(value: object, *, sort_keys: bool = False,
+          default: Callable[[object], object] | None = None) -> str:
     """`value` as JSON with every lone surrogate in it as U+FFFD (not as a `\\udXXX` escape,
     which would come back as a lone surrogate when read)."""
-    return valid_text(json.dumps(value, ensure_ascii=False, **kwargs))
+    return valid_text(json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, default=default))
 
 
 @dataclass
@@ -121,7 +137,7 @@ class Tables:
     environments: pd.DataFrame
     episodes: pd.DataFrame
     audits: pd.DataFrame = field(default_factory=lambda: _audit_frame([]))
-    battery: dict[str, dict[str, Any]] = field(default_factory=dict)
+    battery: dict[str, BatteryFindings] = field(default_factory=dict)
     """env_id -> what validation's degenerate-policy battery found (`Verdict.battery`), for the
     run's valid authored environments validated with it; an environment it flagged reads in
     `episodes` like a nondeterministic one: every success or failure `incomplete`, with a
@@ -187,7 +203,7 @@ class EpisodeRow:
     reason: str
     turns: int
     self_play: bool
-    transcript: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[Entry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -199,16 +215,17 @@ class _Column:
     name: str
     field: str            # the record's field it holds
     kind: type            # bool, int, float, str, or dict/list/tuple (stored as JSON text)
-    default: Callable[[], Any]
+    default: Callable[[], object]
     sort_keys: bool = False
 
     @classmethod
-    def of(cls, f: Field, hint: Any, *, name: str | None = None, sort_keys: bool = False) -> _Column:
+    def of(cls, f: Field[object], hint: object, *, name: str | None = None, sort_keys: bool = False) -> _Column:
         args = [a for a in get_args(hint) if a is not type(None)] if get_origin(hint) in (
             Union, UnionType) else [hint]
-        kind = get_origin(args[0]) or args[0]
+        kind = cast(type, get_origin(args[0]) or args[0])
         if f.default is not MISSING:
-            default: Callable[[], Any] = lambda v=f.default: v  # noqa: E731
+            value = f.default
+            default: Callable[[], object] = lambda: value  # noqa: E731
         elif f.default_factory is not MISSING:
             default = f.default_factory
         else:
@@ -219,27 +236,35 @@ class _Column:
     def sql(self) -> str:
         return {bool: "INTEGER", int: "INTEGER", float: "REAL"}.get(self.kind, "TEXT")
 
-    def encode(self, value: Any) -> Any:
+    def encode(self, value: object) -> SQLValue:
         if value is None:
             return None
         if self.kind is bool:
-            return int(value)
+            return int(bool(value))
         if self.kind in (dict, list, tuple):
-            return _json(list(value) if self.kind is tuple else value, sort_keys=self.sort_keys,
-                         default=str)
-        return _text(value) if self.kind is str else value
+            return _json(list(value) if isinstance(value, tuple) else value,
+                         sort_keys=self.sort_keys, default=str)
+        if isinstance(value, str):
+            return valid_text(value) if self.kind is str else value
+        if isinstance(value, int | float | bytes):
+            return value
+        raise TypeError(f"column {self.name} cannot hold a {type(value).__name__}")
 
     @cached_property
-    def read(self) -> Callable[[Any], Any]:
+    def read(self) -> Callable[[SQLValue], object]:
         """The field's value from the column's (None, as in a column added after the row was
         written, is the field's default). One function per kind: tables read it per cell."""
-        default, loads = self.default, json.loads
+        default = self.default
+
+        def text(v: str | int | float | bytes) -> str | bytes:
+            return v if isinstance(v, str | bytes) else str(v)
+
         if self.kind is bool:
             return lambda v: default() if v is None else bool(v)
         if self.kind is tuple:
-            return lambda v: default() if v is None else tuple(loads(v))
+            return lambda v: default() if v is None else tuple(json.loads(text(v)))
         if self.kind in (dict, list):
-            return lambda v: default() if v is None else loads(v)
+            return lambda v: default() if v is None else json.loads(text(v))
         return lambda v: default() if v is None else v
 
 
@@ -278,7 +303,7 @@ def _create(table: str, columns: list[tuple[str, str]]) -> str:
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)}, created REAL);"
 
 
-def _env_values(env: EnvRecord) -> dict[str, Any]:
+def _env_values(env: EnvRecord) -> dict[str, SQLValue]:
     """The environments row of `env`, by column."""
     row = {c.name: c.encode(getattr(env.spec, c.field)) for c in _SPEC_COLUMNS}
     row.update({c.name: c.encode(getattr(env, c.field)) for c in _RUN_COLUMNS})
@@ -297,7 +322,7 @@ def environment_frame(envs: list[EnvRecord]) -> pd.DataFrame:
     column of `ENVIRONMENT_COLUMNS` (sequences as lists, `valid` and `fixed_pool` bools)."""
     rows = []
     for env in envs:
-        row: dict[str, Any] = {}
+        row: dict[str, object] = {}
         for owner, columns in ((env.spec, _SPEC_COLUMNS), (env, _RUN_COLUMNS)):
             for c in columns:
                 value = getattr(owner, c.field)
@@ -421,6 +446,24 @@ def run_lock_held(run_dir: str | Path) -> bool:
     return str(inode).encode() in held
 
 
+class AuthoringError(TypedDict):
+    """An authoring job whose last try ended in `error` (`Store.authoring_errors`)."""
+
+    author: str
+    round: int
+
+
+@dataclass(frozen=True)
+class _RecordedPlayer:
+    """A player of a recorded config as recorded (`Store._recorded_players`)."""
+
+    name: str
+    provider: object
+    model: object
+    params_b: object
+    roles: list[str]
+
+
 class Store:
     """The run database of one run folder. Safe to share between threads of one process.
 
@@ -530,7 +573,7 @@ class Store:
         return out
 
     @staticmethod
-    def _insert(db: sqlite3.Connection, table: str, values: dict[str, Any]) -> None:
+    def _insert(db: sqlite3.Connection, table: str, values: dict[str, SQLValue]) -> None:
         """Write one record's row into `table` by column name, replacing a row with its key."""
         names = [*values, "created"]
         db.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES "
@@ -560,7 +603,7 @@ class Store:
 
         return parse_recorded_config(self.get_meta("config"))
 
-    def set_meta(self, key: str, value: Any) -> None:
+    def set_meta(self, key: str, value: object) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                        (key, _json(value, sort_keys=True)))
@@ -685,12 +728,12 @@ class Store:
             for e, a, au, r, v, rs, vd, rp in rows
         ]
 
-    def battery_verdicts(self) -> dict[str, dict[str, Any]]:
+    def battery_verdicts(self) -> dict[str, BatteryFindings]:
         """env_id -> the degenerate-policy battery's findings (`Verdict.battery`) in the verdict
         of the attempt that made a recorded, valid, authored environment valid (its last valid
         attempt). Read from the stored verdicts: a database from before the battery has none."""
         envs = {e.env_id for e in self.environments() if e.valid and not e.fixed_pool}
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, BatteryFindings] = {}
         for env_id, verdict in self._query(
                 "SELECT env_id, verdict FROM validations WHERE valid = 1 ORDER BY env_id, attempt"):
             if env_id not in envs or not verdict:
@@ -698,8 +741,8 @@ class Store:
             with contextlib.suppress(ValueError):
                 recorded = json.loads(verdict)
                 found = recorded.get("battery") if isinstance(recorded, dict) else None
-                if isinstance(found, dict):
-                    out[env_id] = found
+                if isinstance(found, dict):   # the verdict's own record of it (`to_json`)
+                    out[env_id] = cast(BatteryFindings, found)
                 else:
                     out.pop(env_id, None)
         return out
@@ -715,7 +758,7 @@ class Store:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('authoring_errors', ?)",
                        (_json(errors, sort_keys=True),))
 
-    def authoring_errors(self) -> dict[str, dict[str, Any]]:
+    def authoring_errors(self) -> dict[str, AuthoringError]:
         """Authoring jobs whose last try ended in `error` and that have no environment yet:
         env_id -> {"author", "round"}. A resumed run retries them."""
         errors = self.get_meta("authoring_errors") or {}
@@ -808,13 +851,11 @@ class Store:
         return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True))
                              for r in self._read("episodes", _EPISODE_COLUMNS)])
 
-    def _recorded_players(self) -> list[Any]:
+    def _recorded_players(self) -> list[_RecordedPlayer]:
         """The players of a recorded config today's schema cannot read at all (one required
         value it no longer accepts, such as a provider since renamed), as recorded: the
         analysis still needs who authored and who solved. Each has `name`, `provider`, `model`,
         `params_b` and `roles` (the schema's default roles when none was recorded)."""
-        from types import SimpleNamespace
-
         from envduels.config import PlayerConfig
 
         raw = self.get_meta("config")
@@ -822,7 +863,7 @@ class Store:
         if not isinstance(recorded, list):
             return []
         default_roles = PlayerConfig.model_fields["roles"].get_default(call_default_factory=True)
-        return [SimpleNamespace(name=p["name"], provider=p.get("provider"), model=p.get("model"),
+        return [_RecordedPlayer(name=p["name"], provider=p.get("provider"), model=p.get("model"),
                                 params_b=p.get("params_b"),
                                 roles=p["roles"] if isinstance(p.get("roles"), list)
                                 else default_roles)

@@ -39,6 +39,12 @@ class StdinClosed(BaseException):
     for the episode's last-resort guard (`except Exception`) to record as an `error`."""
 
 
+def _wake(ready: asyncio.Future[None]) -> None:
+    """The reader callback: the line `HumanSolver` waits on is ready (once)."""
+    if not ready.done():
+        ready.set_result(None)
+
+
 class HumanSolver:
     """A person at the terminal: each turn reads one line; `\\boxed{}` is added when missing.
 
@@ -62,7 +68,7 @@ class HumanSolver:
         while b"\n" not in self._pending:
             ready: asyncio.Future[None] = loop.create_future()
             try:
-                loop.add_reader(fd, lambda f=ready: f.done() or f.set_result(None))
+                loop.add_reader(fd, _wake, ready)
             except (OSError, ValueError, NotImplementedError):   # a regular file: never blocks
                 chunk = os.read(fd, 65536)
             else:
@@ -147,13 +153,13 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     max_turns = turn_cap(spec.max_turns)
     limits = SandboxLimits()
     solver: HumanSolver | Player
-    if human:
+    if human or player is None or config is None:   # checked above: --human, or both given
         solver, name = HumanSolver(), "human"
     else:
         from envduels.players import build_players
 
-        cfg = load_config(config)  # type: ignore[arg-type]
-        cfg.player(player)  # type: ignore[arg-type]
+        cfg = load_config(config)
+        cfg.player(player)
         check_reachable(cfg)
         solver, name = build_players(cfg, cache=None, run_seed=cfg.seed)[player], player
         max_turns = turn_cap(spec.max_turns, cfg.tournament.max_turns)

@@ -33,7 +33,7 @@ import random
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from envduels._text import plural
 from envduels.duel import faults, outcomes
@@ -212,6 +212,27 @@ class _Echo:
         return None
 
 
+class BatteryFindings(TypedDict, total=False):
+    """What the battery found, as a verdict records it (`BatteryResult.to_json`): a database
+    written by an older envduels may lack any of it."""
+
+    seeds: int
+    policies: dict[str, dict[str, int]]
+    flag: str | None
+    detail: str
+    episodes: int
+    hint_phrases: int
+    hint_tokens: int
+    hint_tokens_covered: bool
+
+
+def _hint_copier(phrases: list[str], echo: bool) -> Callable[[int], Policy]:
+    """The battery's maker of a `_HintCopy` (the same policy on every seed)."""
+    def make(seed: int) -> Policy:
+        return _HintCopy(phrases, echo)
+    return make
+
+
 @dataclass
 class _HintCopy:
     """Boxes the hint's phrases in turn, across episodes; with `echo`, first boxes up to
@@ -278,7 +299,7 @@ class BatteryResult:
     hint_tokens: int = 0
     hint_tokens_covered: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BatteryFindings:
         """A JSON-ready dict with exactly the fields above."""
         return {"seeds": self.seeds, "policies": {k: dict(v) for k, v in self.policies.items()},
                 "flag": self.flag, "detail": self.detail, "episodes": self.episodes,
@@ -355,7 +376,7 @@ async def run_battery(play: Play, seeds: list[int], hint: str, salt: str) -> Bat
             break
     if result.flag is None and phrases:
         for echo in (False, True):
-            if await judge(lambda seed, echo=echo: _HintCopy(list(phrases), echo)):
+            if await judge(_hint_copier(list(phrases), echo)):
                 break
     result.hint_tokens_covered = tokens_covered and "hint_copy" in result.policies
     if result.flag == TRIVIAL:
