@@ -23,7 +23,8 @@ The rule, per string constant of a module's AST (docstrings and f-string parts i
   is not SQL.
 
 What it cannot see: a mapping *keyed by* outcomes read with a spelled key
-(`counts.get("error", 0)`) reads as a mapping key; write `counts.get(Outcome.ERROR, 0)`.
+(`counts.get("error", 0)`) reads as a mapping key, and "error" compared with a name that does not
+say outcome (`k != "error"`) reads as another vocabulary's; write `Outcome.ERROR` there.
 """
 
 from __future__ import annotations
@@ -72,8 +73,11 @@ def _names_outcome(node: ast.AST) -> bool:
         text = node.id
     elif isinstance(node, ast.Attribute):
         text = node.attr
-    elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-        text = str(node.slice.value)
+    elif isinstance(node, ast.Subscript):   # eps["outcome"], or outcome[mask]
+        if isinstance(node.slice, ast.Constant):
+            text = str(node.slice.value)
+        else:
+            return _names_outcome(node.value)
     elif isinstance(node, ast.Call):
         return _names_outcome(node.func)
     else:
@@ -189,6 +193,7 @@ def test_pending_lists_only_modules_that_exist() -> None:
     ('OUTCOMES = ("success", "failure", "incomplete", "error")',
      [(1, "error"), (1, "failure"), (1, "incomplete"), (1, "success")]),
     ('def f(outcome="error"): pass', [(1, "error")]),
+    ('outcome[mask] = "error"', [(1, "error")]),
     ('q = "SELECT 1 FROM episodes WHERE outcome != \'error\'"', [(1, "error")]),
 ])
 def test_the_rule_finds_names_spelled_as_strings(source: str, expected: list) -> None:

@@ -24,6 +24,7 @@ from envduels.duel.outcomes import (  # noqa: F401 (re-exported: the names' one 
     Outcome,
 )
 from envduels.envs import _battery
+from envduels.envs._battery import BatteryFindings
 
 
 class TablesLike(Protocol):
@@ -217,7 +218,7 @@ def boxed_content(text: str) -> str | None:
     return None if box is None else box[len("\\boxed{"):-1]
 
 
-def winning_action(transcript: Any) -> str | None:
+def winning_action(transcript: object) -> str | None:
     """The boxed text of the last step of a transcript (the winning step of a success).
 
     The engine logs each step as `{"role": "env", "action": "\\boxed{...}", ...}`; a transcript
@@ -265,7 +266,7 @@ def _audits(tables: TablesLike) -> list[tuple[str, str, str | None]]:
     return list(zip(audits["env_id"], audits["state"], audits["detail"], strict=True))
 
 
-def copied_win(transcript: Any, hint: str, phrases: set[str] | None = None) -> bool:
+def copied_win(transcript: object, hint: str, phrases: set[str] | None = None) -> bool:
     """Whether a winning episode needed no reasoning: every action it boxed is a token or
     phrase of the hint (`envs._battery.hint_phrases`, compared `normalized`) or something an
     earlier turn showed (`shown_items` of an observation), and at least one is from the hint.
@@ -297,7 +298,7 @@ def copied_win(transcript: Any, hint: str, phrases: set[str] | None = None) -> b
     return acted and from_hint
 
 
-def _procedure_shown(battery: dict[str, Any] | None) -> bool:
+def _procedure_shown(battery: BatteryFindings | None) -> bool:
     """Whether validation's battery boxed every token of the hint (copying, and copying with
     echoing) on every seed it played and never won: copying the hint is then shown not to
     win, so solvers that type the hint's words are following a procedure."""
@@ -307,7 +308,7 @@ def _procedure_shown(battery: dict[str, Any] | None) -> bool:
     return all(int((policies.get(k) or {}).get("won", 0)) == 0 for k in ("hint_copy", "hint_copy+echo"))
 
 
-def _hint_leak(transcripts: list[Any], hint: str, battery: dict[str, Any] | None) -> bool:
+def _hint_leak(transcripts: list[object], hint: str, battery: BatteryFindings | None) -> bool:
     """`hint_leak` for one environment from its hinted panel wins (see `environment_flags`)."""
     if not transcripts or _procedure_shown(battery):
         return False
@@ -349,7 +350,7 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
     eps = eps[~eps["self_play"].astype(bool)]
     pairs = matched_pairs(tables.episodes)
     hints = dict(zip(envs["env_id"], envs["hint"].fillna(""), strict=False))
-    battery: dict[str, Any] = getattr(tables, "battery", None) or {}
+    battery: dict[str, BatteryFindings] = getattr(tables, "battery", None) or {}
     flags: dict[str, list[str]] = {e: [] for e in envs["env_id"]}
     # the author's-fault flags: the typed facts (audit states, the battery's flag), one rule
     for env_id, fault in author_faults(_audits(tables), battery).items():

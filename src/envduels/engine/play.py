@@ -13,7 +13,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from rich.console import Console
 from rich.text import Text
@@ -21,7 +21,7 @@ from rich.text import Text
 from envduels._text import printable
 from envduels.config import load_config
 from envduels.duel.outcomes import Outcome
-from envduels.duel.protocol import turn_cap
+from envduels.duel.protocol import Entry, turn_cap
 from envduels.engine.checks import check_reachable
 from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode
 from envduels.envs import resolve
@@ -83,7 +83,7 @@ class HumanSolver:
         line, sep, self._pending = self._pending.partition(b"\n")
         return (line + sep).decode("utf-8", "replace")
 
-    async def chat(self, messages: list[dict[str, str]], **_: Any) -> ChatResult:
+    async def chat(self, messages: list[dict[str, str]], **_: object) -> ChatResult:
         """The person's next line as a reply (free, never cached: no tokens, no cost)."""
         print("your action> ", end="", flush=True)
         line = await self._readline()
@@ -108,7 +108,7 @@ def _printer(console: Console) -> Event:
     def line(label: str, style: str, text: object = "", text_style: str = "") -> None:
         console.print(Text.assemble((label, style), (printable(str(text)), text_style)))
 
-    def show(entry: dict[str, Any]) -> None:
+    def show(entry: Entry) -> None:
         role = entry.get("role")
         if role == "system":
             line("system: ", "dim", entry["content"], "dim")

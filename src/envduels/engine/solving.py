@@ -21,13 +21,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
 from envduels.duel.protocol import (  # noqa: F401 (re-exported: the rules are the protocol's)
     ACTION_SEARCH_MAX_CHARS,
     FORMAT_ERROR,
     SYSTEM_PROMPT,
+    Entry,
     Episode,
     Outcome,
     first_turn,
@@ -73,7 +74,7 @@ class EpisodeResult:
     outcome: Outcome
     reason: str
     turns: int
-    transcript: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[Entry] = field(default_factory=list)
 
 
 def result_of(episode: Episode) -> EpisodeResult:
@@ -106,7 +107,7 @@ class EnvLike(Protocol):
     async def close(self, *, wait: bool = True) -> None: ...
 
 
-Event = Callable[[dict[str, Any]], None]
+Event = Callable[[Entry], None]
 
 
 async def play_episode(task: EpisodeTask, solver: SolverLike,

@@ -25,7 +25,7 @@ DOMAINS = ("logic", "planning", "math", "language", "search")
 
 
 def many_model_episodes(models: int = 100, *, envs_per_author: int = 1, seeds: int = 1,
-                        seed: int = 0) -> Iterator[dict[str, Any]]:
+                        seed: int = 0) -> Iterator[dict[str, object]]:
     """Episode rows (the `report --episodes` fields) of a round-robin among `models` models:
     each writes `envs_per_author` environments and solves every other model's on `seeds` seeds,
     without and with the hint. Deterministic for a given `seed`."""
