@@ -38,10 +38,22 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    TypedDict,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from envduels._text import valid_text
-from envduels.envs._battery import BATTERY_FLAGS, BATTERY_REASON
+from envduels.duel.faults import AUDIT_REASON, author_faults, judged  # noqa: F401 (AUDIT_REASON re-exported)
+from envduels.duel.outcomes import AuditState, Outcome
+from envduels.duel.protocol import Entry
+from envduels.envs._battery import BatteryFindings
 from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
 
@@ -72,9 +84,8 @@ CREATE TABLE IF NOT EXISTS audits (
     played_outcome TEXT, created REAL);
 """
 
-AUDIT_REASON = "replay audit"
-"""Every episode the replay audit holds against its environment has a reason starting with this:
-the episode that did not replay, and (in `Store.tables`) every other episode of that environment."""
+_PLAYED = (Outcome.SUCCESS, Outcome.FAILURE)
+"""The outcomes of a played episode (`Outcome.played`), as SQL parameters."""
 
 PLAYER_COLUMNS = ["name", "provider", "model", "params_b", "roles", "cost_usd", "input_tokens",
                   "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
@@ -90,10 +101,15 @@ def _text(value: str | None) -> str | None:
     return valid_text(value) if isinstance(value, str) else value
 
 
-def _json(value: Any, **kwargs: Any) -> str:
+SQLValue = str | int | float | bytes | None
+"""What a column of the run database holds (SQLite's storage classes)."""
+
+
+def _json(value: object, *, sort_keys: bool = False,
+          default: Callable[[object], object] | None = None) -> str:
     """`value` as JSON with every lone surrogate in it as U+FFFD (not as a `\\udXXX` escape,
     which would come back as a lone surrogate when read)."""
-    return valid_text(json.dumps(value, ensure_ascii=False, **kwargs))
+    return valid_text(json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, default=default))
 
 
 @dataclass
@@ -109,19 +125,35 @@ class Tables:
                   ... (`ENVIRONMENT_COLUMNS`); `hint` is `EnvSpec.hint`
     episodes:     episode_key, env_id, author, solver, round, domain, seed, trial, hinted (bool),
                   outcome ("success"|"failure"|"incomplete"|"error"), reason, turns,
-                  self_play (bool), transcript (list of {role, content, ...}); every
-                  success or failure of an environment the replay audit caught reads here as
-                  `incomplete` with a reason starting with `AUDIT_REASON`
+                  self_play (bool), transcript (list of {role, content, ...}); judged by
+                  the author's-fault rule (`duel.faults`): every success or failure of an
+                  environment the replay audit caught reads here as `incomplete` with a
+                  reason starting with `AUDIT_REASON`
+    audits:       episode_key, env_id, state (`AuditState`), detail, played_outcome: the
+                  recorded replay audits, oldest first (`AUDIT_COLUMNS`)
     """
 
     players: pd.DataFrame
     environments: pd.DataFrame
     episodes: pd.DataFrame
-    battery: dict[str, dict[str, Any]] = field(default_factory=dict)
+    audits: pd.DataFrame = field(default_factory=lambda: _audit_frame([]))
+    battery: dict[str, BatteryFindings] = field(default_factory=dict)
     """env_id -> what validation's degenerate-policy battery found (`Verdict.battery`), for the
     run's valid authored environments validated with it; an environment it flagged reads in
     `episodes` like a nondeterministic one: every success or failure `incomplete`, with a
     reason starting with `BATTERY_REASON`."""
+
+
+AUDIT_COLUMNS = ["episode_key", "env_id", "state", "detail", "played_outcome"]
+"""The columns of `Tables.audits`."""
+
+
+def _audit_frame(rows: list[tuple[str, str, str, str | None, str | None]]) -> pd.DataFrame:
+    """`rows` of the audits table as `Tables.audits`, each state an `AuditState`."""
+    import pandas as pd
+
+    return pd.DataFrame([(k, e, AuditState(s), d, p) for k, e, s, d, p in rows],
+                        columns=AUDIT_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -171,7 +203,7 @@ class EpisodeRow:
     reason: str
     turns: int
     self_play: bool
-    transcript: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[Entry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -183,16 +215,17 @@ class _Column:
     name: str
     field: str            # the record's field it holds
     kind: type            # bool, int, float, str, or dict/list/tuple (stored as JSON text)
-    default: Callable[[], Any]
+    default: Callable[[], object]
     sort_keys: bool = False
 
     @classmethod
-    def of(cls, f: Field, hint: Any, *, name: str | None = None, sort_keys: bool = False) -> _Column:
+    def of(cls, f: Field[object], hint: object, *, name: str | None = None, sort_keys: bool = False) -> _Column:
         args = [a for a in get_args(hint) if a is not type(None)] if get_origin(hint) in (
             Union, UnionType) else [hint]
-        kind = get_origin(args[0]) or args[0]
+        kind = cast(type, get_origin(args[0]) or args[0])
         if f.default is not MISSING:
-            default: Callable[[], Any] = lambda v=f.default: v  # noqa: E731
+            value = f.default
+            default: Callable[[], object] = lambda: value  # noqa: E731
         elif f.default_factory is not MISSING:
             default = f.default_factory
         else:
@@ -203,27 +236,35 @@ class _Column:
     def sql(self) -> str:
         return {bool: "INTEGER", int: "INTEGER", float: "REAL"}.get(self.kind, "TEXT")
 
-    def encode(self, value: Any) -> Any:
+    def encode(self, value: object) -> SQLValue:
         if value is None:
             return None
         if self.kind is bool:
-            return int(value)
+            return int(bool(value))
         if self.kind in (dict, list, tuple):
-            return _json(list(value) if self.kind is tuple else value, sort_keys=self.sort_keys,
-                         default=str)
-        return _text(value) if self.kind is str else value
+            return _json(list(value) if isinstance(value, tuple) else value,
+                         sort_keys=self.sort_keys, default=str)
+        if isinstance(value, str):
+            return valid_text(value) if self.kind is str else value
+        if isinstance(value, int | float | bytes):
+            return value
+        raise TypeError(f"column {self.name} cannot hold a {type(value).__name__}")
 
     @cached_property
-    def read(self) -> Callable[[Any], Any]:
+    def read(self) -> Callable[[SQLValue], object]:
         """The field's value from the column's (None, as in a column added after the row was
         written, is the field's default). One function per kind: tables read it per cell."""
-        default, loads = self.default, json.loads
+        default = self.default
+
+        def text(v: str | int | float | bytes) -> str | bytes:
+            return v if isinstance(v, str | bytes) else str(v)
+
         if self.kind is bool:
             return lambda v: default() if v is None else bool(v)
         if self.kind is tuple:
-            return lambda v: default() if v is None else tuple(loads(v))
+            return lambda v: default() if v is None else tuple(json.loads(text(v)))
         if self.kind in (dict, list):
-            return lambda v: default() if v is None else loads(v)
+            return lambda v: default() if v is None else json.loads(text(v))
         return lambda v: default() if v is None else v
 
 
@@ -262,7 +303,7 @@ def _create(table: str, columns: list[tuple[str, str]]) -> str:
     return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(cols)}, created REAL);"
 
 
-def _env_values(env: EnvRecord) -> dict[str, Any]:
+def _env_values(env: EnvRecord) -> dict[str, SQLValue]:
     """The environments row of `env`, by column."""
     row = {c.name: c.encode(getattr(env.spec, c.field)) for c in _SPEC_COLUMNS}
     row.update({c.name: c.encode(getattr(env, c.field)) for c in _RUN_COLUMNS})
@@ -281,7 +322,7 @@ def environment_frame(envs: list[EnvRecord]) -> pd.DataFrame:
     column of `ENVIRONMENT_COLUMNS` (sequences as lists, `valid` and `fixed_pool` bools)."""
     rows = []
     for env in envs:
-        row: dict[str, Any] = {}
+        row: dict[str, object] = {}
         for owner, columns in ((env.spec, _SPEC_COLUMNS), (env, _RUN_COLUMNS)):
             for c in columns:
                 value = getattr(owner, c.field)
@@ -405,20 +446,51 @@ def run_lock_held(run_dir: str | Path) -> bool:
     return str(inode).encode() in held
 
 
+class AuthoringError(TypedDict):
+    """An authoring job whose last try ended in `error` (`Store.authoring_errors`)."""
+
+    author: str
+    round: int
+
+
+@dataclass(frozen=True)
+class _RecordedPlayer:
+    """A player of a recorded config as recorded (`Store._recorded_players`)."""
+
+    name: str
+    provider: object
+    model: object
+    params_b: object
+    roles: list[str]
+
+
 class Store:
     """The run database of one run folder. Safe to share between threads of one process.
 
     Every write commits before returning. Opening a folder that holds no `run.db` creates it.
     """
 
-    def __init__(self, run_dir: str | Path, *, create: bool = True) -> None:
+    def __init__(self, run_dir: str | Path, *, create: bool = True, readonly: bool = False,
+                 live: bool = False) -> None:
+        """Open (`create`: or create) the run database of `run_dir` for writing; with
+        `readonly`, open it as `open_readonly` describes (`live` is its argument)."""
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / DB_NAME
-        if not create and not self.path.is_file():
+        if (readonly or not create) and not self.path.is_file():
             raise UserError(
                 f"{self.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
                 "started with `envduels run CONFIG`"
             )
+        self._lock = threading.Lock()
+        self._totals: Totals | None = None
+        self.readonly = readonly
+        self._live = live           # a live reader follows writers (`open_readonly`)
+        self._version_base = 0      # data_version of earlier connections: it never repeats
+        self._followed_run = False  # this reader saw an `envduels run` hold the lock
+        self._lock_checked = 0.0
+        if readonly:
+            self._connect_readonly(follow=self._log_written() or run_lock_held(self.run_dir))
+            return
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -431,11 +503,6 @@ class Store:
             raise UserError(
                 f"cannot open the run database {self.path} ({err}); choose a writable output_dir"
             ) from None
-        self._lock = threading.Lock()
-        self._totals: Totals | None = None
-        self.readonly = False
-        self._live = False          # a live reader follows writers (`open_readonly`)
-        self._version_base = 0
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -506,7 +573,7 @@ class Store:
         return out
 
     @staticmethod
-    def _insert(db: sqlite3.Connection, table: str, values: dict[str, Any]) -> None:
+    def _insert(db: sqlite3.Connection, table: str, values: dict[str, SQLValue]) -> None:
         """Write one record's row into `table` by column name, replacing a row with its key."""
         names = [*values, "created"]
         db.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(names)}) VALUES "
@@ -536,7 +603,7 @@ class Store:
 
         return parse_recorded_config(self.get_meta("config"))
 
-    def set_meta(self, key: str, value: Any) -> None:
+    def set_meta(self, key: str, value: object) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                        (key, _json(value, sort_keys=True)))
@@ -661,12 +728,12 @@ class Store:
             for e, a, au, r, v, rs, vd, rp in rows
         ]
 
-    def battery_verdicts(self) -> dict[str, dict[str, Any]]:
+    def battery_verdicts(self) -> dict[str, BatteryFindings]:
         """env_id -> the degenerate-policy battery's findings (`Verdict.battery`) in the verdict
         of the attempt that made a recorded, valid, authored environment valid (its last valid
         attempt). Read from the stored verdicts: a database from before the battery has none."""
         envs = {e.env_id for e in self.environments() if e.valid and not e.fixed_pool}
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, BatteryFindings] = {}
         for env_id, verdict in self._query(
                 "SELECT env_id, verdict FROM validations WHERE valid = 1 ORDER BY env_id, attempt"):
             if env_id not in envs or not verdict:
@@ -674,8 +741,8 @@ class Store:
             with contextlib.suppress(ValueError):
                 recorded = json.loads(verdict)
                 found = recorded.get("battery") if isinstance(recorded, dict) else None
-                if isinstance(found, dict):
-                    out[env_id] = found
+                if isinstance(found, dict):   # the verdict's own record of it (`to_json`)
+                    out[env_id] = cast(BatteryFindings, found)
                 else:
                     out.pop(env_id, None)
         return out
@@ -691,7 +758,7 @@ class Store:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('authoring_errors', ?)",
                        (_json(errors, sort_keys=True),))
 
-    def authoring_errors(self) -> dict[str, dict[str, Any]]:
+    def authoring_errors(self) -> dict[str, AuthoringError]:
         """Authoring jobs whose last try ended in `error` and that have no environment yet:
         env_id -> {"author", "round"}. A resumed run retries them."""
         errors = self.get_meta("authoring_errors") or {}
@@ -708,13 +775,14 @@ class Store:
 
     def finished_episode_keys(self) -> set[str]:
         """Keys of episodes that need no replay: every outcome except `error`."""
-        return {r[0] for r in self._query("SELECT episode_key FROM episodes WHERE outcome != 'error'")}
+        return {r[0] for r in self._query("SELECT episode_key FROM episodes WHERE outcome != ?",
+                                          (Outcome.ERROR,))}
 
     def finished_by_env_and_solver(self) -> dict[tuple[str, str], int]:
         """How many episodes that need no replay (every outcome but `error`) each (environment,
         solver) has, without reading transcripts."""
-        rows = self._query("SELECT env_id, solver, COUNT(*) FROM episodes WHERE outcome != 'error'"
-                           " GROUP BY env_id, solver")
+        rows = self._query("SELECT env_id, solver, COUNT(*) FROM episodes WHERE outcome != ?"
+                           " GROUP BY env_id, solver", (Outcome.ERROR,))
         return {(e, s): int(n) for e, s, n in rows}
 
     def episode_counts(self) -> dict[str, int]:
@@ -734,36 +802,43 @@ class Store:
             row = db.execute("SELECT outcome FROM episodes WHERE episode_key = ?",
                              (episode_key,)).fetchone()
             played = row[0] if row else None
-            if not passed and played != "incomplete":
-                db.execute("UPDATE episodes SET outcome = 'incomplete', reason = ? "
-                           "WHERE episode_key = ?", (_text(f"{AUDIT_REASON}: {detail}"),
-                                                     episode_key))
+            if not passed and played != Outcome.INCOMPLETE:
+                db.execute("UPDATE episodes SET outcome = ?, reason = ? WHERE episode_key = ?",
+                           (Outcome.INCOMPLETE, _text(f"{AUDIT_REASON}: {detail}"), episode_key))
             db.execute(
                 "INSERT OR REPLACE INTO audits (episode_key, env_id, state, detail, played_outcome,"
                 " created) VALUES (?,?,?,?,?,?)",
-                (episode_key, _text(env_id), "passed" if passed else "mismatch", _text(detail),
+                (episode_key, _text(env_id), AuditState.PASSED if passed else AuditState.MISMATCH,
+                 _text(detail),
                  played, time.time()))
 
     def unaudited_episodes(self) -> list[EpisodeRow]:
         """Played episodes (success or failure) whose replay audit is not recorded yet."""
         return [_episode_row(r) for r in self._read(
-            "episodes", _EPISODE_COLUMNS, where="WHERE outcome IN ('success', 'failure') AND episode_key NOT IN"
-            " (SELECT episode_key FROM audits)")]
+            "episodes", _EPISODE_COLUMNS, where="WHERE outcome IN (?, ?) AND episode_key NOT IN"
+            " (SELECT episode_key FROM audits)", args=_PLAYED)]
 
     def unaudited_count(self) -> int:
         """How many played episodes still wait for their replay audit."""
         (n,), = self._query(
-            "SELECT COUNT(*) FROM episodes WHERE outcome IN ('success', 'failure') AND episode_key"
-            " NOT IN (SELECT episode_key FROM audits)")
+            "SELECT COUNT(*) FROM episodes WHERE outcome IN (?, ?) AND episode_key"
+            " NOT IN (SELECT episode_key FROM audits)", _PLAYED)
         return int(n)
 
     def nondeterministic_environments(self) -> dict[str, str]:
         """Environments whose replay audit found a mismatch: env id -> the first difference."""
         out: dict[str, str] = {}
         for env_id, detail in self._query(
-                "SELECT env_id, detail FROM audits WHERE state = 'mismatch' ORDER BY rowid"):
+                "SELECT env_id, detail FROM audits WHERE state = ? ORDER BY rowid",
+                (AuditState.MISMATCH,)):
             out.setdefault(env_id, detail)
         return out
+
+    def audits(self) -> list[tuple[str, str, str, str | None, str | None]]:
+        """Every recorded replay audit, oldest first: (episode_key, env_id, state, detail,
+        played_outcome), as `Tables.audits` has them."""
+        return [tuple(r) for r in self._query(  # type: ignore[misc]
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audits ORDER BY rowid")]
 
     def audit_counts(self) -> dict[str, int]:
         """Recorded audits by state (`passed`, `mismatch`)."""
@@ -776,13 +851,11 @@ class Store:
         return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True))
                              for r in self._read("episodes", _EPISODE_COLUMNS)])
 
-    def _recorded_players(self) -> list[Any]:
+    def _recorded_players(self) -> list[_RecordedPlayer]:
         """The players of a recorded config today's schema cannot read at all (one required
         value it no longer accepts, such as a provider since renamed), as recorded: the
         analysis still needs who authored and who solved. Each has `name`, `provider`, `model`,
         `params_b` and `roles` (the schema's default roles when none was recorded)."""
-        from types import SimpleNamespace
-
         from envduels.config import PlayerConfig
 
         raw = self.get_meta("config")
@@ -790,7 +863,7 @@ class Store:
         if not isinstance(recorded, list):
             return []
         default_roles = PlayerConfig.model_fields["roles"].get_default(call_default_factory=True)
-        return [SimpleNamespace(name=p["name"], provider=p.get("provider"), model=p.get("model"),
+        return [_RecordedPlayer(name=p["name"], provider=p.get("provider"), model=p.get("model"),
                                 params_b=p.get("params_b"),
                                 roles=p["roles"] if isinstance(p.get("roles"), list)
                                 else default_roles)
@@ -815,22 +888,14 @@ class Store:
                 "cache_write_tokens": u.cache_write_tokens,
                 "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
-        # an environment the replay audit caught is its author's fault in every episode: none
-        # of them is a success or failure for anyone (SPEC §4: incomplete)
-        caught = self.nondeterministic_environments()
-        for ep in eps:
-            if ep["env_id"] in caught and ep["outcome"] in ("success", "failure"):
-                ep["outcome"] = "incomplete"
-                ep["reason"] = (f"{AUDIT_REASON}: the environment is nondeterministic "
-                                f"({caught[ep['env_id']]})")
-        # so is one that validation's degenerate-policy battery won without intelligence
+        # the episodes as analysis scores them: the author's-fault rule (`duel.faults`) over
+        # the recorded facts, the audits' states and the battery's flags
+        audits = self.audits()
         battery = self.battery_verdicts()
-        beaten = {e: b for e, b in battery.items() if b.get("flag") in BATTERY_FLAGS and e not in caught}
+        faults = author_faults([(e, s, d) for _, e, s, d, _ in audits], battery)
         for ep in eps:
-            found = beaten.get(ep["env_id"])
-            if found is not None and ep["outcome"] in ("success", "failure"):
-                ep["outcome"] = "incomplete"
-                ep["reason"] = f"{BATTERY_REASON}: {found['flag']}: {found.get('detail', '')}"
+            ep["outcome"], ep["reason"] = judged(ep["outcome"], ep["reason"],
+                                                 faults.get(ep["env_id"]))
         env_df = environment_frame(self.environments())
         ep_df = _typed(pd.DataFrame(eps, columns=EPISODE_COLUMNS), _EPISODE_COLUMNS)
         # A canonical order, not the order work happened to finish in: the same tournament must
@@ -842,6 +907,7 @@ class Store:
             players=pd.DataFrame(players, columns=PLAYER_COLUMNS),
             environments=env_df,
             episodes=ep_df,
+            audits=_audit_frame(audits),
             battery=battery,
         )
 
@@ -869,22 +935,7 @@ class Store:
         immutable again. `live=False` (a short command: `status`, `report`, `leaderboard`,
         `export`) decides once: a run started after it opened is not seen.
         """
-        store = cls.__new__(cls)
-        store.run_dir = Path(run_dir)
-        store.path = store.run_dir / DB_NAME
-        if not store.path.is_file():
-            raise UserError(
-                f"{store.run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
-                "started with `envduels run CONFIG`")
-        store._lock = threading.Lock()
-        store._totals = None
-        store.readonly = True
-        store._live = live
-        store._version_base = 0        # data_version of earlier connections: it never repeats
-        store._followed_run = False    # this reader saw an `envduels run` hold the lock
-        store._lock_checked = 0.0
-        store._connect_readonly(follow=store._log_written() or run_lock_held(store.run_dir))
-        return store
+        return cls(run_dir, readonly=True, live=live)
 
     def _log_written(self) -> bool:
         try:
@@ -979,7 +1030,8 @@ class Store:
         action of a hinted success (the `hint_leak` flag), so the analysis of both is the same,
         and on a large run this loads in a fraction of the time."""
         rows = self._read("episodes", _EPISODE_COLUMNS, replace={
-            "transcript": "CASE WHEN hinted AND outcome = 'success' THEN transcript END"})
+            "transcript": "CASE WHEN hinted AND outcome = ? THEN transcript END"},
+            args=(Outcome.SUCCESS,))
         return self._frames([dict(zip(EPISODE_COLUMNS, r, strict=True)) for r in rows])
 
     def episode_index(self, after_rowid: int = 0) -> list[dict[str, Any]]:

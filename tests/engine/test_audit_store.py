@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 
+from envduels.analysis import analyze
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
 from envduels.analysis.ratings import duel_builder, make_design
+from envduels.duel.outcomes import AuditState, Flag
 from envduels.envs import EnvSpec
-from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
+from envduels.store import AUDIT_COLUMNS, AUDIT_REASON, EnvRecord, EpisodeRow, Store
 
 
 def _env(env_id: str, author: str) -> EnvRecord:
@@ -74,3 +78,50 @@ def test_a_store_reopened_keeps_the_audits(tmp_path):
     again = Store(tmp_path, create=False)
     assert again.nondeterministic_environments() == {"cheat": "turn 1: x"}
     again.close()
+
+
+def test_the_flag_is_read_from_the_audits_table_never_from_a_reason_prefix(tmp_path):
+    store = _run(tmp_path)
+    # an episode whose reason merely starts like the audit's, with no audit row: no flag
+    store.put_episode(EpisodeRow(**{**_ep("honest", "b", "a", 1, False, "failure").__dict__,
+                                    "outcome": "incomplete",
+                                    "reason": f"{AUDIT_REASON}: written by hand"}))
+    tables = store.tables()
+    assert list(tables.audits.columns) == AUDIT_COLUMNS and tables.audits.empty
+    assert environment_flags(tables) == {"cheat": [Flag.HINT_GATED], "honest": [Flag.HINT_GATED]}
+    # the audit row alone (its state a typed fact) flags the environment, whatever the reasons say
+    store.put_audit("cheat|b|1|True", "cheat", passed=False, detail="turn 1: x")
+    tables = store.tables()
+    assert list(tables.audits.state) == [AuditState.MISMATCH]
+    flags = environment_flags(tables.__class__(tables.players, tables.environments,
+                                               tables.episodes.assign(reason="as played"),
+                                               tables.audits))
+    assert flags["cheat"] == [Flag.NONDETERMINISTIC]
+    store.close()
+
+
+def test_a_database_written_by_the_main_of_before_the_typed_audit_reads_the_same(tmp_path):
+    """Main before issue 21 wrote the same audits table and rewrote the mismatching episode in
+    the same transaction; written here by SQL, exactly as it did, it reads as one written now."""
+    now = _run(tmp_path / "now")
+    now.put_audit("cheat|b|1|True", "cheat", passed=False, detail="turn 1: x")
+    now.put_audit("honest|a|1|True", "honest", passed=True, detail="1 step(s) reproduced")
+    old = _run(tmp_path / "old")
+    old.close()
+    db = sqlite3.connect(tmp_path / "old" / "run.db")
+    with db:
+        db.execute("UPDATE episodes SET outcome = 'incomplete', reason = 'replay audit: turn 1: x'"
+                   " WHERE episode_key = 'cheat|b|1|True'")
+        db.executemany("INSERT INTO audits VALUES (?, ?, ?, ?, ?, ?)", [
+            ("cheat|b|1|True", "cheat", "mismatch", "turn 1: x", "success", 1.0),
+            ("honest|a|1|True", "honest", "passed", "1 step(s) reproduced", "success", 2.0)])
+    db.close()
+    old = Store.open_readonly(tmp_path / "old", live=False)
+    a, b = now.tables(), old.tables()
+    for frame in ("players", "environments", "episodes", "audits"):
+        assert getattr(a, frame).equals(getattr(b, frame)), frame
+    report = [analyze(t, bootstrap=0, convergence=False).json for t in (a, b)]
+    assert report[0] == report[1]
+    assert report[1]["environments"] and environment_flags(b)["cheat"] == [Flag.NONDETERMINISTIC]
+    now.close()
+    old.close()

@@ -15,7 +15,16 @@ from scipy.stats import binom
 
 from envduels._text import last_boxed
 from envduels.analysis.pairs import domain_balanced, matched_pairs, scored_episodes
+from envduels.duel.faults import author_faults
+from envduels.duel.outcomes import (  # noqa: F401 (re-exported: the names' one home is duel.outcomes)
+    AUTHOR_FAULT_FLAGS,
+    FLAGS,
+    INFORMATIONAL_FLAGS,
+    Flag,
+    Outcome,
+)
 from envduels.envs import _battery
+from envduels.envs._battery import BatteryFindings
 
 
 class TablesLike(Protocol):
@@ -96,8 +105,8 @@ def solver_metrics(tables: TablesLike, pairs: pd.DataFrame | None = None) -> lis
                 "canonical_autonomous_solve": domain_balanced(per_env["rate"], per_env["domain"]),
                 "common_panel_solve": common.get(s),
                 "episodes": len(mine),
-                "incomplete": int((mine["outcome"] == "incomplete").sum()),
-                "errors": int((mine["outcome"] == "error").sum()),
+                "incomplete": int((mine["outcome"] == Outcome.INCOMPLETE).sum()),
+                "errors": int((mine["outcome"] == Outcome.ERROR).sum()),
                 "self_play_episodes": int(((eps["solver"] == s) & eps["self_play"].astype(bool)).sum()),
                 "pairs": len(p),
                 "rescues": rescues,
@@ -177,7 +186,7 @@ def author_metrics(tables: TablesLike, pairs: pd.DataFrame | None = None) -> lis
                 "environments": len(mine),
                 "valid_environments": int(mine["valid"].astype(bool).sum()),
                 "invalid_environments": int((~mine["valid"].astype(bool)).sum()),
-                "author_faults": int(((eps["author"] == a) & (eps["outcome"] == "incomplete")).sum()),
+                "author_faults": int(((eps["author"] == a) & (eps["outcome"] == Outcome.INCOMPLETE)).sum()),
                 "hint_authoring": domain_balanced(lv["lift"], lv["domain"]),
                 "design_score": domain_balanced(dv["design"], dv["domain"]),
                 "pairs": int((pairs["author"] == a).sum()),
@@ -209,7 +218,7 @@ def boxed_content(text: str) -> str | None:
     return None if box is None else box[len("\\boxed{"):-1]
 
 
-def winning_action(transcript: Any) -> str | None:
+def winning_action(transcript: object) -> str | None:
     """The boxed text of the last step of a transcript (the winning step of a success).
 
     The engine logs each step as `{"role": "env", "action": "\\boxed{...}", ...}`; a transcript
@@ -231,25 +240,13 @@ def winning_action(transcript: Any) -> str | None:
     return None
 
 
-NONDETERMINISTIC = "nondeterministic"
-"""The flag of an environment whose replay audit did not reproduce a played episode."""
-UNSOLVED_WITH_HINT = "unsolved_with_hint"
-"""Informational: no panel solver won even with the hint."""
-HINT_GATED = "hint_gated"
-"""Informational: the panel's no-hint rate is at most `HINT_GATED_NO_HINT_MAX` and its hinted
-rate at least `HINT_GATED_HINTED_MIN`."""
-HINT_LEAK = "hint_leak"
-"""Informational: the hinted wins copy the hint (see `environment_flags`)."""
-TRIVIAL = _battery.TRIVIAL
-"""The degenerate-policy battery won without the hint (set in validation; `envs._battery`)."""
-HINT_IS_KEY = _battery.HINT_IS_KEY
-"""The degenerate-policy battery won by copying the hint (set in validation; `envs._battery`)."""
-AUTHOR_FAULT_FLAGS = (NONDETERMINISTIC, TRIVIAL, HINT_IS_KEY)
-"""Flags that score every episode of their environment as its author's fault (`incomplete`)."""
-INFORMATIONAL_FLAGS = (UNSOLVED_WITH_HINT, HINT_GATED, HINT_LEAK)
-"""Flags that describe an environment and change no score."""
-FLAGS = (*AUTHOR_FAULT_FLAGS, *INFORMATIONAL_FLAGS)
-"""Every flag `environment_flags` can give, in the order it lists them."""
+# The flags under the names readers import from here; each is its `duel.outcomes.Flag` member.
+NONDETERMINISTIC = Flag.NONDETERMINISTIC
+UNSOLVED_WITH_HINT = Flag.UNSOLVED_WITH_HINT
+HINT_GATED = Flag.HINT_GATED
+HINT_LEAK = Flag.HINT_LEAK
+TRIVIAL = Flag.TRIVIAL
+HINT_IS_KEY = Flag.HINT_IS_KEY
 
 HINT_GATED_NO_HINT_MAX = 0.25
 """`hint_gated` tolerance: the panel's no-hint pass rate is at most this..."""
@@ -260,18 +257,16 @@ HINT_LEAK_MIN_CHARS = 3
 rule); shorter answers are caught by the copying rule, which matches whole phrases."""
 
 
-def _audit_caught(episodes: pd.DataFrame) -> set[str]:
-    """Environments with an episode that the replay audit holds against them."""
-    from envduels.store import AUDIT_REASON
-
-    if "reason" not in episodes or episodes.empty:
-        return set()
-    reasons = episodes["reason"].fillna("").astype(str)
-    caught = (episodes["outcome"] == "incomplete") & reasons.str.startswith(AUDIT_REASON)
-    return set(episodes.loc[caught, "env_id"])
+def _audits(tables: TablesLike) -> list[tuple[str, str, str | None]]:
+    """(env_id, state, detail) of the run's recorded replay audits (`store.Tables.audits`),
+    oldest first; none for tables without audits (episodes from a file)."""
+    audits = getattr(tables, "audits", None)
+    if not isinstance(audits, pd.DataFrame) or audits.empty:
+        return []
+    return list(zip(audits["env_id"], audits["state"], audits["detail"], strict=True))
 
 
-def copied_win(transcript: Any, hint: str, phrases: set[str] | None = None) -> bool:
+def copied_win(transcript: object, hint: str, phrases: set[str] | None = None) -> bool:
     """Whether a winning episode needed no reasoning: every action it boxed is a token or
     phrase of the hint (`envs._battery.hint_phrases`, compared `normalized`) or something an
     earlier turn showed (`shown_items` of an observation), and at least one is from the hint.
@@ -303,7 +298,7 @@ def copied_win(transcript: Any, hint: str, phrases: set[str] | None = None) -> b
     return acted and from_hint
 
 
-def _procedure_shown(battery: dict[str, Any] | None) -> bool:
+def _procedure_shown(battery: BatteryFindings | None) -> bool:
     """Whether validation's battery boxed every token of the hint (copying, and copying with
     echoing) on every seed it played and never won: copying the hint is then shown not to
     win, so solvers that type the hint's words are following a procedure."""
@@ -313,7 +308,7 @@ def _procedure_shown(battery: dict[str, Any] | None) -> bool:
     return all(int((policies.get(k) or {}).get("won", 0)) == 0 for k in ("hint_copy", "hint_copy+echo"))
 
 
-def _hint_leak(transcripts: list[Any], hint: str, battery: dict[str, Any] | None) -> bool:
+def _hint_leak(transcripts: list[object], hint: str, battery: BatteryFindings | None) -> bool:
     """`hint_leak` for one environment from its hinted panel wins (see `environment_flags`)."""
     if not transcripts or _procedure_shown(battery):
         return False
@@ -355,15 +350,12 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
     eps = eps[~eps["self_play"].astype(bool)]
     pairs = matched_pairs(tables.episodes)
     hints = dict(zip(envs["env_id"], envs["hint"].fillna(""), strict=False))
-    battery: dict[str, Any] = getattr(tables, "battery", None) or {}
+    battery: dict[str, BatteryFindings] = getattr(tables, "battery", None) or {}
     flags: dict[str, list[str]] = {e: [] for e in envs["env_id"]}
-    for env_id in _audit_caught(tables.episodes):
+    # the author's-fault flags: the typed facts (audit states, the battery's flag), one rule
+    for env_id, fault in author_faults(_audits(tables), battery).items():
         if env_id in flags:
-            flags[env_id].append(NONDETERMINISTIC)
-    for env_id, found in battery.items():
-        flag = found.get("flag") if isinstance(found, dict) else None
-        if env_id in flags and flag in _battery.BATTERY_FLAGS and NONDETERMINISTIC not in flags[env_id]:
-            flags[env_id].append(flag)
+            flags[env_id].append(fault.flag)
     hinted = eps[eps["hinted"].astype(bool)]
     for env_id, group in hinted.groupby("env_id"):
         if env_id not in flags:

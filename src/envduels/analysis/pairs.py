@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-SCORED = ("success", "failure")
+from envduels.duel.outcomes import Outcome
+
+SCORED = (Outcome.SUCCESS, Outcome.FAILURE)
 PAIR_KEYS = ["env_id", "solver", "seed", "trial"]
 PAIR_COLUMNS = ["env_id", "author", "solver", "round", "domain", "seed", "trial", "self_play", "y0", "yh"]
 
@@ -17,7 +19,7 @@ PAIR_COLUMNS = ["env_id", "author", "solver", "round", "domain", "seed", "trial"
 def scored_episodes(episodes: pd.DataFrame) -> pd.DataFrame:
     """Episodes whose outcome is `success` or `failure`, with `y` = 1 for success."""
     out = episodes[episodes["outcome"].isin(SCORED)].copy()
-    out["y"] = (out["outcome"] == "success").astype(int)
+    out["y"] = (out["outcome"] == Outcome.SUCCESS).astype(int)
     return out
 
 

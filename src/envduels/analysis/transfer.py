@@ -318,7 +318,8 @@ def correlate_gains(
         x = both[name].to_numpy(dtype=float)
         y = both["gain"].to_numpy(dtype=float)
         corr = {}
-        for j, method in enumerate(("pearson", "spearman")):
+        methods: list[Literal["pearson", "spearman"]] = ["pearson", "spearman"]
+        for j, method in enumerate(methods):
             rng = np.random.default_rng([seed, i, j])
             corr[method] = correlation(
                 x, y, method, bootstrap=bootstrap, permutations=permutations, rng=rng

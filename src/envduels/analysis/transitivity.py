@@ -69,7 +69,7 @@ def transitivity(
     use_draws = draws is not None and len(draws) > 0
     if edge_p is not None:
         sig = met & (edge_p <= alpha / 2)
-    elif use_draws:
+    elif draws is not None and use_draws:
         # share of draws in which i does not beat j (a loss, a tie, or the pair never met)
         not_beaten = 1.0 - (draws > np.swapaxes(draws, 1, 2)).mean(axis=0)
         sig = met & (not_beaten <= alpha / 2)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from pydantic import BaseModel
 
 from envduels.config import RunConfig, changes_results
 
 
-def result_settings(cfg: RunConfig) -> dict[str, Any]:
+def result_settings(cfg: RunConfig) -> dict[str, object]:
     """The result-affecting settings of a config, flattened to dotted keys (`players.gpt.model`).
 
     Which settings those are is declared on the fields in `config.py` (every field unless it is
@@ -26,8 +25,8 @@ def result_settings(cfg: RunConfig) -> dict[str, Any]:
     return _flatten(cfg, "")
 
 
-def _flatten(model: BaseModel, prefix: str, *, identity: str | None = None) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
+def _flatten(model: BaseModel, prefix: str, *, identity: str | None = None) -> dict[str, object]:
+    flat: dict[str, object] = {}
     dumped = model.model_dump(mode="json")
     for name, field in type(model).model_fields.items():
         if name == identity or not changes_results(field):
@@ -44,12 +43,12 @@ def _flatten(model: BaseModel, prefix: str, *, identity: str | None = None) -> d
     return flat
 
 
-def fingerprint(settings: dict[str, Any]) -> str:
+def fingerprint(settings: dict[str, object]) -> str:
     """sha256 of the result-affecting settings (canonical JSON)."""
     return _sha(json.dumps(settings, sort_keys=True))
 
 
-def changed_setting(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+def changed_setting(old: dict[str, object], new: dict[str, object]) -> str | None:
     """The first dotted key whose value differs between two `result_settings`, or None."""
     for k in sorted(set(old) | set(new)):
         if old.get(k) != new.get(k):

@@ -14,10 +14,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from envduels._text import valid_text
-from envduels.engine.solving import EnvLike, first_turn
+from envduels.engine.solving import Entry, EnvLike, first_turn
 
 
 class ReplayHostError(Exception):
@@ -41,14 +40,16 @@ def _short(value: object, limit: int = 50) -> str:
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
-def _same_reward(played: Any, replayed: float) -> bool:
+def _same_reward(played: object, replayed: float) -> bool:
+    if not isinstance(played, int | float | str):   # what the log holds: JSON
+        return False
     try:
         return float(played) == float(replayed)
     except (TypeError, ValueError, OverflowError):
         return False
 
 
-async def replay_episode(transcript: list[dict[str, Any]], *, seed: int, hint: str | None,
+async def replay_episode(transcript: list[Entry], *, seed: int, hint: str | None,
                          open_env: Callable[[], Awaitable[EnvLike]]) -> AuditResult:
     """Replay a transcript's actions in the instance from `open_env()` and compare every step.
 

@@ -13,14 +13,15 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from envduels._text import printable
 from envduels.config import load_config
-from envduels.duel.protocol import turn_cap
+from envduels.duel.outcomes import Outcome
+from envduels.duel.protocol import Entry, turn_cap
 from envduels.engine.checks import check_reachable
 from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode
 from envduels.envs import resolve
@@ -36,6 +37,12 @@ class StdinClosed(BaseException):
 
     A BaseException, like KeyboardInterrupt: the person ended it, so it is no solver failure
     for the episode's last-resort guard (`except Exception`) to record as an `error`."""
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    """The reader callback: the line `HumanSolver` waits on is ready (once)."""
+    if not ready.done():
+        ready.set_result(None)
 
 
 class HumanSolver:
@@ -61,7 +68,7 @@ class HumanSolver:
         while b"\n" not in self._pending:
             ready: asyncio.Future[None] = loop.create_future()
             try:
-                loop.add_reader(fd, lambda f=ready: f.done() or f.set_result(None))
+                loop.add_reader(fd, _wake, ready)
             except (OSError, ValueError, NotImplementedError):   # a regular file: never blocks
                 chunk = os.read(fd, 65536)
             else:
@@ -76,7 +83,7 @@ class HumanSolver:
         line, sep, self._pending = self._pending.partition(b"\n")
         return (line + sep).decode("utf-8", "replace")
 
-    async def chat(self, messages: list[dict[str, str]], **_: Any) -> ChatResult:
+    async def chat(self, messages: list[dict[str, str]], **_: object) -> ChatResult:
         """The person's next line as a reply (free, never cached: no tokens, no cost)."""
         print("your action> ", end="", flush=True)
         line = await self._readline()
@@ -100,7 +107,7 @@ def _printer(console: Console) -> Event:
     def line(label: str, style: str, text: object = "", text_style: str = "") -> None:
         console.print(Text.assemble((label, style), (printable(str(text)), text_style)))
 
-    def show(entry: dict[str, Any]) -> None:
+    def show(entry: Entry) -> None:
         role = entry.get("role")
         if role == "system":
             line("system: ", "dim", entry["content"], "dim")
@@ -145,13 +152,13 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     max_turns = turn_cap(spec.max_turns)
     limits = SandboxLimits()
     solver: HumanSolver | Player
-    if human:
+    if human or player is None or config is None:   # checked above: --human, or both given
         solver, name = HumanSolver(), "human"
     else:
         from envduels.players import build_players
 
-        cfg = load_config(config)  # type: ignore[arg-type]
-        cfg.player(player)  # type: ignore[arg-type]
+        cfg = load_config(config)
+        cfg.player(player)
         check_reachable(cfg)
         solver, name = build_players(cfg, cache=None, run_seed=cfg.seed)[player], player
         max_turns = turn_cap(spec.max_turns, cfg.tournament.max_turns)
@@ -178,4 +185,4 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     except StdinClosed:
         print("\nyou closed standard input; episode stopped", file=sys.stderr)
         return 1
-    return 0 if result.outcome == "success" else 1
+    return 0 if result.outcome == Outcome.SUCCESS else 1

@@ -21,13 +21,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
 from envduels.duel.protocol import (  # noqa: F401 (re-exported: the rules are the protocol's)
     ACTION_SEARCH_MAX_CHARS,
     FORMAT_ERROR,
     SYSTEM_PROMPT,
+    Entry,
     Episode,
     Outcome,
     first_turn,
@@ -70,10 +71,10 @@ class EpisodeTask:
 
 @dataclass
 class EpisodeResult:
-    outcome: str  # success | failure | incomplete | error
+    outcome: Outcome
     reason: str
     turns: int
-    transcript: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[Entry] = field(default_factory=list)
 
 
 def result_of(episode: Episode) -> EpisodeResult:
@@ -106,7 +107,7 @@ class EnvLike(Protocol):
     async def close(self, *, wait: bool = True) -> None: ...
 
 
-Event = Callable[[dict[str, Any]], None]
+Event = Callable[[Entry], None]
 
 
 async def play_episode(task: EpisodeTask, solver: SolverLike,
@@ -134,11 +135,11 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
             env = await open_env()
             observation, _info = await env.reset(task.seed)
         except SandboxStartError as fault:
-            return done("error", f"sandbox error: {fault.reason}")
+            return done(Outcome.ERROR, f"sandbox error: {fault.reason}")
         except EnvFault as fault:
-            return done("incomplete", f"environment failed to start: {fault.reason}")
+            return done(Outcome.INCOMPLETE, f"environment failed to start: {fault.reason}")
         except Exception as err:  # last resort: a value the parent could not take
-            return done("incomplete", f"environment failed to start: {_exc(err)}")
+            return done(Outcome.INCOMPLETE, f"environment failed to start: {_exc(err)}")
         episode.start(observation)
         while not episode.done:
             try:
@@ -146,15 +147,15 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                                           call_id=f"ep:{task.key}:turn:{episode.turn + 1}",
                                           role="solver")
             except ContextOverflow as err:
-                return done("failure", f"context overflow: {err}")
+                return done(Outcome.FAILURE, f"context overflow: {err}")
             except ContentRefused as err:   # the environment's text: its author's fault
-                return done("incomplete", f"content refused: {err}")
+                return done(Outcome.INCOMPLETE, f"content refused: {err}")
             except ProviderError as err:
-                return done("error", f"provider error: {err}")
+                return done(Outcome.ERROR, f"provider error: {err}")
             except UserError:
                 raise   # a rejected key, unknown model, bad parameters: the run stops at once
             except Exception as err:  # last resort: the host's side failed, retried on resume
-                return done("error", f"solver call failed: {_exc(err)}")
+                return done(Outcome.ERROR, f"solver call failed: {_exc(err)}")
             # valid text at this boundary: the action is what the environment gets (and what
             # the sandbox sends), the reply what the store keeps
             action = episode.act(valid_text(reply.text), input_tokens=reply.input_tokens,
@@ -165,13 +166,13 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                 result = await env.step(action)
             except SandboxStartError as fault:   # the host lost the sandbox (a cluster node)
                 episode.step_failed(fault.reason)
-                return done("error", f"sandbox error: {fault.reason}")
+                return done(Outcome.ERROR, f"sandbox error: {fault.reason}")
             except EnvFault as fault:
                 episode.step_failed(fault.reason)
-                return done("incomplete", f"environment fault: {fault.reason}")
+                return done(Outcome.INCOMPLETE, f"environment fault: {fault.reason}")
             except Exception as err:  # last resort: a value or frame the parent could not take
                 episode.step_failed(_exc(err))
-                return done("incomplete", f"environment fault: {_exc(err)}")
+                return done(Outcome.INCOMPLETE, f"environment fault: {_exc(err)}")
             episode.observe(result.observation, result.reward, result.terminated,
                             result.truncated)
         return result_of(episode)

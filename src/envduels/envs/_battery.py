@@ -33,20 +33,23 @@ import random
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 from envduels._text import plural
+from envduels.duel import faults, outcomes
+from envduels.duel.outcomes import Flag
 
-TRIVIAL = "trivial"
+TRIVIAL = Flag.TRIVIAL
 """Verdict flag: a policy that never reads the hint wins on most seeds."""
-HINT_IS_KEY = "hint_is_key"
+HINT_IS_KEY = Flag.HINT_IS_KEY
 """Verdict flag: boxing the hint's words (and echoing what the environment shows) wins on most
 seeds, while no hint-free policy does."""
-BATTERY_FLAGS = (TRIVIAL, HINT_IS_KEY)
-"""The battery's flags; each makes the environment its author's fault."""
-BATTERY_REASON = "degenerate-policy battery"
+BATTERY_FLAGS = outcomes.BATTERY_FLAGS
+"""The battery's flags (`duel.outcomes.BATTERY_FLAGS`); each makes the environment its
+author's fault."""
+BATTERY_REASON = faults.BATTERY_REASON
 """Every episode of an environment the battery flagged reads as `incomplete` with a reason
-starting with this (`store.Tables`)."""
+starting with this (`store.Tables`; the rule is `duel.faults`)."""
 
 CONSTANTS = {"yes": "yes", "no": "no", "hint": "hint", "empty": ""}
 """The constant policies: name -> the text boxed on every turn."""
@@ -209,6 +212,27 @@ class _Echo:
         return None
 
 
+class BatteryFindings(TypedDict, total=False):
+    """What the battery found, as a verdict records it (`BatteryResult.to_json`): a database
+    written by an older envduels may lack any of it."""
+
+    seeds: int
+    policies: dict[str, dict[str, int]]
+    flag: str | None
+    detail: str
+    episodes: int
+    hint_phrases: int
+    hint_tokens: int
+    hint_tokens_covered: bool
+
+
+def _hint_copier(phrases: list[str], echo: bool) -> Callable[[int], Policy]:
+    """The battery's maker of a `_HintCopy` (the same policy on every seed)."""
+    def make(seed: int) -> Policy:
+        return _HintCopy(phrases, echo)
+    return make
+
+
 @dataclass
 class _HintCopy:
     """Boxes the hint's phrases in turn, across episodes; with `echo`, first boxes up to
@@ -268,14 +292,14 @@ class BatteryResult:
 
     seeds: int
     policies: dict[str, dict[str, int]] = field(default_factory=dict)
-    flag: str | None = None
+    flag: Flag | None = None
     detail: str = ""
     episodes: int = 0
     hint_phrases: int = 0
     hint_tokens: int = 0
     hint_tokens_covered: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BatteryFindings:
         """A JSON-ready dict with exactly the fields above."""
         return {"seeds": self.seeds, "policies": {k: dict(v) for k, v in self.policies.items()},
                 "flag": self.flag, "detail": self.detail, "episodes": self.episodes,
@@ -352,7 +376,7 @@ async def run_battery(play: Play, seeds: list[int], hint: str, salt: str) -> Bat
             break
     if result.flag is None and phrases:
         for echo in (False, True):
-            if await judge(lambda seed, echo=echo: _HintCopy(list(phrases), echo)):
+            if await judge(_hint_copier(list(phrases), echo)):
                 break
     result.hint_tokens_covered = tokens_covered and "hint_copy" in result.policies
     if result.flag == TRIVIAL:

@@ -35,7 +35,7 @@ MAX_SEED = 2**63
 """Benchmark seeds are 63-bit, so that every seed fits a signed 64-bit database integer."""
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -76,13 +76,13 @@ def load_env_file(path: str | Path) -> EnvSpec:
     return EnvSpec(id=path.stem, source=source, max_turns=max_turns, hints=hints)
 
 
-def _row_error(index: int, row: Any, problem: str) -> UserError:
+def _row_error(index: int, row: object, problem: str) -> UserError:
     row_id = row.get("id") if isinstance(row, dict) else None
     label = f"manifest row {index}" + (f" (id {row_id!r})" if row_id is not None else "")
     return UserError(f"{label}: {problem}")
 
 
-def _inside(folder: Path, rel: Any, index: int, row: Any, key: str) -> Path:
+def _inside(folder: Path, rel: object, index: int, row: object, key: str) -> Path:
     """`folder / rel`, refused unless it is a relative path that stays inside `folder`."""
     if not isinstance(rel, str) or not rel:
         raise _row_error(index, row, f"{key!r} must be a relative path string, got {rel!r}")
@@ -190,7 +190,7 @@ def _carried_fields() -> list[Field]:
     return [f for f in fields(EnvSpec) if f.name not in own]
 
 
-def _carried_value(index: int, row: Any, name: str, value: Any) -> Any:
+def _carried_value(index: int, row: object, name: str, value: object) -> object:
     """`metadata[name]` as the value of `EnvSpec.name`; a row error when its JSON type is not
     the field's."""
     hint = get_type_hints(EnvSpec)[name]

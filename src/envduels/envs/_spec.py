@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from envduels._text import valid_text
+from envduels.envs._battery import BatteryFindings
 
 OracleStatus = Literal["passed", "failed", "absent", "skipped"]
 
@@ -69,7 +70,7 @@ class Verdict:
     flags: list[str] = field(default_factory=list)
     """Short names of those findings, e.g. `seed_ignored` (a fixed-pool environment that ignores
     its seed), `trivial` or `hint_is_key` (the degenerate-policy battery won it)."""
-    battery: dict[str, Any] | None = None
+    battery: BatteryFindings | None = None
     """What the degenerate-policy battery found (`envs._battery.BatteryResult.to_json`) on a
     valid environment; None when it did not run."""
 

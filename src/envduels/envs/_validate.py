@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envduels.config import HINT_MAX_CHARS
-from envduels.envs._battery import Policy, run_battery
+from envduels.envs._battery import BatteryFindings, Policy, run_battery
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
 from envduels.envs._turns import turn_cap
 from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxStartError
 
 if TYPE_CHECKING:   # a run validates in whichever sandboxes it plays in, a Ray cluster's too
-    from envduels.sandbox.ray_pool import RayEnvPool
+    from envduels.sandbox.ray_pool import RayEnvPool, RemoteEnvInstance
 
 PROBE_ACTIONS = (
     "\\boxed{1}",
@@ -221,7 +221,7 @@ async def _run_episode(
     with `actions` (cycled), or, if `use_oracle`, with `oracle_action()` each turn, or with what
     `policy` answers to the last observation (until it answers None)."""
     turn, call = 0, "loading"
-    instance: EnvInstance | None = None
+    instance: EnvInstance | RemoteEnvInstance | None = None
     try:
         budget.check(seed, what, turn)
         instance = await pool.open(spec.source, class_name=class_name, max_turns=spec.max_turns)
@@ -384,7 +384,7 @@ async def validate_env(
     oracle_status: OracleStatus = "skipped"
     warnings: list[str] = []
     flags: list[str] = []
-    battery: dict | None = None
+    battery: BatteryFindings | None = None
     try:
         try:
             has_oracle = await _has_oracle(pool, spec, class_name)

@@ -87,7 +87,7 @@ def load(key: str) -> Verdict | None:
     return _verdict(data, key)
 
 
-def _verdict(data: Any, key: str) -> Verdict | None:
+def _verdict(data: object, key: str) -> Verdict | None:
     if not isinstance(data, dict) or data.get("format") != _FORMAT or data.get("key") != key:
         return None
     v = data.get("verdict")

@@ -63,12 +63,13 @@ async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: boo
         async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
             for i, spec in enumerate(specs):
                 if verdicts[i] is None:
-                    verdicts[i] = await validate_env(
+                    verdict = await validate_env(
                         spec, pool, seeds=seeds_for(spec, seeds), require_oracle=require_oracle,
                         hint_max_chars=hint_max_chars, fixed_pool=fixed_pool,
                         probe_seed=probe_seed)
+                    verdicts[i] = verdict
                     if keys[i]:
-                        _verdict_cache.store(keys[i], verdicts[i])
+                        _verdict_cache.store(keys[i], verdict)
             return [v for v in verdicts if v is not None]
     except SandboxStartError as err:
         raise UserError(f"the sandbox could not start ({err.reason}); no environment was judged: "

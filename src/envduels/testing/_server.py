@@ -61,7 +61,7 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _message_text(content: Any) -> str:
+def _message_text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content blocks

@@ -19,11 +19,13 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from envduels.duel.outcomes import Outcome
+
 DOMAINS = ("logic", "planning", "math", "language", "search")
 
 
 def many_model_episodes(models: int = 100, *, envs_per_author: int = 1, seeds: int = 1,
-                        seed: int = 0) -> Iterator[dict[str, Any]]:
+                        seed: int = 0) -> Iterator[dict[str, object]]:
     """Episode rows (the `report --episodes` fields) of a round-robin among `models` models:
     each writes `envs_per_author` environments and solves every other model's on `seeds` seeds,
     without and with the hint. Deterministic for a given `seed`."""
@@ -52,8 +54,9 @@ def many_model_episodes(models: int = 100, *, envs_per_author: int = 1, seeds: i
                         u = rng.random()
                         if u < 0.05:
                             continue  # never recorded
-                        outcome = ("error" if u < 0.08 else "incomplete" if u < 0.10
-                                   else "success" if rng.random() < expit(base + gain) else "failure")
+                        outcome = (Outcome.ERROR if u < 0.08 else Outcome.INCOMPLETE if u < 0.10
+                                   else Outcome.SUCCESS if rng.random() < expit(base + gain)
+                                   else Outcome.FAILURE)
                         yield {"env_id": env_id, "author": author, "domain": domain, "round": 1,
                                "solver": solver, "seed": sd, "trial": 0, "hinted": hinted, "outcome": outcome}
 
