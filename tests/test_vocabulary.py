@@ -53,15 +53,8 @@ _OUTCOME_FIRST = re.compile(r"^(end|done|.*Result|.*Row)$")
 PENDING: dict[str, str] = {
     "analysis/ratings.py": "duel-stats",
     "analysis/simulate.py": "duel-stats",
-    "duel/protocol.py": "usage",
-    "engine/history.py": "layers",
-    "engine/scheduler.py": "layers",
-    "gym.py": "layers",
     "report/episodes.py": "report-models",
     "report/html.py": "report-models",
-    "rl/_episodes.py": "usage",
-    "rl/_evaluate.py": "usage",
-    "serve/_session.py": "usage",
     "view/_app.py": "report-models",
     "view/_reader.py": "report-models",
 }

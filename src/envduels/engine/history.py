@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from envduels.duel.outcomes import Outcome
+
 if TYPE_CHECKING:   # annotations only: a run should not pay pandas' import to start
     import pandas as pd
 
@@ -22,7 +24,7 @@ EXCERPT_CHARS = 160
 
 
 def _rate(series: pd.Series) -> float | None:
-    return None if len(series) == 0 else float((series == "success").mean())
+    return None if len(series) == 0 else float((series == Outcome.SUCCESS).mean())
 
 
 def _fmt(rate: float | None) -> str:
@@ -51,7 +53,7 @@ def history_digest(tables: Tables, *, author: str, round_: int, mode: str, max_c
     if mode == "own":
         envs = envs[envs.author == author]
     episodes = tables.episodes
-    episodes = episodes[episodes.outcome.isin(["success", "failure"]) & ~episodes.self_play]
+    episodes = episodes[episodes.outcome.isin([Outcome.SUCCESS, Outcome.FAILURE]) & ~episodes.self_play]
     from envduels.analysis.metrics import environment_flags
 
     # the same flags the report and export show, from the whole run's tables
@@ -98,11 +100,11 @@ def _excerpts(eps: pd.DataFrame) -> list[str]:
     rescued = unhelpful = None
     for r in eps[eps.hinted].sort_values(["solver", "seed", "trial"]).itertuples():
         twin = plain.get((r.solver, r.seed, r.trial))
-        if twin is None or twin.outcome != "failure":
+        if twin is None or twin.outcome != Outcome.FAILURE:
             continue
-        if r.outcome == "success" and rescued is None:
+        if r.outcome == Outcome.SUCCESS and rescued is None:
             rescued = (r, twin)
-        if r.outcome == "failure" and unhelpful is None:
+        if r.outcome == Outcome.FAILURE and unhelpful is None:
             unhelpful = r
     if rescued is not None:
         won, lost = rescued

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from envduels.config import RunConfig
 from envduels.duel.design import LIBRARY_AUTHOR, Design
+from envduels.duel.outcomes import Outcome
 from envduels.engine._keys import episode_key
 from envduels.engine.audit import (
     REPLAY_FAULT_PREFIX,
@@ -405,7 +406,7 @@ class Tournament:
             raise   # the player's configuration: the run stops with its one line
         except Exception as err:  # last resort: the host's fault, retried on resume
             log.error("episode %s failed unexpectedly: %s", task.key, _exc(err))
-            result = EpisodeResult("error", f"harness error: {_exc(err)}", 0)
+            result = EpisodeResult(Outcome.ERROR, f"harness error: {_exc(err)}", 0)
             self._errors += 1
             try:
                 self._record(task, result)
@@ -413,7 +414,7 @@ class Tournament:
                 log.error("episode %s not recorded: %s", task.key, _exc(store_err))
             self.progress.episode_finished(result.outcome)
             return result
-        if result is not None and self.audit and result.outcome in ("success", "failure"):
+        if result is not None and self.audit and result.outcome in (Outcome.SUCCESS, Outcome.FAILURE):
             self._pending.append(PendingAudit(task.key, task.env, task.seed, task.hinted,
                                               result.transcript))
         return result
@@ -425,14 +426,14 @@ class Tournament:
             env = task.env
             if env.id in self._caught:
                 result = EpisodeResult(
-                    "incomplete", f"{AUDIT_REASON}: the environment is nondeterministic; "
+                    Outcome.INCOMPLETE, f"{AUDIT_REASON}: the environment is nondeterministic; "
                     "not played", 0)
             elif flag := self._battery_flag(env.id):   # its author's fault already: no token spent
-                result = EpisodeResult("incomplete", f"{BATTERY_REASON}: {flag}: not played", 0)
+                result = EpisodeResult(Outcome.INCOMPLETE, f"{BATTERY_REASON}: {flag}: not played", 0)
             else:
                 result = await play_episode(task, self.players[task.solver], self._opener(env))
         self._record(task, result)
-        if result.outcome == "error":
+        if result.outcome == Outcome.ERROR:
             self._errors += 1
         self.progress.episode_finished(result.outcome)
         return result
