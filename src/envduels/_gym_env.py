@@ -174,7 +174,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         truncated = bool(result.truncated) or (episode.done and not terminated)
         reward = float(result.reward)
         meta["success"] = episode.success
-        info = dict(result.info or {})
+        info: dict[str, object] = dict(result.info or {})
         info[NAMESPACE] = meta
         return self._clip(result.observation), reward, terminated, truncated, info
 
@@ -185,7 +185,7 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
         them (the observations this adapter returns are the environment's own, hint-prefixed),
         the replies, the steps and the outcome (`duel.protocol.Episode`). Empty before the
         first reset."""
-        return list(self._episode.transcript) if self._episode is not None else []
+        return [dict(entry) for entry in self._episode.transcript] if self._episode is not None else []
 
     def close(self) -> None:
         """Kill the sandboxed worker; idempotent."""

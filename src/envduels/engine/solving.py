@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
+from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import (  # noqa: F401 (re-exported: the rules are the protocol's)
     ACTION_SEARCH_MAX_CHARS,
     FORMAT_ERROR,
     SYSTEM_PROMPT,
     Entry,
     Episode,
-    Outcome,
     first_turn,
     last_boxed,
     next_turn,
