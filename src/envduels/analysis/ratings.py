@@ -221,7 +221,7 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
     net = np.zeros((len(design.env_ids), R * n * n))
     count = np.zeros_like(net)
 
-    def slot(rnd: Any, a: str, s: str) -> int:
+    def slot(rnd: object, a: str, s: str) -> int:
         return (r_index[rnd] * n + index[a]) * n + index[s]
 
     p = pairs[pairs["author"].isin(index) & pairs["solver"].isin(index)]
@@ -644,7 +644,7 @@ def _rows(rating: Rating, lo: np.ndarray, hi: np.ndarray, notes: list[str | None
     games = rating.scores + rating.scores.T
     elo = rating.elo(rating.theta)
     above = rating.above if rating.above is not None else np.zeros((len(players), len(players)), bool)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i in keep:
         up = [players[j] for j in keep if above[j, i]]
         down = [players[j] for j in keep if above[i, j]]
@@ -783,7 +783,8 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float, *, builder
     elif stacked.shape[0] > 1:  # no draws (bootstrap = 0): the cheap refit of a caller, no rank test
         # (run where the design withholds ranks too: the coverage bench measures the test alone)
         b = builder
-        rating.pair_p = duel_pair_pvalues(b.net, b.count, b.env_half, b._expected(), b.rounds, n, seed=seed)
+        half = b.env_half if b.env_half is not None else np.full(len(b.net), -1)
+        rating.pair_p = duel_pair_pvalues(b.net, b.count, half, b._expected(), b.rounds, n, seed=seed)
         rating.above = holm_above(theta[:, None] - theta[None, :], np.zeros((n, n)), keep, p=rating.pair_p)
     else:
         rank_note = rank_note or "no bootstrap draws were made (bootstrap = 0), so no rank test"
@@ -852,7 +853,7 @@ def compute_ratings(
     """
     design = make_design(tables)
     w = design.weights(bootstrap, np.random.default_rng(seed))
-    builders = {
+    builders: dict[str, DuelBuilder | AuthorBuilder | SolverBuilder] = {
         "duel": duel_builder(tables, pairs, design),
         "author": author_builder(tables, pairs, design),
         "solver": solver_builder(tables, pairs, design),
@@ -863,8 +864,7 @@ def compute_ratings(
             out[kind] = Rating(kind, [], np.zeros((0, 0)), np.zeros(0), np.zeros((bootstrap, 0)), np.zeros(0, bool),
                                interval="none", note="no models in this role")
             continue
-        if kind == "duel":
-            assert isinstance(b, DuelBuilder)
+        if isinstance(b, DuelBuilder):
             stacked, _ = duel_draws(b, bootstrap if design.resamplable else 0, np.random.default_rng(seed + 1))
             duel = _rate_duel(b.players, stacked, ridge, builder=b, rank_note=duel_rank_note(tables, pairs), seed=seed)
             n, R = len(b.players), b.rounds
@@ -890,9 +890,9 @@ def compute_ratings(
                         f"than {MIN_AUTHOR_ENVS} environments with results: an author's lift cannot vary within its "
                         "own work, so no honest interval or rank exists; write more environments per author")
         pair_p = None
-        if kind == "solver" and note is None and design.resamplable:
+        if isinstance(b, SolverBuilder) and note is None and design.resamplable:
             pair_p = solver_pair_pvalues(b.points, len(b.players), seed=seed)
-        elif kind == "author" and note is None and design.resamplable:
+        elif isinstance(b, AuthorBuilder) and note is None and design.resamplable:
             env_author = dict(zip(tables.environments["env_id"], tables.environments["author"], strict=False))
             pair_p = author_pair_pvalues(b.num, b.den, b.players, b.solvers,
                                          [env_author.get(e) for e in design.env_ids], seed=seed)
