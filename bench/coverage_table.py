@@ -176,7 +176,7 @@ def main() -> None:
                     help="only the correlate verdicts on null tournaments (with --gain-draws), no ratings")
     ap.add_argument("--gain-draws", type=int, default=1,
                     help="null rows: pure-noise gain vectors per tournament for the correlate verdict")
-    ap.add_argument("--seed-offset", type=int, default=0, help="null rows: first tournament seed (more null runs)")
+    ap.add_argument("--seed-offset", type=int, default=0, help="first tournament seed (more runs of a cell or of the null rows)")
     ap.add_argument("--simulator", choices=("uneven", "alike"), default="uneven",
                     help="environments of envduels.analysis.simulate (default uneven)")
     args = ap.parse_args()
@@ -213,7 +213,8 @@ def main() -> None:
                     truth = truth_for(pool, design, spread, skill, args.truth_reps)
                     tmap = {k: dict(zip(names, truth[k], strict=False)) for k in KINDS}
                     rho = float(_spearman_rows(truth["author"], truth["solver"]))
-                    reps = list(pool.map(one_rep, [(design, spread, skill, s, args.draws) for s in range(args.reps)]))
+                    seeds = range(args.seed_offset, args.seed_offset + args.reps)
+                    reps = list(pool.map(one_rep, [(design, spread, skill, s, args.draws) for s in seeds]))
                     dh = dt = 0
                     phis = cell.setdefault("duel_phi", [])
                     for rep in reps:
