@@ -44,7 +44,10 @@ def measure(draws: int, players: int, simulator: str, html: bool) -> dict[str, A
     out["rss_before"] = rss_before
     conv = result.json["convergence"]
     out["backend"] = f"{conv['backend']} ({conv['backend_reason']})"
-    out.update(duel_methods(run.tables, draws))
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):  # as `analyze` runs them
+        out.update(duel_methods(run.tables, draws))
     if html:
         from envduels.report.html import render_html
 
