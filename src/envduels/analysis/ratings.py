@@ -30,6 +30,7 @@ from envduels.analysis._ties import RATING_TOLERANCE, snap
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
 from envduels.analysis.rank_tests import author_pair_pvalues, duel_pair_pvalues, solver_pair_pvalues
 from envduels.analysis.transitivity import duel_edge_pvalues
+from envduels.duel.outcomes import Outcome
 
 RIDGE = 0.1
 """Ridge on θ (logit units): the MLE stays finite under perfect separation; prior sd ≈ 3.2."""
@@ -238,7 +239,7 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
     # an incomplete episode is the environment's fault (SPEC §4): its (seed, trial) slot is a
     # solver win, like a forfeit, so an environment that crashes where the solver would win
     # does not escape the loss (solver metrics still leave such pairs out)
-    broken = played[played["outcome"] == "incomplete"][["env_id", "solver", "seed", "trial"]].drop_duplicates()
+    broken = played[played["outcome"] == Outcome.INCOMPLETE][["env_id", "solver", "seed", "trial"]].drop_duplicates()
     for (e, s), k in broken.groupby(["env_id", "solver"]).size().items():
         if e in env_index and s in index and env_author.get(e) in index:
             col = slot(env_round[e], env_author[e], s)
