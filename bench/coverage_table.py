@@ -66,6 +66,7 @@ def params(players: int, spread: float, skill: str) -> dict[str, Any]:
 
 
 SIMULATOR = ["uneven"]  # set by main() before the worker processes start (they fork)
+GAIN_DRAWS = [1]  # likewise: pure-noise gain vectors per null tournament (`--gain-draws`)
 
 
 def simulate(design: tuple[int, int, int], spread: float, skill: str, seed: int) -> Any:
@@ -112,11 +113,31 @@ def one_rep(args: tuple) -> dict[str, Any]:
     out["div"] = (dv["ci_low"], dv["ci_high"], dv["spearman"])
     out["div_excludes_0"] = dv["ci_low"] is not None and (dv["ci_low"] > 0 or dv["ci_high"] < 0)
     if skill == "null":  # correlate on pure-noise gains, one row per author pool
-        pred = unit_predictors(run.tables.episodes, "author")
-        gains = pd.Series(np.random.default_rng(seed).normal(size=len(pred)), index=pred.index)
-        res = correlate_gains(pred, gains, unit="author", bootstrap=0, permutations=999, seed=seed)
-        out["verdict"] = any("gained" in r.conclusion for r in res.results)
+        verdicts = noise_verdicts(run, seed, GAIN_DRAWS[0])
+        out["verdict"] = verdicts[0]
+        out["verdicts"] = (sum(verdicts), len(verdicts))
     return out
+
+
+def noise_verdicts(run: Any, seed: int, draws: int) -> list[bool]:
+    """Whether `correlate` prints a verdict ("... gained higher/lower") on each of `draws` pure-
+    noise gain vectors (one gain per author pool) against the run's predictors; draw 0 is the
+    one gain vector per run of the earlier tables."""
+    pred = unit_predictors(run.tables.episodes, "author")
+    verdicts = []
+    for g in range(draws):
+        gen = np.random.default_rng(seed if g == 0 else [seed, g])
+        gains = pd.Series(gen.normal(size=len(pred)), index=pred.index)
+        res = correlate_gains(pred, gains, unit="author", bootstrap=0, permutations=999, seed=seed)
+        verdicts.append(any("gained" in r.conclusion for r in res.results))
+    return verdicts
+
+
+def correlate_only(args: tuple) -> tuple[int, int]:
+    """(false verdicts, gain vectors) of one null tournament, without rating it."""
+    design, seed, draws = args
+    verdicts = noise_verdicts(simulate(design, 0.0, "null", seed), seed, draws)
+    return sum(verdicts), len(verdicts)
 
 
 def truth_for(pool: ProcessPoolExecutor, design, spread, skill, reps) -> dict[str, np.ndarray]:
@@ -148,28 +169,52 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also save the raw cells here")
     ap.add_argument("--designs", default=None, help="only these, e.g. 9x1x2,6x4x2")
     ap.add_argument("--nulls-only", action="store_true", help="only the null rows (identical players)")
-    ap.add_argument("--seed-offset", type=int, default=0, help="null rows: first tournament seed (more null runs)")
+    ap.add_argument("--spreads", default=None, help="only these spreads, e.g. 1.5 (coverage cells)")
+    ap.add_argument("--skills", default=None, help="only these skill orders: correlated,uncorrelated")
+    ap.add_argument("--no-nulls", action="store_true", help="skip the null rows")
+    ap.add_argument("--correlate-only", action="store_true",
+                    help="only the correlate verdicts on null tournaments (with --gain-draws), no ratings")
+    ap.add_argument("--gain-draws", type=int, default=1,
+                    help="null rows: pure-noise gain vectors per tournament for the correlate verdict")
+    ap.add_argument("--seed-offset", type=int, default=0, help="first tournament seed (more runs of a cell or of the null rows)")
     ap.add_argument("--simulator", choices=("uneven", "alike"), default="uneven",
                     help="environments of envduels.analysis.simulate (default uneven)")
     args = ap.parse_args()
     SIMULATOR[0] = args.simulator
+    GAIN_DRAWS[0] = max(1, args.gain_draws)
     t0 = time.perf_counter()
     run_order = RUN_ORDER
     if args.designs:
         run_order = [tuple(int(x) for x in d.split("x")) for d in args.designs.split(",")]
     cells: list[dict[str, Any]] = []
     names = [f"m{i:02d}" for i in range(9)]
+    if args.correlate_only:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            print(f"`correlate` on pure-noise gains, {args.reps} null tournaments per design ({args.simulator} "
+                  f"environments), {args.gain_draws} gain vectors each; [Wilson 95%]\n")
+            print("| design | gain vectors | false verdicts |")
+            print("|---|---|---|")
+            for design in [d for d in DESIGNS if d in run_order]:
+                seeds = range(args.seed_offset, args.seed_offset + args.reps)
+                got = list(pool.map(correlate_only, [(design, s, max(1, args.gain_draws)) for s in seeds]))
+                hit, tot = sum(g[0] for g in got), sum(g[1] for g in got)
+                lo, hi = wilson(hit, tot, 0.05)
+                print(f"| {'×'.join(map(str, design))} | {tot:,} | {hit / tot:.3f} [{max(lo, 0):.3f}, "
+                      f"{min(hi, 1):.3f}] |", flush=True)
+        print(f"\n{(time.perf_counter() - t0) / 60:.1f} min")
+        return
     with ProcessPoolExecutor(args.jobs) as pool:
         for design in [] if args.nulls_only else run_order:
-            for spread in SPREADS:
+            for spread in [float(x) for x in args.spreads.split(",")] if args.spreads else SPREADS:
                 cell: dict[str, Any] = {"design": "×".join(map(str, design)), "spread": spread}
                 hits = {k: [0, 0] for k in KINDS}
                 omitted = {k: 0 for k in KINDS}
-                for skill in ("correlated", "uncorrelated"):
+                for skill in args.skills.split(",") if args.skills else ("correlated", "uncorrelated"):
                     truth = truth_for(pool, design, spread, skill, args.truth_reps)
                     tmap = {k: dict(zip(names, truth[k], strict=False)) for k in KINDS}
                     rho = float(_spearman_rows(truth["author"], truth["solver"]))
-                    reps = list(pool.map(one_rep, [(design, spread, skill, s, args.draws) for s in range(args.reps)]))
+                    seeds = range(args.seed_offset, args.seed_offset + args.reps)
+                    reps = list(pool.map(one_rep, [(design, spread, skill, s, args.draws) for s in seeds]))
                     dh = dt = 0
                     phis = cell.setdefault("duel_phi", [])
                     for rep in reps:
@@ -185,13 +230,13 @@ def main() -> None:
                         if lo is not None:
                             dt += 1
                             dh += lo - 1e-9 <= rho <= hi + 1e-9
-                    cell[f"div_{skill}"] = (dh / dt if dt else None, rho, dt, dh)
+                    cell[f"div_{skill}"] = (dh / dt if dt else None, rho, dt, dh, len(reps))
                 for k in KINDS:
                     cell[k] = (hits[k][0] / hits[k][1] if hits[k][1] else None, omitted[k], hits[k][0], hits[k][1])
                 cells.append(cell)
                 print(json.dumps(cell, default=float), flush=True)
         nulls = []
-        for design in [d for d in DESIGNS if d in run_order]:
+        for design in [] if args.no_nulls else [d for d in DESIGNS if d in run_order]:
             seeds = range(args.seed_offset, args.seed_offset + args.reps)
             reps = list(pool.map(one_rep, [(design, 0.0, "null", s, args.draws) for s in seeds]))
             row: dict[str, Any] = {"design": "×".join(map(str, design)), "reps": len(reps)}
@@ -201,6 +246,7 @@ def main() -> None:
             row["duel_test"] = (int(sum(r.get("duel_test_claim", False) for r in reps)), len(reps))
             for key in ("sig_edge", "sig_cycle", "verdict", "div_excludes_0"):
                 row[key] = (int(sum(bool(r[key]) for r in reps)), len(reps))
+            row["verdicts"] = tuple(int(sum(r["verdicts"][q] for r in reps)) for q in (0, 1))
             nulls.append(row)
             print(json.dumps(row, default=float), flush=True)
     elapsed = time.perf_counter() - t0
@@ -214,7 +260,9 @@ def main() -> None:
     def cov(c: tuple) -> str:
         return "omitted" if c[0] is None else share(c[2], c[3])
 
-    def div(d: tuple) -> str:
+    def div(d: tuple | None) -> str:
+        if d is None:
+            return "not run"
         given = d[2] / args.reps
         if d[0] is None:
             return f"omitted (ρ {d[1]:.2f})"
@@ -228,7 +276,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     cells.sort(key=lambda c: (DESIGNS.index(tuple(int(x) for x in c["design"].split("×"))), c["spread"]))
     for c in cells:
-        dc, du = c["div_correlated"], c["div_uncorrelated"]
+        dc, du = c.get("div_correlated"), c.get("div_uncorrelated")
         print(f"| {c['design']} | ±{c['spread']} | {cov(c['duel'])} | {cov(c['author'])} | {cov(c['solver'])} "
               f"| {np.median(c['duel_phi']):.2f} | {div(dc)} | {div(du)} |")
     print(f"\nNull (identical players, {args.reps} runs per design): share of runs with a false claim\n")
@@ -239,6 +287,12 @@ def main() -> None:
         print(f"| {r['design']} | {share(*r['duel']) if r['duel'][1] else 'withheld'} | {share(*r['duel_test'])} "
               f"| {share(*r['author'])} | {share(*r['solver'])} | {share(*r['sig_edge'])} | {share(*r['sig_cycle'])} "
               f"| {share(*r['div_excludes_0'])} | {share(*r['verdict'])} |")
+    if args.gain_draws > 1:
+        print(f"\n`correlate` verdicts over {args.gain_draws} pure-noise gain vectors per null tournament:\n")
+        print("| design | gain vectors | false verdicts |")
+        print("|---|---|---|")
+        for r in nulls:
+            print(f"| {r['design']} | {r['verdicts'][1]:,} | {share(*r['verdicts'])} |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"cells": cells, "nulls": nulls, "args": vars(args), "seconds": elapsed}, fh, indent=1, default=float)

@@ -16,13 +16,14 @@ author intervals (no within-author replication).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from scipy.stats import rankdata
 
 from envduels.analysis._ties import snap
 from envduels.analysis.ratings import Rating
+
+DivergenceEntry = dict[str, float | str | bool | None]
+"""The divergence's JSON entry: numbers (ρ, bounds, reliabilities, model count), names, flags, notes."""
 
 MIN_RELIABILITY = 0.90
 """Both ratings' reliability must reach this for a divergence interval (docs/analysis.md)."""
@@ -55,12 +56,12 @@ def reliability(theta: np.ndarray, draws: np.ndarray) -> float | None:
     return max(0.0, 1.0 - noise / float(np.var(theta, ddof=1)))
 
 
-def divergence(author: Rating, solver: Rating) -> dict[str, Any]:
+def divergence(author: Rating, solver: Rating) -> DivergenceEntry:
     """Spearman ρ over models rated as both author and solver, with a 95% bootstrap interval,
     and whether the best solver is also the best author. Fewer than 3 common models: nulls."""
     common = [m for i, m in enumerate(author.players) if author.rated[i] and m in solver.players
               and solver.rated[solver.players.index(m)]]
-    out: dict[str, Any] = {"spearman": None, "ci_low": None, "ci_high": None, "models": len(common),
+    out: DivergenceEntry = {"spearman": None, "ci_low": None, "ci_high": None, "models": len(common),
                            "best_solver": None, "best_author": None, "best_solver_is_best_author": None,
                            "spearman_bias_corrected": None, "ci_method": None, "ci_note": None,
                            "reliability_author": None, "reliability_solver": None}
@@ -75,16 +76,17 @@ def divergence(author: Rating, solver: Rating) -> dict[str, Any]:
     if len(common) < 3:
         return out
     rho = float(_spearman_rows(author.theta[ai], solver.theta[si]))
+    ra = rs = None
     if author.draws.shape[0]:
-        out["reliability_author"] = reliability(author.theta[ai], author.draws[:, ai])
-        out["reliability_solver"] = reliability(solver.theta[si], solver.draws[:, si])
+        ra = reliability(author.theta[ai], author.draws[:, ai])
+        rs = reliability(solver.theta[si], solver.draws[:, si])
+    out |= {"reliability_author": ra, "reliability_solver": rs}
     out["spearman"] = None if np.isnan(rho) else rho
     note = author.note or solver.note
     if note is not None:
         out["ci_note"] = f"no interval: the {'author' if author.note else 'solver'} rating has none ({note})"
         return out
-    ra, rs = out["reliability_author"], out["reliability_solver"]
-    if out["spearman"] is None or ra is None or rs is None:
+    if np.isnan(rho) or ra is None or rs is None:
         return out
     if min(ra, rs) < MIN_RELIABILITY:
         weak, low = ("author", ra) if ra <= rs else ("solver", rs)

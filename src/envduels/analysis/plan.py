@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from envduels.analysis.ratings import (
     compute_ratings,
     fit_bradley_terry,
 )
-from envduels.analysis.simulate import simulate_tournament
+from envduels.analysis.simulate import SimulatedRun, simulate_tournament
 
 KINDS = ("duel", "author", "solver")
 SCENARIOS = ("same", "reversed", "cycle")
@@ -120,7 +120,7 @@ def truth_parameters(design: SimDesign, spread: float, scenario: str, cycle: flo
 
 
 def _simulate(design: SimDesign, spread: float, scenario: str, cycle: float, seed: int,
-              env_spread: float, environments: str = ENVIRONMENTS) -> Any:
+              env_spread: float, environments: str = ENVIRONMENTS) -> SimulatedRun:
     return simulate_tournament(
         players=design.players, envs_per_author=design.envs_per_author, rounds=design.rounds,
         seeds=design.seeds, trials=design.trials, seed=seed, spread=env_spread, self_play=design.self_play,
@@ -154,7 +154,7 @@ def true_ratings(samples: list[dict[str, tuple[list[str], np.ndarray]]]) -> dict
     out: dict[str, dict[str, float]] = {}
     for k in KINDS:
         players = samples[0][k][0]
-        s = sum(sample[k][1] for sample in samples)
+        s = np.sum([sample[k][1] for sample in samples], axis=0)  # exact: scores are sums of halves
         rated = np.flatnonzero((s + s.T).sum(axis=1) > 0)
         if len(rated) < 2:
             out[k] = {}
@@ -229,7 +229,13 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
     }
 
 
-def _one(job: tuple[Any, ...]) -> Any:
+Job = tuple[str, SimDesign, float, str, int, float, int, float, str]
+"""One tournament of `plan`: kind ("truth" or "figures"), design, spread, scenario, seed, cycle,
+bootstrap, env_spread, environments."""
+TruthScores = dict[str, tuple[list[str], np.ndarray]]
+
+
+def _one(job: Job) -> TruthScores | dict[str, Any]:
     """One simulated tournament of `plan` (a top-level function, so worker processes can run it)."""
     kind, design, spread, scenario, seed, cycle, bootstrap, env_spread, environments = job
     if kind == "truth":
@@ -253,13 +259,13 @@ def plan(design: SimDesign, spreads: list[float], *, replicates: int = 20, boots
         raise ValueError("a design needs at least 2 players")
     n_truth = truth_replicates if truth_replicates is not None else max(20, replicates)
     scenarios = SCENARIOS if design.players >= 3 else ("same",)
-    plan_jobs: list[tuple[Any, ...]] = []
+    plan_jobs: list[Job] = []
     for si, spread in enumerate(spreads):
         plan_jobs += [("truth", design, spread, "same", replicate_seed(seed, si, "truth", r), 0.0, 0, env_spread,
                        environments) for r in range(n_truth)]
         plan_jobs += [("figures", design, spread, scenario, replicate_seed(seed, si, scenario, r), cycle, bootstrap,
                        env_spread, environments) for scenario in scenarios for r in range(replicates)]
-    results: list[Any] = []
+    results: list[TruthScores | dict[str, Any]] = []
     if jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -278,11 +284,12 @@ def plan(design: SimDesign, spreads: list[float], *, replicates: int = 20, boots
     result = PlanResult(design, replicates, bootstrap, seed, env_spread, cycle, [], environments=environments)
     at = 0
     for spread in spreads:
-        truth = true_ratings(results[at:at + n_truth])
+        # the jobs were queued truth samples first, then each scenario's figures (see above)
+        truth = true_ratings(cast(list[TruthScores], results[at:at + n_truth]))
         at += n_truth
         raw: dict[str, list[dict[str, Any]]] = {s: [] for s in SCENARIOS}
         for scenario in scenarios:
-            raw[scenario] = results[at:at + replicates]
+            raw[scenario] = cast(list[dict[str, Any]], results[at:at + replicates])
             at += replicates
         result.raw[spread] = raw
         entry = summarize(design, spread, truth, raw, cycle)

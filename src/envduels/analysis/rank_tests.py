@@ -246,27 +246,32 @@ class _DuelPair:
             self.place[q, c] = 1.0
         self.groups = [(np.flatnonzero(self.own_round == r), int(np.sum(author[own][self.own_round == r] == i)))
                        for r in range(rounds)]
+        # the flat forms `stat` works on (every sum below is of integers or halves, so exact in any
+        # order: the statistic is the same number, bit for bit, as summing round by round)
+        cells = rounds * self.K
+        self.own_w = np.zeros((len(own), cells * 2))  # own env → its round's (K, 2) block
+        for e, r in enumerate(self.own_round):
+            self.own_w[e, r * self.K * 2:(r + 1) * self.K * 2] = self.own_flat[e]
+        self.own_tot = self.own_w.sum(axis=0)
+        self.flat_table = self.table.reshape(-1, 2)
+        self.base = (np.arange(len(chunks)) * 2 ** _CHUNK)[None, :]
+        chunk_cell = np.array([c for c, _ in chunks], dtype=np.int64)
+        self.direct = bool(np.array_equal(chunk_cell, np.arange(cells)))  # one chunk per cell, in order
+        self.exp_flat = [(self.exp_ik[s].reshape(-1), self.exp_ki[s].reshape(-1)) for s in (0, 1)]
         self.n_own, self.n_other = len(own), len(other)
         self.observed = float(self.stat((author[own] == i)[None, :], np.zeros((1, len(chunks)), np.int64))[0])
 
     def stat(self, first: np.ndarray, codes: np.ndarray) -> np.ndarray:
         """first (P, own): the environment counts as i's; codes (P, chunks): which environments
         of each chunk have i and j swapped (bit k: its k-th)."""
-        P, R, K = len(first), self.R, self.K
-        a_i = np.zeros((P, R, K, 2))
-        a_j = np.zeros((P, R, K, 2))
-        for r in range(R):
-            sel = self.own_round == r
-            if sel.any():
-                v = self.own_flat[sel]
-                got = first[:, sel].astype(float) @ v
-                a_i[:, r] = got.reshape(P, K, 2)
-                a_j[:, r] = (v.sum(axis=0)[None, :] - got).reshape(P, K, 2)
-        moved = self.table[np.arange(len(self.table))[None, :], codes]  # (P, chunks, 2)
-        change = (moved.transpose(0, 2, 1) @ self.place).transpose(0, 2, 1)  # (P, R·K, 2)
-        s_i = (self.solver_i[None] + change).reshape(P, R, K, 2)
-        s_j = (self.solver_j[None] - change).reshape(P, R, K, 2)
-        return _points(a_i, s_i, self.exp_ik[0], self.exp_ki[0]) - _points(a_j, s_j, self.exp_ik[1], self.exp_ki[1])
+        P, cells = len(first), self.R * self.K
+        a_i = (first.astype(float) @ self.own_w).reshape(P, cells, 2)
+        a_j = self.own_tot.reshape(cells, 2)[None] - a_i
+        moved = self.flat_table[codes + self.base]  # (P, chunks, 2)
+        change = moved if self.direct else (moved.transpose(0, 2, 1) @ self.place).transpose(0, 2, 1)
+        s_i = self.solver_i[None] + change
+        s_j = self.solver_j[None] - change
+        return _points(a_i, s_i, *self.exp_flat[0]) - _points(a_j, s_j, *self.exp_flat[1])
 
     def pvalue(self, count: int, rng: np.random.Generator) -> float:
         """(1 + #{|T*| ≥ |T|}) / (1 + count) over `count` random rearrangements."""
@@ -283,14 +288,19 @@ class _DuelPair:
 
 
 def _points(author: np.ndarray, solver: np.ndarray, exp_a: np.ndarray, exp_s: np.ndarray) -> np.ndarray:
-    """Match points of one model against each third model, summed: `author` (P, R, K, 2) net
-    and slots of its author half, `solver` those of the third model's half against it, `exp_*`
-    (R, K) whether the design has each half (an expected half needs a slot, as in
-    `ratings.match_points`)."""
-    a_has, s_has = author[..., 1] > 0, solver[..., 1] > 0
-    a = np.where(a_has, author[..., 0] / np.where(a_has, author[..., 1], 1.0), 0.0)
-    s = np.where(s_has, solver[..., 0] / np.where(s_has, solver[..., 1], 1.0), 0.0)
-    diff = a - s
+    """Match points of one model against each third model, summed: `author` (P, cells, 2) net
+    and slots of its author half in each (round, third model) cell, `solver` those of the third
+    model's half against it, `exp_*` (cells,) whether the design has each half (an expected half
+    needs a slot, as in `ratings.match_points`). A half without slots has net 0 and rate 0.
+
+    The per-slot rates are compared by cross-multiplying (slots > 0): net and slots are integers
+    or halves (a forfeit's median slot count), so the products are exact and the sign is the
+    sign of the rate difference that `ratings.match_points` takes with its 1e-12 tolerance
+    (distinct rates over a few hundred slots differ by far more)."""
+    a_net, a_cnt = author[..., 0], author[..., 1]
+    s_net, s_cnt = solver[..., 0], solver[..., 1]
+    a_has, s_has = a_cnt > 0, s_cnt > 0
+    sign = np.sign(a_net * np.where(s_has, s_cnt, 1.0) - s_net * np.where(a_has, a_cnt, 1.0))
     present = (a_has | ~exp_a) & (s_has | ~exp_s) & (exp_a | exp_s)
-    pts = np.where(diff > 1e-12, 1.0, np.where(diff < -1e-12, 0.0, 0.5))
-    return np.where(present, pts, 0.0).sum(axis=(1, 2))
+    # 1 / ½ / 0 points for a higher / equal / lower rate: ½ (1 + sign) over the present matches
+    return 0.5 * (np.where(present, sign, 0.0).sum(axis=1) + present.sum(axis=1))

@@ -30,6 +30,7 @@ from envduels.analysis._ties import RATING_TOLERANCE, snap
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
 from envduels.analysis.rank_tests import author_pair_pvalues, duel_pair_pvalues, solver_pair_pvalues
 from envduels.analysis.transitivity import duel_edge_pvalues
+from envduels.duel.outcomes import Outcome
 
 RIDGE = 0.1
 """Ridge on θ (logit units): the MLE stays finite under perfect separation; prior sd ≈ 3.2."""
@@ -221,7 +222,7 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
     net = np.zeros((len(design.env_ids), R * n * n))
     count = np.zeros_like(net)
 
-    def slot(rnd: Any, a: str, s: str) -> int:
+    def slot(rnd: object, a: str, s: str) -> int:
         return (r_index[rnd] * n + index[a]) * n + index[s]
 
     p = pairs[pairs["author"].isin(index) & pairs["solver"].isin(index)]
@@ -238,7 +239,7 @@ def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> Due
     # an incomplete episode is the environment's fault (SPEC §4): its (seed, trial) slot is a
     # solver win, like a forfeit, so an environment that crashes where the solver would win
     # does not escape the loss (solver metrics still leave such pairs out)
-    broken = played[played["outcome"] == "incomplete"][["env_id", "solver", "seed", "trial"]].drop_duplicates()
+    broken = played[played["outcome"] == Outcome.INCOMPLETE][["env_id", "solver", "seed", "trial"]].drop_duplicates()
     for (e, s), k in broken.groupby(["env_id", "solver"]).size().items():
         if e in env_index and s in index and env_author.get(e) in index:
             col = slot(env_round[e], env_author[e], s)
@@ -644,7 +645,7 @@ def _rows(rating: Rating, lo: np.ndarray, hi: np.ndarray, notes: list[str | None
     games = rating.scores + rating.scores.T
     elo = rating.elo(rating.theta)
     above = rating.above if rating.above is not None else np.zeros((len(players), len(players)), bool)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i in keep:
         up = [players[j] for j in keep if above[j, i]]
         down = [players[j] for j in keep if above[i, j]]
@@ -783,7 +784,8 @@ def _rate_duel(players: list[str], stacked: np.ndarray, ridge: float, *, builder
     elif stacked.shape[0] > 1:  # no draws (bootstrap = 0): the cheap refit of a caller, no rank test
         # (run where the design withholds ranks too: the coverage bench measures the test alone)
         b = builder
-        rating.pair_p = duel_pair_pvalues(b.net, b.count, b.env_half, b._expected(), b.rounds, n, seed=seed)
+        half = b.env_half if b.env_half is not None else np.full(len(b.net), -1)
+        rating.pair_p = duel_pair_pvalues(b.net, b.count, half, b._expected(), b.rounds, n, seed=seed)
         rating.above = holm_above(theta[:, None] - theta[None, :], np.zeros((n, n)), keep, p=rating.pair_p)
     else:
         rank_note = rank_note or "no bootstrap draws were made (bootstrap = 0), so no rank test"
@@ -852,7 +854,7 @@ def compute_ratings(
     """
     design = make_design(tables)
     w = design.weights(bootstrap, np.random.default_rng(seed))
-    builders = {
+    builders: dict[str, DuelBuilder | AuthorBuilder | SolverBuilder] = {
         "duel": duel_builder(tables, pairs, design),
         "author": author_builder(tables, pairs, design),
         "solver": solver_builder(tables, pairs, design),
@@ -863,8 +865,7 @@ def compute_ratings(
             out[kind] = Rating(kind, [], np.zeros((0, 0)), np.zeros(0), np.zeros((bootstrap, 0)), np.zeros(0, bool),
                                interval="none", note="no models in this role")
             continue
-        if kind == "duel":
-            assert isinstance(b, DuelBuilder)
+        if isinstance(b, DuelBuilder):
             stacked, _ = duel_draws(b, bootstrap if design.resamplable else 0, np.random.default_rng(seed + 1))
             duel = _rate_duel(b.players, stacked, ridge, builder=b, rank_note=duel_rank_note(tables, pairs), seed=seed)
             n, R = len(b.players), b.rounds
@@ -890,9 +891,9 @@ def compute_ratings(
                         f"than {MIN_AUTHOR_ENVS} environments with results: an author's lift cannot vary within its "
                         "own work, so no honest interval or rank exists; write more environments per author")
         pair_p = None
-        if kind == "solver" and note is None and design.resamplable:
+        if isinstance(b, SolverBuilder) and note is None and design.resamplable:
             pair_p = solver_pair_pvalues(b.points, len(b.players), seed=seed)
-        elif kind == "author" and note is None and design.resamplable:
+        elif isinstance(b, AuthorBuilder) and note is None and design.resamplable:
             env_author = dict(zip(tables.environments["env_id"], tables.environments["author"], strict=False))
             pair_p = author_pair_pvalues(b.num, b.den, b.players, b.solvers,
                                          [env_author.get(e) for e in design.env_ids], seed=seed)

@@ -19,12 +19,13 @@ Nothing touches the global random state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.special import expit
 from scipy.stats import norm
+
+from envduels.duel.outcomes import Outcome
 
 DOMAINS = ("logic", "planning", "math", "language", "search")
 ENVIRONMENTS = ("alike", "uneven")
@@ -120,7 +121,7 @@ def simulate_tournament(
     envs = pd.DataFrame(env_rows)
     valid_envs = envs[envs["valid"]]
     idx = {n: i for i, n in enumerate(names)}
-    rows: dict[str, list[Any]] = {c: [] for c in ("env_id", "author", "solver", "round", "domain", "seed", "trial", "hinted")}
+    rows: dict[str, list[object]] = {c: [] for c in ("env_id", "author", "solver", "round", "domain", "seed", "trial", "hinted")}
     for e in valid_envs.itertuples(index=False):
         for s in names:
             if s == e.author and not self_play:
@@ -153,17 +154,17 @@ def simulate_tournament(
         prob, broken = expit(solver_ab - d + offset + eff * hinted), 0.0
     success = rng.random(len(eps)) < prob
     u = rng.random(len(eps))
-    outcome = np.where(success, "success", "failure").astype(object)
+    outcome = np.where(success, Outcome.SUCCESS.value, Outcome.FAILURE.value).astype(object)
     absent = np.zeros(len(eps), dtype=bool)
     if broken:  # a third each: absent (never recorded), incomplete, error
         v = rng.random(len(eps))
-        outcome[v < broken * 2 / 3] = "error"
-        outcome[v < broken / 3] = "incomplete"
+        outcome[v < broken * 2 / 3] = Outcome.ERROR.value
+        outcome[v < broken / 3] = Outcome.INCOMPLETE.value
         absent = (v >= broken * 2 / 3) & (v < broken)
-    outcome[u < p_incomplete + p_error] = "error"
-    outcome[u < p_incomplete] = "incomplete"
+    outcome[u < p_incomplete + p_error] = Outcome.ERROR.value
+    outcome[u < p_incomplete] = Outcome.INCOMPLETE.value
     eps["outcome"] = outcome
-    eps["reason"] = np.where(outcome == "incomplete", "step timed out", None)
+    eps["reason"] = ["step timed out" if o == Outcome.INCOMPLETE else None for o in outcome]
     eps["turns"] = 3
     eps = eps[~absent].reset_index(drop=True)
     eps["self_play"] = eps["author"] == eps["solver"]
