@@ -19,14 +19,18 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from envduels._safe_load import open_capped, parse_json
+from envduels.duel.outcomes import Outcome
 from envduels.errors import UserError
 
-OUTCOMES = ("success", "failure", "incomplete", "error")
+if TYPE_CHECKING:
+    from envduels.analysis.summary import Analysis
+
+OUTCOMES: tuple[str, ...] = tuple(Outcome)
 REQUIRED = ("env_id", "author", "domain", "solver", "seed", "hinted", "outcome")
 OPTIONAL = ("round", "trial", "title", "hint")
 ENV_FIELDS = ("author", "domain", "round", "title", "hint")
@@ -195,17 +199,17 @@ def _tables(rows: list[dict[str, Any]], envs: dict[str, tuple[int, dict[str, Any
 
 
 def analyze_episodes(source: str | Path | EpisodeTables, *, bootstrap: int = 1000, seed: int = 0,
-                     name: str | None = None) -> Any:
+                     name: str | None = None) -> Analysis:
     """`envduels.analysis.Analysis` of an episodes file (or of its loaded tables): the SPEC §8
     object as for a run, with `convergence`, `costs` and `run.cost_usd` null (a file of episodes
     cannot say them). Raises `UserError` on a bad file (see `load_episodes`)."""
-    from envduels.analysis import analyze
+    from envduels.analysis.summary import analyze
 
     tables = source if isinstance(source, EpisodeTables) else load_episodes(source)
     if name is None:
         name = "episodes" if isinstance(source, EpisodeTables) else Path(source).stem
     result = analyze(tables, bootstrap=bootstrap, seed=seed, name=name, convergence=False)
-    result.json["run"]["cost_usd"] = None
-    result.json["run"]["source"] = "episodes"
-    result.json["costs"] = None
+    result.result.run.cost_usd = None
+    result.result.run.source = "episodes"
+    result.result.costs = None
     return result
