@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pandas as pd
 
@@ -47,7 +47,7 @@ class EpisodeTables:
     ignored_fields: list[str]
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -59,7 +59,7 @@ def _check_row(row: dict[str, Any], where: str) -> dict[str, Any]:
                             f"{', '.join(REQUIRED)} (round, trial, title, hint are optional)")
     out = {k: row.get(k) for k in REQUIRED + OPTIONAL}
     for key in ("env_id", "author", "domain", "solver"):
-        if not isinstance(out[key], str) or not out[key].strip():
+        if not isinstance(value := out[key], str) or not value.strip():
             raise UserError(f"{where}: field '{key}' must be a non-empty string (got {json.dumps(out[key])})")
     for key in ("title", "hint"):
         if out[key] is not None and not isinstance(out[key], str):

@@ -253,10 +253,10 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
             (plots.scale_plot(j.scale.model_dump(mode="json")), "Player size against its ratings, where sizes were given.", why["scale"]),
         ]},
     ]
-    for s in sections:
-        s["plots"] = [{"src": src, "caption": cap, "missing": None if src else miss} for src, cap, miss in s["plots"]]
+    shown = [s | {"plots": [{"src": src, "caption": cap, "missing": None if src else miss}
+                            for src, cap, miss in s["plots"]]} for s in sections]
     return {
-        "prefix": prefix, "json": j, "headline": headline(j), "sections": sections,
+        "prefix": prefix, "json": j, "headline": headline(j), "sections": shown,
         "solvers": _in_rating_order(j.solvers, j.ratings.solver),
         "authors": _in_rating_order(j.authors, j.ratings.author),
         "gallery": _gallery(a), "fmt": _fmt, "pct": _pct,

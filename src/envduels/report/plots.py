@@ -21,8 +21,8 @@ import pandas as pd  # noqa: E402
 from envduels._text import printable  # noqa: E402
 
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
-COLORS = plt.get_cmap("tab20").colors
-STRONG = plt.get_cmap("tab10").colors  # few points with bars: full-strength colours
+COLORS = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]  # a ListedColormap; the stubs say Colormap
+STRONG = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # few points with bars: full-strength colours
 
 
 def _png(fig: plt.Figure) -> str:

@@ -185,9 +185,9 @@ def _driver(kind: Kind, j: RunReport, leaders: list[str]) -> str:
         if not vals:
             return ""
         return " Solved without the hint: " + ", ".join(f"{x} {100 * v:.0f}%" for x, v in vals) + "."
-    rows = {r.model: r for r in j.ratings.duel}
-    parts = [f"{x} {rows[x].points:g} of {rows[x].games:g}" for x in models if x in rows]
-    return " Matches won (a tie counts ½): " + ", ".join(parts) + "." if parts else ""
+    duel = {r.model: r for r in j.ratings.duel}
+    won = [f"{x} {duel[x].points:g} of {duel[x].games:g}" for x in models if x in duel]
+    return " Matches won (a tie counts ½): " + ", ".join(won) + "." if won else ""
 
 
 def leader(kind: Kind, j: RunReport) -> str:
