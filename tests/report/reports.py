@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from envduels.analysis.result import RunReport
+from envduels.analysis.result import RatingRow, RunReport
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def _members(annotation: Any) -> tuple[Any, ...]:
@@ -65,3 +67,13 @@ def _fill(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
 def complete(doc: dict[str, Any]) -> RunReport:
     """The `RunReport` of a hand-written report: `doc`'s keys as given, every other one blank."""
     return RunReport.model_validate(_fill(RunReport, doc))
+
+
+def filled(model: type[M], data: dict[str, Any]) -> M:
+    """A record of `model` from a hand-written part of a report, every field not given blank."""
+    return model.model_validate(_fill(model, data))
+
+
+def rating_rows(rows: list[dict[str, Any]]) -> list[RatingRow]:
+    """Hand-written rating rows (`model`, `rating`, and whatever else the test needs) as records."""
+    return [filled(RatingRow, r) for r in rows]

@@ -183,11 +183,6 @@ def _names_in_order(models: Iterable[str], rows: list[RatingRow]) -> list[str]:
     return sorted(models, key=lambda m: (pos.get(m, len(pos)), str(m)))
 
 
-def _dumps(rows: Iterable[RatingRow]) -> list[dict[str, Any]]:
-    # plots.py still draws from the JSON form of the rows (not yet typed)
-    return [r.model_dump(mode="json") for r in rows]
-
-
 def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
     """Everything one run's part of the report shows (the template's variables)."""
     j = a.result
@@ -206,15 +201,15 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
                         _names_in_order(lift.columns, j.ratings.solver)]
     sections = [
         {"id": f"{prefix}ratings", "title": "Ratings", "plots": [
-            (plots.ratings_plot(_dumps(j.ratings.duel), "Duel rating"),
+            (plots.ratings_plot(j.ratings.duel, "Duel rating"),
              "Head-to-head: on A's environments A scores when B needed the hint, B scores when it won without it. "
              "Dots are Bradley–Terry ratings; bars are 95% intervals from the matches (an arrow: no bound on that "
              "side); #rank counts only models that are certainly better, so several models can share #1. "
              "Best at the top; equal ratings are listed by name.", why["duel"]),
-            (plots.ratings_plot(_dumps(j.ratings.author), "Author rating"),
+            (plots.ratings_plot(j.ratings.author, "Author rating"),
              "As an author: on each solver both authors faced, whose hints helped that solver more? Bars: 95% "
              "intervals from resampling environments." + _note(j, "author"), why["author"]),
-            (plots.ratings_plot(_dumps(j.ratings.solver), "Solver rating"),
+            (plots.ratings_plot(j.ratings.solver, "Solver rating"),
              "As a solver: on each environment both solvers played, who solved more without the hint? Bars: 95% "
              "intervals from resampling environments." + _note(j, "solver"), why["solver"]),
         ]},
@@ -225,7 +220,7 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              "harm, blank: never met (self-play is excluded). Rows and columns in rating order.", why["lift"]),
         ]},
         {"id": f"{prefix}divergence", "title": "Authoring vs solving", "plots": [
-            (plots.scatter_ratings(_dumps(j.ratings.author), _dumps(j.ratings.solver)),
+            (plots.scatter_ratings(j.ratings.author, j.ratings.solver),
              "If authoring and solving were the same skill, the points would line up on a rising diagonal. Bars are "
              "95% intervals.", why["scatter"]),
         ]},
@@ -236,21 +231,21 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              "the whole story.", why["win"]),
         ]},
         {"id": f"{prefix}learning", "title": "Learning across rounds", "plots": [
-            (plots.learning_plot(j.learning.model_dump(mode="json")),
+            (plots.learning_plot(j.learning),
              "Lift of each author's environments per round: rising lines mean authors learn from earlier duels.",
              why["learning"]),
         ]},
         {"id": f"{prefix}design", "title": "Design convergence", "plots": [
-            (plots.design_map([p.model_dump(mode="json") for p in conv.map] if conv else []),
+            (plots.design_map(conv.map if conv else []),
              f"Environments placed by similarity; colours are authors. Clusters of many colours mean different "
              f"authors converged on the same design. Embedding: {conv and conv.backend} "
              f"({conv and conv.backend_reason}); clusters cut at cosine {conv and conv.cluster_similarity}.",
              why["design"]),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
-            (plots.cost_plot([c.model_dump(mode="json") for c in j.costs or []]), "Spend per player over the whole run (authoring and solving); "
+            (plots.cost_plot(j.costs or []), "Spend per player over the whole run (authoring and solving); "
              "the lighter part of a bar is what prompt caching saved.", why["cost"]),
-            (plots.scale_plot(j.scale.model_dump(mode="json")), "Player size against its ratings, where sizes were given.", why["scale"]),
+            (plots.scale_plot(j.scale), "Player size against its ratings, where sizes were given.", why["scale"]),
         ]},
     ]
     shown = [s | {"plots": [{"src": src, "caption": cap, "missing": None if src else miss}
