@@ -114,12 +114,15 @@ def report(
     episodes: Annotated[Path | None, typer.Option(
         "--episodes", metavar="FILE",
         help="Rate a JSON Lines file of episodes recorded by another harness instead of a run.")] = None,
+    schema: Annotated[bool, typer.Option("--schema", help="Print the JSON Schema of the --json report and exit.")] = False,
 ) -> None:
     """Compute every metric of SPEC §5 for RUN_DIR (several run folders: compared side by
     side) or for --episodes FILE; write JSON and a self-contained HTML report (default:
     ./NAME-report.json/.html)."""
-    from envduels.report.commands import report_command, report_episodes_command
+    from envduels.report.commands import report_command, report_episodes_command, schema_command
 
+    if schema:
+        raise typer.Exit(schema_command())
     if episodes is not None:
         if run_dirs:
             raise UserError("give either run folders or --episodes FILE, not both")

@@ -24,18 +24,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
 from envduels._safe_load import load_json_capped
-from envduels.analysis.metrics import AUTHOR_FAULT_FLAGS, FLAGS
+from envduels.analysis.metrics import AUTHOR_FAULT_FLAGS, FLAGS, TablesLike
 from envduels.analysis.transfer import env_solver_rates, matched_pairs
 from envduels.envs import EnvSpec
 from envduels.errors import UserError
 from envduels.store import EnvRecord
+
+if TYPE_CHECKING:
+    from datasets import Features
 
 FORMATS = ("envduels", "jsonl", "hf")
 MARKER = "export.json"
@@ -45,6 +49,16 @@ ROW_FIELDS = (
     "max_turns", "hint", "flags", "panel_no_hint_rate", "panel_hinted_rate", "learnability",
     "solvers", "source",
 )
+
+
+class SolverResult(TypedDict):
+    """One solver's results on one exported environment (a manifest row's `results` entry)."""
+
+    solver: str
+    no_hint_rate: float
+    hinted_rate: float
+    learnability: float
+    pairs: int
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,7 @@ class Filters:
     max_pass: float | None = None
     target: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "authors": list(self.authors), "rounds": list(self.rounds), "flags": list(self.flags),
             "min_pass": self.min_pass, "max_pass": self.max_pass, "target": self.target,
@@ -76,13 +90,13 @@ class Selected:
     panel_no_hint_rate: float | None
     panel_hinted_rate: float | None
     learnability: float | None
-    solvers: list[dict[str, Any]]
+    solvers: list[SolverResult]
 
     @property
     def env_id(self) -> str:
         return self.env.env_id
 
-    def results_metadata(self) -> dict[str, Any]:
+    def results_metadata(self) -> dict[str, object]:
         """The run's results as stored in an EnvDuels manifest row's metadata."""
         return {
             "round": self.env.round,
@@ -112,7 +126,7 @@ def author_fault_flags(spec: EnvSpec) -> list[str]:
     return [f for f in flags if f in AUTHOR_FAULT_FLAGS] if isinstance(flags, list) else []
 
 
-def check_filters(filters: Filters, envs: list[EnvRecord], tables: Any) -> None:
+def check_filters(filters: Filters, envs: list[EnvRecord], tables: TablesLike) -> None:
     """UserError (one line, with the fix) for a filter naming something the run does not hold:
     an author or round of no environment in `envs`, a target that solved nothing in `tables`."""
     authors = sorted({e.author for e in envs})
@@ -151,7 +165,7 @@ def rescued_seeds(pairs: pd.DataFrame, target: str) -> dict[str, list[int]]:
 
 def select(
     envs: list[EnvRecord],
-    tables: Any,
+    tables: TablesLike,
     filters: Filters,
     *,
     flags: dict[str, list[str]] | None = None,
@@ -199,13 +213,9 @@ def select(
                 continue
         env_rates = rates[rates["env_id"] == env_id]
         solvers = [
-            {
-                "solver": str(r["solver"]),
-                "no_hint_rate": float(r["no_hint_rate"]),
-                "hinted_rate": float(r["hinted_rate"]),
-                "learnability": float(r["learnability"]),
-                "pairs": int(r["pairs"]),
-            }
+            SolverResult(solver=str(r["solver"]), no_hint_rate=float(r["no_hint_rate"]),
+                         hinted_rate=float(r["hinted_rate"]), learnability=float(r["learnability"]),
+                         pairs=int(r["pairs"]))
             for r in env_rates.to_dict("records")
         ]
         kept.append(Selected(
@@ -217,7 +227,7 @@ def select(
     return kept
 
 
-def records(selected: list[Selected]) -> list[dict[str, Any]]:
+def records(selected: list[Selected]) -> list[dict[str, object]]:
     """One JSON-ready record per (environment, seed), with the fields of `ROW_FIELDS`."""
     out = []
     for item in selected:
@@ -235,7 +245,7 @@ def records(selected: list[Selected]) -> list[dict[str, Any]]:
     return out
 
 
-def _hf_features() -> Any:
+def _hf_features() -> Features:
     from datasets import Features, Sequence, Value
 
     solver = {
@@ -311,7 +321,7 @@ def _prepare_out_dir(out_dir: Path) -> None:
         )
 
 
-def export_items(items: list[Selected], out_dir: Path, *, fmt: str, provenance: dict[str, Any]) -> int:
+def export_items(items: list[Selected], out_dir: Path, *, fmt: str, provenance: Mapping[str, object]) -> int:
     """Write a fresh export next to `out_dir`, then swap it in; an earlier export is replaced.
 
     Nothing is left half-written in `out_dir`: a failure removes the fresh copy and keeps the old.

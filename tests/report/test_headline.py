@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from envduels.report.html import headline
 
+from .reports import complete
+
 
 def summary(**over):
     base = {
@@ -15,7 +17,7 @@ def summary(**over):
                        "spearman": None, "ci_low": None, "ci_high": None, "models": 0},
         "transitivity": {"triads": 0, "cycles": 0, "significant_cycles": 0},
     }
-    return base | over
+    return complete(base | over)
 
 
 def test_headline_gives_the_divergence_with_its_interval_and_says_when_it_cannot_decide():

@@ -12,7 +12,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from test_cli_usage import SCRIPT, SRC
 
+from envduels.analysis.result import Learning
 from envduels.report import plots
+
+from .reports import filled, rating_rows
 
 EVIL = "ev\x1b]0;pwned\x07il\x1b[2J"   # retitles the window, rings the bell, clears the screen
 CONTROL = ("\x1b", "\x07")
@@ -33,11 +36,11 @@ def test_no_control_character_reaches_a_drawn_figure():
     rows = [{"model": EVIL, "rating": 1010.0, "rank": 1, "ci_low": 950.0, "ci_high": 1070.0},
             {"model": "plain", "rating": 990.0, "rank": 2, "ci_low": 930.0, "ci_high": 1050.0}]
     figures = [
-        plots.ratings_plot_figure(rows, "Duel rating"),
+        plots.ratings_plot_figure(rating_rows(rows), "Duel rating"),
         plots.heatmap_figure(pd.DataFrame([[0.1, 0.2]], index=[EVIL], columns=[EVIL, "b"]), "lift"),
-        plots.scatter_ratings_figure(rows, rows),
-        plots.learning_plot_figure({"authors": [{"model": EVIL, "rounds": [
-            {"round": 1, "lift": 0.1}, {"round": 2, "lift": 0.2}]}]}),
+        plots.scatter_ratings_figure(rating_rows(rows), rating_rows(rows)),
+        plots.learning_plot_figure(filled(Learning, {"authors": [{"model": EVIL, "rounds": [
+            {"round": 1, "lift": 0.1}, {"round": 2, "lift": 0.2}]}]})),
     ]
     drawn = [t for fig in figures if fig is not None for t in _texts(fig)]
     plt.close("all")

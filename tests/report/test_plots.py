@@ -9,7 +9,10 @@ import pandas as pd
 import pytest
 from matplotlib.text import Text
 
+from envduels.analysis.result import Learning, Scale
 from envduels.report import plots
+
+from .reports import filled, rating_rows
 
 
 def _boxes(fig, artists):
@@ -38,7 +41,7 @@ def _scale():
 
 
 def test_size_plot_tick_labels_never_overlap_and_every_point_is_named():
-    fig = plots.scale_plot_figure(_scale())
+    fig = plots.scale_plot_figure(filled(Scale, _scale()))
     for ax in fig.axes:
         ticks = _boxes(fig, ax.get_xticklabels(which="both"))
         assert len(ticks) >= 2 and _overlapping(ticks) == []
@@ -56,7 +59,7 @@ def _rows(kind_shift: float):
 
 def test_authoring_vs_solving_names_do_not_collide_and_every_error_bar_fits_the_axes():
     author, solver = _rows(0), _rows(2)
-    fig = plots.scatter_ratings_figure(author, solver)
+    fig = plots.scatter_ratings_figure(rating_rows(author), rating_rows(solver))
     ax = fig.axes[0]
     assert sorted(t.get_text() for t in ax.texts) == [f"model-{k}" for k in range(5)]
     assert _overlapping(_boxes(fig, ax.texts)) == []
@@ -69,9 +72,9 @@ def test_round_ticks_are_the_rounds_themselves_and_one_round_draws_no_learning_p
     def learning(rounds):
         return {"authors": [{"model": "a", "rounds": [{"round": r, "lift": 0.1 * r} for r in rounds]}]}
 
-    fig = plots.learning_plot_figure(learning([1, 2]))
+    fig = plots.learning_plot_figure(filled(Learning, learning([1, 2])))
     assert list(fig.axes[0].get_xticks()) == [1, 2]
-    assert plots.learning_plot_figure(learning([1])) is None
+    assert plots.learning_plot_figure(filled(Learning, learning([1]))) is None
     runs = {"runs": [{"run": "x", "history": "all", "lift_by_round": {"1": 0.1, "2": 0.2, "3": 0.1}}]}
     assert plots.runs_plot(runs) is not None
 
@@ -99,7 +102,7 @@ def test_a_rating_with_an_open_bound_runs_to_the_edge_and_models_are_drawn_best_
     rows = [{"model": "champ", "rating": 1500.0, "ci_low": 1200.0, "ci_high": None, "rank": 1},
             {"model": "mid", "rating": 1000.0, "ci_low": 800.0, "ci_high": 1250.0, "rank": 1},
             {"model": "last", "rating": 500.0, "ci_low": None, "ci_high": 700.0, "rank": 3}]
-    fig = plots.ratings_plot_figure(rows, "Duel rating")
+    fig = plots.ratings_plot_figure(rating_rows(rows), "Duel rating")
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["last (#3)", "mid (#1)", "champ (#1)"]  # bottom to top

@@ -13,6 +13,7 @@ from envduels.analysis import analyze
 from envduels.report.commands import leaderboard_command, report_command
 from envduels.report.html import headline, render_html
 
+from .reports import complete
 from .runs import leak_run, quickstart_run, single_solver_run, tables_of, tied_run, write
 
 
@@ -207,7 +208,7 @@ def _json(**over):
         "divergence": {"spearman": None, "ci_low": None, "ci_high": None, "models": 0},
         "transitivity": {"triads": 0, "cycles": 0, "significant_cycles": 0},
     }
-    return base | over
+    return complete(base | over)
 
 
 @pytest.fixture(autouse=True)

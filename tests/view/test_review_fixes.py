@@ -9,6 +9,7 @@ import io
 from rich.console import Console
 
 from envduels.analysis import analyze, simulate_tournament
+from envduels.analysis.result import RatingRow
 from envduels.report import plots
 from envduels.report.story import findings
 from envduels.report.terminal import print_summary
@@ -33,7 +34,8 @@ def test_a_dollar_sign_in_a_model_name_does_not_crash_a_plot():
     rows = [{"model": "a$\\frac{$", "rating": 1100.0, "ci_low": 1000.0, "ci_high": 1200.0,
              "rank": 1},
             {"model": "b", "rating": 900.0, "ci_low": 800.0, "ci_high": 1000.0, "rank": 2}]
-    assert plots.ratings_plot(rows, "Duel rating").startswith("data:image/png;base64,")
+    typed = [RatingRow(**r, ci_note=None, above=None, below=None, tied_with=None, points=0, games=0) for r in rows]
+    assert plots.ratings_plot(typed, "Duel rating").startswith("data:image/png;base64,")
 
 
 def test_an_author_rating_with_intervals_but_withheld_ranks_says_so_not_that_it_has_none():

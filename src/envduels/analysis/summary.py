@@ -1,8 +1,10 @@
-"""The whole analysis of one run, assembled in the SPEC §8 JSON shape (plus extra keys)."""
+"""The whole analysis of one run, assembled as a `RunReport` (`analysis.result`): the SPEC §8
+JSON shape plus extra keys, validated where it is made."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,7 @@ from envduels.analysis.metrics import (
 )
 from envduels.analysis.pairs import matched_pairs
 from envduels.analysis.ratings import Rating, compute_ratings
+from envduels.analysis.result import JSONValue, RatingRow, RunReport
 from envduels.analysis.scale import scale
 from envduels.analysis.simulate import FrameTables
 from envduels.analysis.transitivity import transitivity
@@ -39,17 +42,25 @@ the hint gives the answer away (`hint_leak`) or the environment is unsolvable wi
 
 @dataclass
 class Analysis:
-    """`json`: the SPEC §8 object (JSON-safe, NaN never present); the rest feeds the report."""
+    """`result`: the typed SPEC §8 record every output reads; the rest feeds the report's
+    tables and charts."""
 
-    json: dict[str, Any]
+    result: RunReport
     ratings: dict[str, Rating]
     lift: pd.DataFrame
     pairs: pd.DataFrame
     tables: TablesLike
 
+    @property
+    def json(self) -> dict[str, object]:
+        """The SPEC §8 object as `report --json` writes it (a fresh dict each call:
+        `RunReport.to_json()`; change `result`, not this)."""
+        return self.result.to_json()
 
-def json_safe(value: Any) -> Any:
-    """Recursively: NumPy scalars to Python, NaN/±inf to None, tuples to lists."""
+
+def json_safe(value: object) -> JSONValue:
+    """Recursively: NumPy scalars to Python, NaN/±inf to None, tuples to lists; TypeError for a
+    value with no JSON form (before, `json.dumps` raised on it later)."""
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple | np.ndarray):
@@ -63,10 +74,12 @@ def json_safe(value: Any) -> Any:
         return None if math.isnan(v) or math.isinf(v) else v
     if value is pd.NA or value is pd.NaT:
         return None
-    return value
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    raise TypeError(f"json_safe: {type(value).__name__} has no JSON form")  # a bug in an analysis function
 
 
-def is_true(value: Any) -> bool:
+def is_true(value: object) -> bool:
     """A boolean cell that is really True (missing, NaN or None: False)."""
     return isinstance(value, bool | np.bool_) and bool(value)
 
@@ -86,12 +99,14 @@ def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r.get("rank") or 0, -round(r["rating"]), str(r["model"])))
 
 
-def level_with_top(rows: list[dict[str, Any]]) -> list[str]:
-    """The models whose printed rating equals the top one (rows as `ordered` returns them)."""
-    return [r["model"] for r in rows if rows and round(r["rating"]) == round(rows[0]["rating"])]
+def level_with_top(rows: Sequence[RatingRow] | Sequence[Mapping[str, object]]) -> list[str]:
+    """The models whose printed rating equals the top one (rows as `ordered` returns them:
+    `RatingRow`s, or a rating's rows as `analysis.ratings` makes them)."""
+    typed = [r if isinstance(r, RatingRow) else RatingRow.model_validate(r) for r in rows]
+    return [r.model for r in typed if round(r.rating) == round(typed[0].rating)]
 
 
-def flagged_lead(tables: TablesLike, duel_rows: list[dict[str, Any]], flags: dict[str, list[str]]) -> dict[str, Any] | None:
+def flagged_lead(tables: TablesLike, duel_rows: list[dict[str, Any]], flags: dict[str, list[str]]) -> dict[str, object] | None:
     """Whether the duel leader's lead rests on its `hint_leak`/`hint_gated` environments.
 
     None when the leader wrote no such environment. Otherwise the environments, their flags, and
@@ -157,7 +172,7 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word if n == 1 else word + 's'}"
 
 
-def _costs(players: pd.DataFrame) -> list[dict[str, Any]]:
+def _costs(players: pd.DataFrame) -> list[dict[str, object]]:
     # cache reads, writes and reasoning are parts of input and output tokens; saved_usd is what
     # prompt caching saved against billing every input token at the input price
     cols = ["cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
@@ -168,7 +183,7 @@ def _costs(players: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, list[str]]) -> list[dict[str, Any]]:
+def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, list[str]]) -> list[dict[str, object]]:
     rates = pairs.groupby("env_id").agg(no_hint=("y0", "mean"), with_hint=("yh", "mean"), pairs=("y0", "size"))
     rows = []
     for e in tables.environments.to_dict("records"):
@@ -194,7 +209,7 @@ def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, 
 
 
 def rating_entries(tables: TablesLike, pairs: pd.DataFrame, *, bootstrap: int = 1000,
-                   seed: int = 0) -> tuple[dict[str, Rating], dict[str, Any], dict[str, Any]]:
+                   seed: int = 0) -> tuple[dict[str, Rating], dict[str, object], dict[str, object]]:
     """The ratings, the duel transitivity and the author–solver divergence, exactly as `analyze`
     reports them (`envduels plan` rates its simulated tournaments through this too)."""
     ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
@@ -239,13 +254,13 @@ def _analyze(tables: TablesLike, *, bootstrap: int, seed: int, name: str, histor
     cost = pd.to_numeric(players.get("cost_usd", pd.Series(dtype=float)), errors="coerce")
     valid_envs = envs[envs["valid"].astype(bool)]
     texts = [f"{r.get('title') or ''}\n{r.get('hint') or ''}\n{r.get('source') or ''}" for r in valid_envs.to_dict("records")]
-    methods: dict[str, dict[str, Any]] = {k: {"interval": ratings[k].interval, "note": ratings[k].note,
+    methods: dict[str, dict[str, object]] = {k: {"interval": ratings[k].interval, "note": ratings[k].note,
                                               "rank_note": ratings[k].rank_note} for k in ("duel", "author", "solver")}
     # authors the author rating leaves out (every environment broke), each with why
     methods["author"]["unrated"] = unrated_authors(tables, pairs, ratings["author"])
     # the duel's profile intervals are widened by its environments' overdispersion (issue 20)
     methods["duel"]["overdispersion"] = ratings["duel"].overdispersion
-    result: dict[str, Any] = {
+    result: dict[str, object] = {
         "run": {
             "name": name,
             "players": list(players["name"]),
@@ -275,4 +290,4 @@ def _analyze(tables: TablesLike, *, bootstrap: int, seed: int, name: str, histor
         # kept for readers of earlier reports: the same as rating_methods[kind].note
         "rating_notes": {k: ratings[k].note for k in ("duel", "author", "solver")},
     }
-    return Analysis(json_safe(result), ratings, lift_matrix(pairs), pairs, tables)
+    return Analysis(RunReport.model_validate(json_safe(result)), ratings, lift_matrix(pairs), pairs, tables)

@@ -5,12 +5,29 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envduels.errors import UserError
 
+if TYPE_CHECKING:
+    from envduels.store import Tables
 
-def _load(run_dir: Path) -> tuple[Any, str, str | None]:
+
+def report_schema() -> dict[str, object]:
+    """The JSON Schema (draft 2020-12) of one run's `report --json` object: `RunReport`'s, so
+    every report `envduels report` writes for one run validates against it."""
+    from envduels.analysis.result import RunReport
+
+    return RunReport.model_json_schema()
+
+
+def schema_command() -> int:
+    """Print `report_schema()` as indented JSON (`envduels report --schema`)."""
+    print(json.dumps(report_schema(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def _load(run_dir: Path) -> tuple[Tables, str, str | None]:
     """The run's tables, its name and history mode; UserError when it is not a finished-enough run."""
     from envduels.store import DB_NAME, Store
 
@@ -65,23 +82,25 @@ def report_command(run_dirs: list[Path], *, json_path: Path | None, html_path: P
     for run_dir in run_dirs:
         tables, name, history = _load(run_dir)
         analyses.append(analyze(tables, bootstrap=bootstrap, name=name, history=history))
-    comparison = compare_runs([a.json for a in analyses]) if len(analyses) > 1 else None
+    docs = [a.json for a in analyses]
+    comparison = compare_runs(docs) if len(analyses) > 1 else None
     if json_path is None and html_path is None:
         stem = f"{Path(run_dirs[0]).resolve().name}-report"
         json_path, html_path = Path(f"{stem}.json"), Path(f"{stem}.html")
     written = []
     if json_path is not None:
-        doc: Any = analyses[0].json if comparison is None else {"runs": [a.json for a in analyses], "comparison": comparison}
+        doc = docs[0] if comparison is None else {"runs": docs, "comparison": comparison}
         _write(Path(json_path), json.dumps(doc, indent=2, allow_nan=False))
         written.append(str(json_path))
     if html_path is not None:
         _write(Path(html_path), render_html(analyses, comparison))
         written.append(str(html_path))
     if len(analyses) == 1:
-        print_summary(headline(analyses[0].json), written)
+        print_summary(headline(analyses[0].result), written)
     else:  # one labelled block per run, in the order given
         for a in analyses:
-            print_summary(headline(a.json), [], title=f"{a.json['run']['name']} ({a.json['run']['episodes']} episodes)")
+            run = a.result.run
+            print_summary(headline(a.result), [], title=f"{run.name} ({run.episodes} episodes)")
         print_summary([], written)
     return 0
 
@@ -127,5 +146,5 @@ def report_episodes_command(episodes_path: Path, *, json_path: Path | None, html
     if html_path is not None:
         _write(Path(html_path), render_html([analysis]))
         written.append(str(html_path))
-    print_summary(headline(analysis.json), written)
+    print_summary(headline(analysis.result), written)
     return 0

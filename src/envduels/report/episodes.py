@@ -19,14 +19,18 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pandas as pd
 
 from envduels._safe_load import open_capped, parse_json
+from envduels.duel.outcomes import Outcome
 from envduels.errors import UserError
 
-OUTCOMES = ("success", "failure", "incomplete", "error")
+if TYPE_CHECKING:
+    from envduels.analysis.summary import Analysis
+
+OUTCOMES: tuple[str, ...] = tuple(Outcome)
 REQUIRED = ("env_id", "author", "domain", "solver", "seed", "hinted", "outcome")
 OPTIONAL = ("round", "trial", "title", "hint")
 ENV_FIELDS = ("author", "domain", "round", "title", "hint")
@@ -43,7 +47,7 @@ class EpisodeTables:
     ignored_fields: list[str]
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -55,7 +59,7 @@ def _check_row(row: dict[str, Any], where: str) -> dict[str, Any]:
                             f"{', '.join(REQUIRED)} (round, trial, title, hint are optional)")
     out = {k: row.get(k) for k in REQUIRED + OPTIONAL}
     for key in ("env_id", "author", "domain", "solver"):
-        if not isinstance(out[key], str) or not out[key].strip():
+        if not isinstance(value := out[key], str) or not value.strip():
             raise UserError(f"{where}: field '{key}' must be a non-empty string (got {json.dumps(out[key])})")
     for key in ("title", "hint"):
         if out[key] is not None and not isinstance(out[key], str):
@@ -195,17 +199,17 @@ def _tables(rows: list[dict[str, Any]], envs: dict[str, tuple[int, dict[str, Any
 
 
 def analyze_episodes(source: str | Path | EpisodeTables, *, bootstrap: int = 1000, seed: int = 0,
-                     name: str | None = None) -> Any:
+                     name: str | None = None) -> Analysis:
     """`envduels.analysis.Analysis` of an episodes file (or of its loaded tables): the SPEC §8
     object as for a run, with `convergence`, `costs` and `run.cost_usd` null (a file of episodes
     cannot say them). Raises `UserError` on a bad file (see `load_episodes`)."""
-    from envduels.analysis import analyze
+    from envduels.analysis.summary import analyze
 
     tables = source if isinstance(source, EpisodeTables) else load_episodes(source)
     if name is None:
         name = "episodes" if isinstance(source, EpisodeTables) else Path(source).stem
     result = analyze(tables, bootstrap=bootstrap, seed=seed, name=name, convergence=False)
-    result.json["run"]["cost_usd"] = None
-    result.json["run"]["source"] = "episodes"
-    result.json["costs"] = None
+    result.result.run.cost_usd = None
+    result.result.run.source = "episodes"
+    result.result.costs = None
     return result

@@ -6,14 +6,17 @@ Jinja's autoescaping; plots are PNG data URIs, so no model text reaches the page
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from envduels.analysis import Analysis
+from envduels.analysis.result import RatingRow, RunReport
+from envduels.analysis.summary import Analysis
+from envduels.duel.outcomes import Flag, Outcome
 from envduels.report import plots
 from envduels.report.story import GLOSSARY, findings, unrated_reason
 
@@ -22,7 +25,7 @@ MESSAGE_CHARS = 1500
 TRANSCRIPTS_PER_ENV = 4
 
 
-def _fmt(v: Any, digits: int = 2) -> str:
+def _fmt(v: object, digits: int = 2) -> str:
     if v is None or (isinstance(v, float) and np.isnan(v)):
         return "–"
     if isinstance(v, bool):
@@ -32,11 +35,11 @@ def _fmt(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def _pct(v: Any) -> str:
+def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.0f}%"
 
 
-def headline(j: dict[str, Any]) -> list[str]:
+def headline(j: RunReport | Mapping[str, object]) -> list[str]:
     """Plain sentences for the top of the report (see `envduels.report.story.findings`)."""
     return findings(j)
 
@@ -55,7 +58,7 @@ def _gallery(a: Analysis) -> list[dict[str, Any]]:
     on a 30,000-episode run.
     """
     tables = a.tables
-    flags = {e["id"]: e["flags"] for e in a.json["environments"]}
+    flags: dict[str, list[Flag]] = {e.id: e.flags for e in a.result.environments}
     eps_by_env = _group(tables.episodes.to_dict("records"), "env_id")
     pairs_by_env = _group(a.pairs.to_dict("records"), "env_id")
     out = []
@@ -71,8 +74,8 @@ def _gallery(a: Analysis) -> list[dict[str, Any]]:
             c = counts[solver]
             row = {"solver": solver, "self_play": solver == e["author"]}
             for h, key in ((False, "no_hint"), (True, "hint")):
-                won, lost = c.get((h, "success"), 0), c.get((h, "failure"), 0)
-                other = c.get((h, "incomplete"), 0) + c.get((h, "error"), 0)
+                won, lost = c.get((h, Outcome.SUCCESS), 0), c.get((h, Outcome.FAILURE), 0)
+                other = c.get((h, Outcome.INCOMPLETE), 0) + c.get((h, Outcome.ERROR), 0)
                 row[key] = f"{won}/{won + lost}" + (f" (+{other} not scored)" if other else "")
             results.append(row)
         reason = e.get("invalid_reason")
@@ -116,19 +119,19 @@ def _examples(ep: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> list[dic
     return out
 
 
-def _cycle_cells(j: dict[str, Any]) -> set[tuple[str, str]]:
+def _cycle_cells(j: RunReport) -> set[tuple[str, str]]:
     cells = set()
-    for c in j["transitivity"].get("cycle_list", []):
-        a, b, d = c["models"]
+    for c in j.transitivity.cycle_list:
+        a, b, d = c.models
         cells |= {(a, b), (b, d), (d, a)}
     return cells
 
 
-def _no_plot_reasons(j: dict[str, Any]) -> dict[str, str]:
+def _no_plot_reasons(j: RunReport) -> dict[str, str]:
     """One sentence per plot that has nothing to show: why it is left out."""
-    rounds = sorted({e["round"] for e in j["environments"] if e["valid"] and not e.get("fixed_pool")})
-    common = j["divergence"].get("models", 0)
-    valid = sum(1 for e in j["environments"] if e["valid"])
+    rounds = sorted({e.round for e in j.environments if e.valid and not e.fixed_pool})
+    common = j.divergence.models
+    valid = sum(1 for e in j.environments if e.valid)
     return {
         "duel": f"No duel rating: {unrated_reason('duel', j)}.",
         "author": f"No author rating: {unrated_reason('author', j)}.",
@@ -141,62 +144,72 @@ def _no_plot_reasons(j: dict[str, Any]) -> dict[str, str]:
                      "compare across rounds." if len(rounds) <= 1 else
                      "Left out: no author has a measured lift in any round."),
         "design": ("Left out: episodes recorded by another harness carry no environment source to "
-                   "compare designs." if j["convergence"] is None else
+                   "compare designs." if j.convergence is None else
                    f"Left out: the design map needs two or more valid environments; this run has {valid}."),
-        "cost": ("Left out: episodes recorded by another harness carry no costs." if j["costs"] is None
+        "cost": ("Left out: episodes recorded by another harness carry no costs." if j.costs is None
                  else "Left out: no cost or token counts were recorded for any player."),
         "scale": ("Left out: no player sizes were given (add params_b to the players in the config) or fewer than "
                   "two sized models were rated."),
     }
 
 
-def _in_rating_order(records: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+class _Named(Protocol):
+    @property
+    def model(self) -> str: ...
+
+
+_Row = TypeVar("_Row", bound=_Named)
+
+
+def _in_rating_order(records: Iterable[_Row], rows: list[RatingRow]) -> list[_Row]:
     """Metric rows in the rating's order (see `analysis.summary.ordered`), unrated models after, by name."""
-    pos = {r["model"]: i for i, r in enumerate(rows)}
-    return sorted(records, key=lambda r: (pos.get(r["model"], len(pos)), str(r["model"])))
+    pos = {r.model: i for i, r in enumerate(rows)}
+    return sorted(records, key=lambda r: (pos.get(r.model, len(pos)), str(r.model)))
 
 
-def _note(j: dict[str, Any], kind: str) -> str:
+def _note(j: RunReport, kind: str) -> str:
     """Why a rating shows no intervals, as a caption sentence ('' when it has them)."""
-    if not j["ratings"][kind] or j["ratings"][kind][0].get("rank") is not None:
+    rows: list[RatingRow] = getattr(j.ratings, kind)
+    if not rows or rows[0].rank is not None:
         return ""
-    if j["run"].get("bootstrap") == 0:
+    if j.run.bootstrap == 0:
         return " No intervals: --bootstrap is 0."
-    note = ((j.get("rating_methods") or {}).get(kind) or {}).get("note")
+    note = getattr(j.rating_methods, kind).note
     return f" No intervals: {note}." if note else ""
 
 
-def _names_in_order(models: Any, rows: list[dict[str, Any]]) -> list[str]:
-    return [r["model"] for r in _in_rating_order([{"model": m} for m in models], rows)]
+def _names_in_order(models: Iterable[str], rows: list[RatingRow]) -> list[str]:
+    pos = {r.model: i for i, r in enumerate(rows)}
+    return sorted(models, key=lambda m: (pos.get(m, len(pos)), str(m)))
 
 
 def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
-    """Everything one run's part of the report shows."""
-    j = a.json
+    """Everything one run's part of the report shows (the template's variables)."""
+    j = a.result
     duel = a.ratings["duel"]
     win = None
     if duel.players and duel.rated.sum() >= 2:
         games = duel.scores + duel.scores.T
         share = np.where(games > 0, duel.scores / np.where(games > 0, games, 1), np.nan)
-        order = [r["model"] for r in j["ratings"]["duel"]]
+        order = [r.model for r in j.ratings.duel]
         win = pd.DataFrame(share, index=duel.players, columns=duel.players).loc[order, order]
-    conv = j["convergence"] or {}  # null for episodes from another harness
+    conv = j.convergence  # None for episodes from another harness
     why = _no_plot_reasons(j)
     lift = a.lift
     if lift is not None and not lift.empty:
-        lift = lift.loc[_names_in_order(lift.index, j["ratings"]["author"]),
-                        _names_in_order(lift.columns, j["ratings"]["solver"])]
+        lift = lift.loc[_names_in_order(lift.index, j.ratings.author),
+                        _names_in_order(lift.columns, j.ratings.solver)]
     sections = [
         {"id": f"{prefix}ratings", "title": "Ratings", "plots": [
-            (plots.ratings_plot(j["ratings"]["duel"], "Duel rating"),
+            (plots.ratings_plot(j.ratings.duel, "Duel rating"),
              "Head-to-head: on A's environments A scores when B needed the hint, B scores when it won without it. "
              "Dots are Bradley–Terry ratings; bars are 95% intervals from the matches (an arrow: no bound on that "
              "side); #rank counts only models that are certainly better, so several models can share #1. "
              "Best at the top; equal ratings are listed by name.", why["duel"]),
-            (plots.ratings_plot(j["ratings"]["author"], "Author rating"),
+            (plots.ratings_plot(j.ratings.author, "Author rating"),
              "As an author: on each solver both authors faced, whose hints helped that solver more? Bars: 95% "
              "intervals from resampling environments." + _note(j, "author"), why["author"]),
-            (plots.ratings_plot(j["ratings"]["solver"], "Solver rating"),
+            (plots.ratings_plot(j.ratings.solver, "Solver rating"),
              "As a solver: on each environment both solvers played, who solved more without the hint? Bars: 95% "
              "intervals from resampling environments." + _note(j, "solver"), why["solver"]),
         ]},
@@ -207,7 +220,7 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              "harm, blank: never met (self-play is excluded). Rows and columns in rating order.", why["lift"]),
         ]},
         {"id": f"{prefix}divergence", "title": "Authoring vs solving", "plots": [
-            (plots.scatter_ratings(j["ratings"]["author"], j["ratings"]["solver"]),
+            (plots.scatter_ratings(j.ratings.author, j.ratings.solver),
              "If authoring and solving were the same skill, the points would line up on a rising diagonal. Bars are "
              "95% intervals.", why["scatter"]),
         ]},
@@ -218,28 +231,29 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
              "the whole story.", why["win"]),
         ]},
         {"id": f"{prefix}learning", "title": "Learning across rounds", "plots": [
-            (plots.learning_plot(j["learning"]),
+            (plots.learning_plot(j.learning),
              "Lift of each author's environments per round: rising lines mean authors learn from earlier duels.",
              why["learning"]),
         ]},
         {"id": f"{prefix}design", "title": "Design convergence", "plots": [
-            (plots.design_map(conv.get("map", [])),
+            (plots.design_map(conv.map if conv else []),
              f"Environments placed by similarity; colours are authors. Clusters of many colours mean different "
-             f"authors converged on the same design. Embedding: {conv.get('backend')} ({conv.get('backend_reason')}); "
-             f"clusters cut at cosine {conv.get('cluster_similarity')}.", why["design"]),
+             f"authors converged on the same design. Embedding: {conv and conv.backend} "
+             f"({conv and conv.backend_reason}); clusters cut at cosine {conv and conv.cluster_similarity}.",
+             why["design"]),
         ]},
         {"id": f"{prefix}costs", "title": "Cost and scale", "plots": [
-            (plots.cost_plot(j["costs"] or []), "Spend per player over the whole run (authoring and solving); "
+            (plots.cost_plot(j.costs or []), "Spend per player over the whole run (authoring and solving); "
              "the lighter part of a bar is what prompt caching saved.", why["cost"]),
-            (plots.scale_plot(j["scale"]), "Player size against its ratings, where sizes were given.", why["scale"]),
+            (plots.scale_plot(j.scale), "Player size against its ratings, where sizes were given.", why["scale"]),
         ]},
     ]
-    for s in sections:
-        s["plots"] = [{"src": src, "caption": cap, "missing": None if src else miss} for src, cap, miss in s["plots"]]
+    shown = [s | {"plots": [{"src": src, "caption": cap, "missing": None if src else miss}
+                            for src, cap, miss in s["plots"]]} for s in sections]
     return {
-        "prefix": prefix, "json": j, "headline": headline(j), "sections": sections,
-        "solvers": _in_rating_order(j["solvers"], j["ratings"]["solver"]),
-        "authors": _in_rating_order(j["authors"], j["ratings"]["author"]),
+        "prefix": prefix, "json": j, "headline": headline(j), "sections": shown,
+        "solvers": _in_rating_order(j.solvers, j.ratings.solver),
+        "authors": _in_rating_order(j.authors, j.ratings.author),
         "gallery": _gallery(a), "fmt": _fmt, "pct": _pct,
     }
 
@@ -255,4 +269,4 @@ def render_html(analyses: list[Analysis], comparison: dict[str, Any] | None = No
     if comparison is not None and multi:
         comp = {"rows": comparison["runs"], "plot": plots.runs_plot(comparison)}
     return env.get_template("report.html.j2").render(runs=runs, comparison=comp, glossary=GLOSSARY,
-                                                     title=" vs ".join(a.json["run"]["name"] for a in analyses))
+                                                     title=" vs ".join(a.result.run.name for a in analyses))

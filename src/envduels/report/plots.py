@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
@@ -19,10 +20,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from envduels._text import printable  # noqa: E402
+from envduels.analysis.result import CostRow, Learning, MapPoint, RatingRow, Scale  # noqa: E402
 
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
-COLORS = plt.get_cmap("tab20").colors
-STRONG = plt.get_cmap("tab10").colors  # few points with bars: full-strength colours
+COLORS = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]  # a ListedColormap; the stubs say Colormap
+STRONG = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # few points with bars: full-strength colours
 
 
 def _png(fig: plt.Figure) -> str:
@@ -32,7 +34,7 @@ def _png(fig: plt.Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def plot_label(name: Any, n: int = 24) -> str:
+def plot_label(name: object, n: int = 24) -> str:
     """A model-written name (a model, an environment, a run) as a plot label: made printable
     (`envduels._text.printable`: a control character such as ESC or BEL would otherwise reach
     the terminal raw, through matplotlib's "Glyph missing" warning), cut to `n` characters, with
@@ -43,7 +45,7 @@ def plot_label(name: Any, n: int = 24) -> str:
     return s.replace("$", r"\$")
 
 
-def ratings_plot_figure(rows: list[dict[str, Any]], title: str) -> plt.Figure | None:
+def ratings_plot_figure(rows: Sequence[RatingRow], title: str) -> plt.Figure | None:
     """Horizontal bars: each model's rating with its 95% interval, best at the top (rows are
     given best first). An open interval end (a model that won or lost everything) runs to the
     edge of the plot and ends in an arrow; a model without an interval shows only its dot."""
@@ -52,31 +54,31 @@ def ratings_plot_figure(rows: list[dict[str, Any]], title: str) -> plt.Figure | 
     rows = list(reversed(rows))  # drawn bottom-up
     fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(rows) + 1.1))
     y = np.arange(len(rows))
-    ratings = np.array([r["rating"] for r in rows])
-    has_ci = [r.get("ci_low") is not None or r.get("ci_high") is not None for r in rows]
-    finite = [v for r in rows for v in (r.get("ci_low"), r.get("ci_high"), r["rating"]) if v is not None]
+    ratings = np.array([r.rating for r in rows])
+    has_ci = [r.ci_low is not None or r.ci_high is not None for r in rows]
+    finite = [v for r in rows for v in (r.ci_low, r.ci_high, r.rating) if v is not None]
     left, right = min(finite), max(finite)
     pad = 0.08 * (right - left or 200.0)
     left, right = left - pad, right + pad
     for k, r in enumerate(rows):
         if not has_ci[k]:
             continue
-        lo = left if r.get("ci_low") is None else r["ci_low"]
-        hi = right if r.get("ci_high") is None else r["ci_high"]
+        lo = left if r.ci_low is None else r.ci_low
+        hi = right if r.ci_high is None else r.ci_high
         ax.hlines(k, lo, hi, color="#4c72b0", lw=3, alpha=0.5)
-        for end, open_end, marker in ((lo, r.get("ci_low") is None, "<"), (hi, r.get("ci_high") is None, ">")):
+        for end, open_end, marker in ((lo, r.ci_low is None, "<"), (hi, r.ci_high is None, ">")):
             if open_end:
                 ax.plot(end, k, marker, color="#4c72b0", ms=6)
     ax.plot(ratings, y, "o", color="#1f3b73")
     ax.set_xlim(left - pad / 2, right + pad / 2)
-    ax.set_yticks(y, [f"{plot_label(r['model'])} (#{r['rank'] or '–'})" for r in rows])
+    ax.set_yticks(y, [f"{plot_label(r.model)} (#{r.rank or '–'})" for r in rows])
     ax.axvline(1000, color="#999", lw=0.8, ls=":")
     ax.set_xlabel("rating (Elo scale, 1000 = average; bars: 95% interval, arrow: no bound on that side)")
     ax.set_title(title)
     return fig
 
 
-def ratings_plot(rows: list[dict[str, Any]], title: str) -> str | None:
+def ratings_plot(rows: Sequence[RatingRow], title: str) -> str | None:
     """`ratings_plot_figure` as a PNG data URI (None: nothing to draw)."""
     fig = ratings_plot_figure(rows, title)
     return None if fig is None else _png(fig)
@@ -140,23 +142,23 @@ def _label_points(ax: plt.Axes, xs: list[float], ys: list[float], labels: list[s
                 arrowprops={"arrowstyle": "-", "color": "#888", "lw": 0.5})
 
 
-def scatter_ratings_figure(author: list[dict[str, Any]], solver: list[dict[str, Any]]) -> plt.Figure | None:
+def scatter_ratings_figure(author: Sequence[RatingRow], solver: Sequence[RatingRow]) -> plt.Figure | None:
     """Author rating against solver rating for models rated in both roles, with 95% intervals
     (the axes always hold the whole of every bar) and every point named."""
-    a = {r["model"]: r for r in author}
-    pts = [(m, a[m], r) for m, r in ((r["model"], r) for r in solver) if m in a]
+    a = {r.model: r for r in author}
+    pts = [(r.model, a[r.model], r) for r in solver if r.model in a]
     if len(pts) < 2:
         return None
     fig, ax = plt.subplots(figsize=(6.0, 4.8))
 
-    def bounds(r: dict[str, Any]) -> tuple[float, float]:
-        lo, hi = r.get("ci_low"), r.get("ci_high")
-        return (r["rating"] if lo is None else lo, r["rating"] if hi is None else hi)
+    def bounds(r: RatingRow) -> tuple[float, float]:
+        lo, hi = r.ci_low, r.ci_high
+        return (r.rating if lo is None else lo, r.rating if hi is None else hi)
 
     for k, (_m, ar, sr) in enumerate(pts):
         (xl, xh), (yl, yh) = bounds(sr), bounds(ar)
-        ax.errorbar(sr["rating"], ar["rating"], xerr=[[sr["rating"] - xl], [xh - sr["rating"]]],
-                    yerr=[[ar["rating"] - yl], [yh - ar["rating"]]], fmt="o", color=STRONG[k % len(STRONG)],
+        ax.errorbar(sr.rating, ar.rating, xerr=[[sr.rating - xl], [xh - sr.rating]],
+                    yerr=[[ar.rating - yl], [yh - ar.rating]], fmt="o", color=STRONG[k % len(STRONG)],
                     alpha=0.8, capsize=2, lw=1)
     xs = [b for _m, _a, sr in pts for b in bounds(sr)]
     ys = [b for _m, ar, _s in pts for b in bounds(ar)]
@@ -164,29 +166,29 @@ def scatter_ratings_figure(author: list[dict[str, Any]], solver: list[dict[str, 
         lo, hi = min(vals), max(vals)
         pad = 0.06 * (hi - lo or 100.0)
         lim(lo - pad, hi + pad)
-    _label_points(ax, [sr["rating"] for _m, _a, sr in pts], [ar["rating"] for _m, ar, _s in pts], [m for m, _a, _s in pts])
+    _label_points(ax, [sr.rating for _m, _a, sr in pts], [ar.rating for _m, ar, _s in pts], [m for m, _a, _s in pts])
     ax.set_xlabel("solver rating (bars: 95% interval)")
     ax.set_ylabel("author rating (bars: 95% interval)")
     ax.set_title("Authoring vs solving skill")
     return fig
 
 
-def scatter_ratings(author: list[dict[str, Any]], solver: list[dict[str, Any]]) -> str | None:
+def scatter_ratings(author: Sequence[RatingRow], solver: Sequence[RatingRow]) -> str | None:
     """`scatter_ratings_figure` as a PNG data URI (None: nothing to draw)."""
     fig = scatter_ratings_figure(author, solver)
     return None if fig is None else _png(fig)
 
 
-def learning_plot_figure(learning: dict[str, Any]) -> plt.Figure | None:
+def learning_plot_figure(learning: Learning) -> plt.Figure | None:
     """Lift per round, one line per author."""
-    authors = [a for a in learning.get("authors", []) if any(r["lift"] is not None for r in a["rounds"])]
-    rounds = sorted({r["round"] for a in authors for r in a["rounds"] if r["lift"] is not None})
+    authors = [a for a in learning.authors if any(r.lift is not None for r in a.rounds)]
+    rounds = sorted({r.round for a in authors for r in a.rounds if r.lift is not None})
     if len(rounds) < 2:  # one round: nothing to compare across rounds
         return None
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for k, a in enumerate(authors):
-        pts = [(r["round"], r["lift"]) for r in a["rounds"] if r["lift"] is not None]
-        ax.plot(*zip(*pts, strict=True), "o-", color=COLORS[k % len(COLORS)], label=plot_label(a["model"], 16))
+        pts = [(r.round, r.lift) for r in a.rounds if r.lift is not None]
+        ax.plot(*zip(*pts, strict=True), "o-", color=COLORS[k % len(COLORS)], label=plot_label(a.model, 16))
     ax.set_xticks(rounds)  # rounds are whole numbers
     ax.set_xlabel("round")
     ax.set_ylabel("hint lift of the author's environments")
@@ -196,7 +198,7 @@ def learning_plot_figure(learning: dict[str, Any]) -> plt.Figure | None:
     return fig
 
 
-def learning_plot(learning: dict[str, Any]) -> str | None:
+def learning_plot(learning: Learning) -> str | None:
     """`learning_plot_figure` as a PNG data URI (None: nothing to draw)."""
     fig = learning_plot_figure(learning)
     return None if fig is None else _png(fig)
@@ -220,15 +222,15 @@ def runs_plot(comparison: dict[str, Any]) -> str | None:
     return _png(fig)
 
 
-def design_map(points: list[dict[str, Any]]) -> str | None:
+def design_map(points: Sequence[MapPoint]) -> str | None:
     """The 2-D projection of environment designs, coloured by author."""
     if len(points) < 2:
         return None
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    authors = sorted({p["author"] for p in points})
+    authors = sorted({p.author for p in points})
     for k, a in enumerate(authors):
-        pts = [p for p in points if p["author"] == a]
-        ax.scatter([p["x"] for p in pts], [p["y"] for p in pts], s=22, color=COLORS[k % len(COLORS)],
+        pts = [p for p in points if p.author == a]
+        ax.scatter([p.x for p in pts], [p.y for p in pts], s=22, color=COLORS[k % len(COLORS)],
                    label=plot_label(a, 16), alpha=0.85)
     ax.set_xticks([])
     ax.set_yticks([])
@@ -237,17 +239,17 @@ def design_map(points: list[dict[str, Any]]) -> str | None:
     return _png(fig)
 
 
-def cost_plot(costs: list[dict[str, Any]]) -> str | None:
+def cost_plot(costs: Sequence[CostRow]) -> str | None:
     """Cost in USD per player (tokens when no prices were given)."""
-    rows = [c for c in costs if c.get("cost_usd") is not None or c.get("input_tokens")]
+    rows = [c for c in costs if c.cost_usd is not None or c.input_tokens]
     if not rows:
         return None
-    use_cost = any((c.get("cost_usd") or 0) > 0 for c in rows)
-    vals = [float((c.get("cost_usd") if use_cost else (c.get("input_tokens") or 0) + (c.get("output_tokens") or 0)) or 0) for c in rows]
+    use_cost = any((c.cost_usd or 0) > 0 for c in rows)
+    vals = [float((c.cost_usd if use_cost else (c.input_tokens or 0) + (c.output_tokens or 0)) or 0) for c in rows]
     fig, ax = plt.subplots(figsize=(6.4, 0.3 * len(rows) + 1.0))
-    names = [plot_label(c["model"]) for c in rows]
+    names = [plot_label(c.model) for c in rows]
     ax.barh(names, vals, color="#55a868", label="billed")
-    saved = [max(0.0, float(c.get("saved_usd") or 0)) for c in rows]
+    saved = [max(0.0, float(c.saved_usd or 0)) for c in rows]
     if use_cost and any(saved):
         # what the bill would have added without the provider's prompt cache
         ax.barh(names, saved, left=vals, color="#c9e4d0", label="saved by prompt caching")
@@ -257,17 +259,18 @@ def cost_plot(costs: list[dict[str, Any]]) -> str | None:
     return _png(fig)
 
 
-def scale_plot_figure(scale: dict[str, Any]) -> plt.Figure | None:
+def scale_plot_figure(scale: Scale) -> plt.Figure | None:
     """Player size (log axis, plain-number ticks) against author and solver rating, every point named."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-    kinds = [k for k in ("author", "solver") if len(scale.get(k, {}).get("points", [])) >= 2]
+    by_kind = {"author": scale.author, "solver": scale.solver}
+    kinds = [k for k, v in by_kind.items() if len(v.points) >= 2]
     if not kinds:
         return None
     fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 3.6), squeeze=False)
     for ax, k in zip(axes[0], kinds, strict=True):
-        pts = scale[k]["points"]
-        xs, ys = [p["params_b"] for p in pts], [p["rating"] for p in pts]
+        pts = by_kind[k].points
+        xs, ys = [p.params_b for p in pts], [p.rating for p in pts]
         ax.scatter(xs, ys, color="#c44e52")
         ax.set_xscale("log")
         lo, hi = min(xs), max(xs)
@@ -278,8 +281,8 @@ def scale_plot_figure(scale: dict[str, Any]) -> plt.Figure | None:
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        _label_points(ax, xs, ys, [p["model"] for p in pts])
-        rho = scale[k].get("spearman")
+        _label_points(ax, xs, ys, [p.model for p in pts])
+        rho = by_kind[k].spearman
         ax.set_title(f"{k}" + ("" if rho is None else f" (Spearman ρ {rho:.2f})"), fontsize=9)
         ax.set_xlabel("parameters (billions)")
         ax.set_ylabel(f"{k} rating")
@@ -289,7 +292,7 @@ def scale_plot_figure(scale: dict[str, Any]) -> plt.Figure | None:
 
 
 
-def scale_plot(scale: dict[str, Any]) -> str | None:
+def scale_plot(scale: Scale) -> str | None:
     """`scale_plot_figure` as a PNG data URI (None: nothing to draw)."""
     fig = scale_plot_figure(scale)
     return None if fig is None else _png(fig)

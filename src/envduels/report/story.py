@@ -2,27 +2,23 @@
 
 Who is the best author, solver and duellist, how sure that is (the rank rule: a model is ahead
 only when its 95% interval clears the other's), what drives each leader, and what could not be
-said and why. Every sentence comes from the SPEC §8 JSON (`Analysis.json`), so the terminal,
-the HTML report and a reader of report.json see the same story. Ties: models whose printed
+said and why. Every sentence comes from the SPEC §8 record (`analysis.result.RunReport`), so the
+terminal, the HTML report and a reader of report.json see the same story. Ties: models whose printed
 ratings are equal are *level*; models that the rank rule cannot separate are *statistically
 tied*; both are said as such, in `analysis.summary.ordered` order (rank, rating, name).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Literal
 
-from envduels.analysis.metrics import (
-    HINT_GATED,
-    HINT_GATED_HINTED_MIN,
-    HINT_GATED_NO_HINT_MAX,
-    HINT_IS_KEY,
-    HINT_LEAK,
-    NONDETERMINISTIC,
-    TRIVIAL,
-    UNSOLVED_WITH_HINT,
-)
+from envduels.analysis.metrics import HINT_GATED_HINTED_MIN, HINT_GATED_NO_HINT_MAX
+from envduels.analysis.result import RatingMethod, RatingRow, RunReport
 from envduels.analysis.summary import level_with_top
+from envduels.duel.outcomes import Flag
+
+Kind = Literal["author", "solver", "duel"]
 
 ROLE = {"author": "author", "solver": "solver", "duel": "duellist"}
 ROLES = {"author": "Authors", "solver": "Solvers", "duel": "Duellists"}
@@ -64,16 +60,16 @@ GLOSSARY: dict[str, str] = {
     "difficulty": "item-response view: how hard an author's environments are (logit scale, higher is harder)",
     "teaching": "item-response view: the mean hint effect of an author's environments (logit scale)",
     "ability": "item-response view: a solver's skill on the logit scale",
-    HINT_GATED: f"flag: the panel won at most {HINT_GATED_NO_HINT_MAX:.0%} of its matched pairs without the hint and "
+    Flag.HINT_GATED: f"flag: the panel won at most {HINT_GATED_NO_HINT_MAX:.0%} of its matched pairs without the hint and "
                 f"at least {HINT_GATED_HINTED_MIN:.0%} with it",
-    HINT_LEAK: "flag: the hinted wins copy the hint (a winning answer found verbatim in it, or most wins made of "
+    Flag.HINT_LEAK: "flag: the hinted wins copy the hint (a winning answer found verbatim in it, or most wins made of "
                "nothing but the hint's words and what the environment showed)",
-    UNSOLVED_WITH_HINT: "flag: no panel solver won even with the hint",
-    NONDETERMINISTIC: "flag: the replay audit found an episode that a fresh instance given the same seed and "
+    Flag.UNSOLVED_WITH_HINT: "flag: no panel solver won even with the hint",
+    Flag.NONDETERMINISTIC: "flag: the replay audit found an episode that a fresh instance given the same seed and "
                       "actions does not reproduce; every episode of it counts as its author's fault",
-    TRIVIAL: "flag: in validation a policy without intelligence (random, constant or echoed actions, no hint) won "
+    Flag.TRIVIAL: "flag: in validation a policy without intelligence (random, constant or echoed actions, no hint) won "
              "most seeds; every episode of it counts as its author's fault",
-    HINT_IS_KEY: "flag: in validation copying the hint's words (and echoing what the environment showed) won most "
+    Flag.HINT_IS_KEY: "flag: in validation copying the hint's words (and echoing what the environment showed) won most "
                  "seeds: the hint is the answer or a password; every episode of it counts as its author's fault",
 }
 """Every column and term the report shows, defined once (hover titles and the glossary section)."""
@@ -89,34 +85,46 @@ def names(models: list[str]) -> str:
     return models[0] if len(models) == 1 else ", ".join(models[:-1]) + " and " + models[-1]
 
 
-def _interval(r: dict[str, Any]) -> str:
-    lo, hi = r.get("ci_low"), r.get("ci_high")
+def as_report(j: RunReport | Mapping[str, object]) -> RunReport:
+    """`j` itself, or a report.json object read back (validated: ValidationError on another shape)."""
+    return j if isinstance(j, RunReport) else RunReport.model_validate(j)
+
+
+def _interval(r: RatingRow) -> str:
+    lo, hi = r.ci_low, r.ci_high
     if lo is None and hi is None:
-        return f"{r['rating']:.0f}"
-    s = f"{r['rating']:.0f}, 95% interval {'−∞' if lo is None else f'{lo:.0f}'} to {'∞' if hi is None else f'{hi:.0f}'}"
-    return s + (f"; {r['ci_note']}" if r.get("ci_note") else "")
+        return f"{r.rating:.0f}"
+    s = f"{r.rating:.0f}, 95% interval {'−∞' if lo is None else f'{lo:.0f}'} to {'∞' if hi is None else f'{hi:.0f}'}"
+    return s + (f"; {r.ci_note}" if r.ci_note else "")
 
 
-def separation(rows: list[dict[str, Any]]) -> tuple[list[str], list[str], bool]:
+def separation(rows: list[RatingRow]) -> tuple[list[str], list[str], bool]:
     """For the leader (`rows[0]`): the models statistically tied with it and those certainly
     behind it, in `ordered` order, and whether the rank rule separates no two models at all.
 
     Reads the rank rule's per-row lists (`tied_with`, `above`: family-wise, see
-    `analysis.ratings`); rows without them (older report.json files) fall back to rank 1 = tied."""
+    `analysis.ratings`); rows without them (ranks withheld) fall back to rank 1 = tied."""
     top = rows[0]
-    if top.get("tied_with") is not None:
-        tied = [r["model"] for r in rows if r["model"] in top["tied_with"]]
-        behind = [r["model"] for r in rows if r["model"] in (top.get("above") or [])]
-        return tied, behind, all(not r.get("above") for r in rows)
-    first = [r["model"] for r in rows[1:] if r.get("rank") == 1]
-    return first, [r["model"] for r in rows[1:] if r["model"] not in first], len(first) == len(rows) - 1
+    if top.tied_with is not None:
+        tied = [r.model for r in rows if r.model in top.tied_with]
+        behind = [r.model for r in rows if r.model in (top.above or [])]
+        return tied, behind, all(not r.above for r in rows)
+    first = [r.model for r in rows[1:] if r.rank == 1]
+    return first, [r.model for r in rows[1:] if r.model not in first], len(first) == len(rows) - 1
 
 
-def unrated_reason(kind: str, j: dict[str, Any]) -> str:
-    """Why a rating kind has fewer than two rated models, in words a user can act on."""
-    solvers = [s["model"] for s in j.get("solvers", [])]
-    authored = [e for e in j["environments"] if not e.get("fixed_pool")]
-    writers = sorted({e["author"] for e in authored if e["valid"]})
+def unrated_reason(kind: str, j: RunReport | Mapping[str, object]) -> str:
+    """Why a rating kind has fewer than two rated models, in words a user can act on.
+
+    `j` may also be a mapping with just `solvers` (`model`) and `environments` (`author`,
+    `valid`, `fixed_pool`): the leaderboard knows no more before analysing."""
+    if isinstance(j, RunReport):
+        solvers = [s.model for s in j.solvers]
+        authored = [(e.author, e.valid) for e in j.environments if not e.fixed_pool]
+    else:
+        solvers = [str(s["model"]) for s in _records(j, "solvers")]
+        authored = [(str(e["author"]), bool(e["valid"])) for e in _records(j, "environments") if not e.get("fixed_pool")]
+    writers = sorted({a for a, valid in authored if valid})
     if kind == "solver":
         if len(solvers) < 2:
             who = f" ({solvers[0]})" if solvers else ""
@@ -133,13 +141,18 @@ def unrated_reason(kind: str, j: dict[str, Any]) -> str:
     return "no two models met in a scored duel"
 
 
-def _validity(j: dict[str, Any]) -> list[str]:
-    authored = [e for e in j["environments"] if not e.get("fixed_pool")]
-    pool = [e for e in j["environments"] if e.get("fixed_pool")]
-    valid = [e for e in authored if e["valid"]]
+def _records(j: Mapping[str, object], key: str) -> list[Mapping[str, object]]:
+    rows = j.get(key) or []
+    return [r for r in rows if isinstance(r, Mapping)] if isinstance(rows, list) else []
+
+
+def _validity(j: RunReport) -> list[str]:
+    authored = [e for e in j.environments if not e.fixed_pool]
+    pool = [e for e in j.environments if e.fixed_pool]
+    valid = [e for e in authored if e.valid]
     if not authored or valid:
         return []
-    reasons = sorted({e.get("invalid_reason") or "no reason recorded" for e in authored})
+    reasons = sorted({e.invalid_reason or "no reason recorded" for e in authored})
     s = (f"No authored environment was valid: {'the one' if len(authored) == 1 else f'all {len(authored)}'} "
          f"failed validation ({'; '.join(reasons[:2])}{'; …' if len(reasons) > 2 else ''}), so nothing here "
          "measures authoring")
@@ -149,54 +162,58 @@ def _validity(j: dict[str, Any]) -> list[str]:
     return [s + "."]
 
 
-def _driver(kind: str, j: dict[str, Any], leaders: list[str]) -> str:
+def _rows(j: RunReport, kind: Kind) -> list[RatingRow]:
+    rows: list[RatingRow] = getattr(j.ratings, kind)
+    return rows
+
+
+def _driver(kind: Kind, j: RunReport, leaders: list[str]) -> str:
     """What the leading model(s) did to lead: the plain metric behind the rating, for the
     leaders and the next model in rating order (for scale)."""
-    rest = [r["model"] for r in j["ratings"][kind] if r["model"] not in leaders]
+    rest = [r.model for r in _rows(j, kind) if r.model not in leaders]
     models = leaders + rest[:1]
     if kind == "author":
-        m = {r["model"]: r for r in j.get("authors", [])}
-        vals = [(x, m[x]["hint_authoring"]) for x in models if x in m and m[x].get("hint_authoring") is not None]
+        authoring = {r.model: r.hint_authoring for r in j.authors}
+        vals = [(x, v) for x in models if (v := authoring.get(x)) is not None]
         if not vals:
             return ""
         parts = ", ".join(f"{x} {v:+.2f}" for x, v in vals)
         return f" Hint authoring (mean lift its hints gave the panel): {parts}."
     if kind == "solver":
-        m = {r["model"]: r for r in j.get("solvers", [])}
-        vals = [(x, m[x]["without_hint_accuracy"]) for x in models
-                if x in m and m[x].get("without_hint_accuracy") is not None]
+        solved = {r.model: r.without_hint_accuracy for r in j.solvers}
+        vals = [(x, v) for x in models if (v := solved.get(x)) is not None]
         if not vals:
             return ""
         return " Solved without the hint: " + ", ".join(f"{x} {100 * v:.0f}%" for x, v in vals) + "."
-    rows = {r["model"]: r for r in j["ratings"]["duel"]}
-    parts = [f"{x} {rows[x]['points']:g} of {rows[x]['games']:g}" for x in models if x in rows]
-    return " Matches won (a tie counts ½): " + ", ".join(parts) + "." if parts else ""
+    duel = {r.model: r for r in j.ratings.duel}
+    won = [f"{x} {duel[x].points:g} of {duel[x].games:g}" for x in models if x in duel]
+    return " Matches won (a tie counts ½): " + ", ".join(won) + "." if won else ""
 
 
-def leader(kind: str, j: dict[str, Any]) -> str:
+def leader(kind: Kind, j: RunReport) -> str:
     """One finding: who leads this rating, how sure that is, and what drives it."""
-    rows = j["ratings"][kind]
+    rows = _rows(j, kind)
     role, roles = ROLE[kind], ROLES[kind]
     if len(rows) < 2:
         return f"No {kind} rating: {unrated_reason(kind, j)}."
     top = rows[0]
     level = level_with_top(rows)
     if len(level) == len(rows):
-        return (f"{roles} are level: {names(level)} share the same {kind} rating ({top['rating']:.0f}); "
+        return (f"{roles} are level: {names(level)} share the same {kind} rating ({top.rating:.0f}); "
                 f"nothing in this run tells them apart.")
     if len(level) > 1:
-        s = f"No single best {role}: {names(level)} share the top {kind} rating ({top['rating']:.0f})"
+        s = f"No single best {role}: {names(level)} share the top {kind} rating ({top.rating:.0f})"
     else:
-        s = f"Best {role} by rating: {top['model']} ({_interval(top)})"
-    method = (j.get("rating_methods") or {}).get(kind) or {}
-    if top.get("rank") is None and top.get("ci_low") is not None and method.get("rank_note"):
+        s = f"Best {role} by rating: {top.model} ({_interval(top)})"
+    method: RatingMethod = getattr(j.rating_methods, kind)
+    if top.rank is None and top.ci_low is not None and method.rank_note:
         # intervals were computed, ranks withheld (author ranks: docs/analysis.md)
-        s += f"; no rank is claimed: {method['rank_note'].rstrip('.')}."
-    elif top.get("rank") is None:
-        if j["run"].get("bootstrap") == 0:
+        s += f"; no rank is claimed: {method.rank_note.rstrip('.')}."
+    elif top.rank is None:
+        if j.run.bootstrap == 0:
             reason = "intervals were not computed because --bootstrap is 0"
         else:
-            reason = method.get("note") or "no interval could be computed for this run"
+            reason = method.note or "no interval could be computed for this run"
         s += f", but how sure that is is unknown: {reason.rstrip('.')}."
     else:
         tied, behind, none_apart = separation(rows)
@@ -211,73 +228,76 @@ def leader(kind: str, j: dict[str, Any]) -> str:
             s += f"; clear first: certainly ahead of every other {role}."
     if not s.endswith("."):
         s += "."
-    return s + _driver(kind, j, level if len(level) > 1 else [top["model"]])
+    return s + _driver(kind, j, level if len(level) > 1 else [top.model])
 
 
-def flagged_lead(j: dict[str, Any]) -> str | None:
+def flagged_lead(j: RunReport) -> str | None:
     """The call-out when the duel leader's lead comes from a leaking or hint-gated environment."""
-    f = j.get("duel_flagged_lead")
-    if not f:
+    f = j.duel_flagged_lead
+    if f is None:
         return None
-    envs = "; ".join(f"{e['id']} ({', '.join(e['flags'])})" for e in f["environments"])
-    if f["position_without"] is None:
+    envs = "; ".join(f"{e.id} ({', '.join(e.flags)})" for e in f.environments)
+    if f.position_without is None:
         after = "without them it would not be rated at all"
-    elif f["position_without"] == 1:
+    elif f.position_without == 1:
         after = "it still leads without them"
     else:
-        after = f"without them it would place #{f['position_without']} of {f['models_without']}"
-    return (f"Caution: {f['model']}'s duel lead comes partly from "
-            f"{'an environment' if len(f['environments']) == 1 else 'environments'} where the hint gives the "
+        after = f"without them it would place #{f.position_without} of {f.models_without}"
+    return (f"Caution: {f.model}'s duel lead comes partly from "
+            f"{'an environment' if len(f.environments) == 1 else 'environments'} where the hint gives the "
             f"answer away or the puzzle cannot be solved without it: {envs}; {after}.")
 
 
-def unrated_authors(j: dict[str, Any]) -> str | None:
+def unrated_authors(j: RunReport) -> str | None:
     """The authors the author rating leaves out, each with why (None when it leaves out none or
     has no rating at all, which `unrated_reason` explains)."""
-    out = ((j.get("rating_methods") or {}).get("author") or {}).get("unrated") or []
-    if not out or len(j["ratings"]["author"]) < 2:
+    out = j.rating_methods.author.unrated
+    if not out or len(j.ratings.author) < 2:
         return None
-    return "Not in the author rating: " + "; ".join(f"{u['model']}: {u['reason']}" for u in out) + "."
+    return "Not in the author rating: " + "; ".join(f"{u.model}: {u.reason}" for u in out) + "."
 
 
-def _divergence(j: dict[str, Any]) -> str | None:
-    d = j["divergence"]
-    if d.get("spearman") is None:
+def _divergence(j: RunReport) -> str | None:
+    d = j.divergence
+    if d.spearman is None:
         return None
-    s = (f"Authoring vs solving: Spearman ρ = {d['spearman']:.2f} between author and solver ratings over "
-         f"{plural(d['models'], 'model')}")
-    if d.get("ci_low") is not None:
-        s += f" (95% interval {d['ci_low']:.2f} to {d['ci_high']:.2f})"
-        if d["ci_low"] <= 0 <= d["ci_high"]:
+    s = (f"Authoring vs solving: Spearman ρ = {d.spearman:.2f} between author and solver ratings over "
+         f"{plural(d.models, 'model')}")
+    if d.ci_low is not None and d.ci_high is not None:
+        s += f" (95% interval {d.ci_low:.2f} to {d.ci_high:.2f})"
+        if d.ci_low <= 0 <= d.ci_high:
             s += "; the interval includes 0, so this run cannot say whether good solvers are good authors"
     else:
-        s += f"; {d.get('ci_note') or 'no interval'}, so this is a description of this run, not a finding"
+        s += f"; {d.ci_note or 'no interval'}, so this is a description of this run, not a finding"
     return s.rstrip(".") + "."
 
 
-_BATTERY_WHY = {TRIVIAL: "a policy without intelligence won it in validation",
-                HINT_IS_KEY: "copying the hint won it in validation"}
+_BATTERY_WHY = {Flag.TRIVIAL: "a policy without intelligence won it in validation",
+                Flag.HINT_IS_KEY: "copying the hint won it in validation"}
 
 
-def battery_faults(j: dict[str, Any]) -> str | None:
+def battery_faults(j: RunReport) -> str | None:
     """The environments validation's degenerate-policy battery flagged (`trivial`,
     `hint_is_key`: scored as their author's fault), with their authors and why; None when none."""
-    hit = [(e, f) for e in j["environments"] for f in e.get("flags", []) if f in _BATTERY_WHY]
+    hit = [(e, f) for e in j.environments for f in e.flags if f in _BATTERY_WHY]
     if not hit:
         return None
-    envs = "; ".join(f"{e['id']} by {e['author']} ({f}: {_BATTERY_WHY[f]})" for e, f in hit)
+    envs = "; ".join(f"{e.id} by {e.author} ({f}: {_BATTERY_WHY[f]})" for e, f in hit)
     return (f"{plural(len(hit), 'environment')} scored as {'its' if len(hit) == 1 else 'their'} "
             f"author's fault in every episode (no lift, a forfeit in every duel): {envs}.")
 
 
-def findings(j: dict[str, Any]) -> list[str]:
-    """The summary sentences, most important first."""
+def findings(report: RunReport | Mapping[str, object]) -> list[str]:
+    """The summary sentences, most important first (`report`: a `RunReport`, or a report.json
+    object read back)."""
+    j = as_report(report)
     out = _validity(j)
     if (faults := battery_faults(j)) is not None:
         out.append(faults)
-    authored_valid = any(e["valid"] and not e.get("fixed_pool") for e in j["environments"])
-    for kind in ("author", "solver", "duel"):
-        if kind == "author" and not authored_valid and any(not e.get("fixed_pool") for e in j["environments"]):
+    authored_valid = any(e.valid and not e.fixed_pool for e in j.environments)
+    kinds: tuple[Kind, ...] = ("author", "solver", "duel")
+    for kind in kinds:
+        if kind == "author" and not authored_valid and any(not e.fixed_pool for e in j.environments):
             continue  # said by the validity sentence
         out.append(leader(kind, j))
         if kind == "author" and (u := unrated_authors(j)):
@@ -286,25 +306,25 @@ def findings(j: dict[str, Any]) -> list[str]:
             out.append(f)
     if (d := _divergence(j)) is not None:
         out.append(d)
-    envs = j["environments"]
-    valid = sum(1 for e in envs if e["valid"])
-    run = j["run"]
-    cost = "" if run["cost_usd"] is None else f", ${run['cost_usd']:.2f}"
-    out.append(f"{plural(len(envs), 'environment')} ({valid} valid), {plural(run['episodes'], 'episode')}, "
-               f"{plural(run['matched_pairs'], 'matched pair')}{cost}.")
-    t = j["transitivity"]
-    if t["triads"]:
-        sig = t["significant_cycles"]
+    envs = j.environments
+    valid = sum(1 for e in envs if e.valid)
+    run = j.run
+    cost = "" if run.cost_usd is None else f", ${run.cost_usd:.2f}"
+    out.append(f"{plural(len(envs), 'environment')} ({valid} valid), {plural(run.episodes, 'episode')}, "
+               f"{plural(run.matched_pairs, 'matched pair')}{cost}.")
+    t = j.transitivity
+    if t.triads:
+        sig = t.significant_cycles
         survive = (f"{sig} {'is' if sig == 1 else 'are'} significant (each edge backed by the environments "
                    "behind it, Bonferroni-corrected)")
-        if t["triads"] == 1:
-            s = f"The one triad of models {'forms' if t['cycles'] else 'does not form'} a 3-cycle"
-            s += f"; it is {'' if sig else 'not '}significant" if t["cycles"] else ""
+        if t.triads == 1:
+            s = f"The one triad of models {'forms' if t.cycles else 'does not form'} a 3-cycle"
+            s += f"; it is {'' if sig else 'not '}significant" if t.cycles else ""
         else:
-            s = f"{t['cycles']} of {t['triads']} triads of models form a 3-cycle; {survive}"
-        x = ((t.get("expected") or {}).get("cycles") or {})
-        if x.get("mean") is not None:
-            s += (f"; a transitive model replaying the same matches gives {x['mean']:.1f} "
-                  f"(95% range {x['low']:.0f} to {x['high']:.0f})")
+            s = f"{t.cycles} of {t.triads} triads of models form a 3-cycle; {survive}"
+        x = t.expected.cycles if t.expected is not None else None
+        if x is not None and x.mean is not None and x.low is not None and x.high is not None:
+            s += (f"; a transitive model replaying the same matches gives {x.mean:.1f} "
+                  f"(95% range {x.low:.0f} to {x.high:.0f})")
         out.append(s + ".")
     return out

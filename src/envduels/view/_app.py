@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import numpy as np
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.applications import Starlette
@@ -146,12 +148,12 @@ def sort_rows(rows: list[dict[str, Any]], key: str, descending: bool) -> list[di
     if key in RATES and present:
         from envduels.analysis._ties import SHARE_TOLERANCE, snap
 
-        keys = [float(v) for v in snap(keys, SHARE_TOLERANCE)]
+        keys = [float(v) for v in snap(np.asarray(keys, dtype=float), SHARE_TOLERANCE)]
     at = sorted(range(len(present)), key=lambda k: (keys[k], present[k]["env_id"]), reverse=descending)
     return [present[k] for k in at] + missing
 
 
-def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = None,
+def create_app(run_dirs: Sequence[str | Path], *, allowed_hosts: list[str] | None = None,
                bootstrap: int | None = None, warm: bool = True) -> Starlette:
     """The viewer for these run folders (each must hold a run database; UserError otherwise).
 
@@ -207,11 +209,12 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
         snap = r.snapshot()
         rows = []
         for e in snap.environments:
-            info = a.envs.get(e.env_id, {})
+            info = a.envs.get(e.env_id)
             rows.append({"env_id": e.env_id, "title": e.title, "author": e.author,
                          "round": e.round, "domain": e.domain, "valid": e.valid,
-                         "flags": info.get("flags", []), "lift": info.get("lift"),
-                         "no_hint": info.get("no_hint"), "with_hint": info.get("with_hint"),
+                         "flags": info["flags"] if info else [], "lift": info["lift"] if info else None,
+                         "no_hint": info["no_hint"] if info else None,
+                         "with_hint": info["with_hint"] if info else None,
                          "episodes": snap.episode_counts.get(e.env_id, 0),
                          "attempts": a.attempts.get(e.env_id)})
         options = {"author": sorted({x["author"] for x in rows}),
@@ -288,7 +291,7 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
             pg = 0
         pages = max(1, math.ceil(len(eps) / PAGE_ROWS))
         shown = eps[pg * PAGE_ROWS:(pg + 1) * PAGE_ROWS]
-        ratings = {k: next((x for x in rows if x["model"] == name), None)
+        ratings = {k: next((x for x in rows if x.model == name), None)
                    for k, rows in a.ratings.items()}
         return page("player.html.j2", request, i=i, r=r, a=a, name=name, usage=usage, eps=shown,
                     n_eps=len(eps), outcomes=outcomes, errors=errors[:PAGE_ROWS],
@@ -310,7 +313,9 @@ def create_app(run_dirs: list[str | Path], *, allowed_hosts: list[str] | None = 
     def pyg_css(request: Request) -> Response:
         return Response(css, media_type="text/css")
 
-    async def not_found(request: Request, exc: HTTPException) -> HTMLResponse:
+    async def not_found(request: Request, exc: Exception) -> HTMLResponse:
+        # registered for HTTPException only (Starlette's handler type names the base class)
+        assert isinstance(exc, HTTPException)
         html = env.get_template("error.html.j2").render(runs=readers, request=request,
                                                         code=exc.status_code, detail=exc.detail)
         return HTMLResponse(html, status_code=exc.status_code)

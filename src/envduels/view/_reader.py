@@ -25,9 +25,11 @@ from concurrent.futures import Executor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from envduels.analysis.result import RatingRow
 from envduels.config import RunConfig
+from envduels.duel.outcomes import Flag
 from envduels.store import EnvRecord, EpisodeRow, Store
 
 _log = logging.getLogger(__name__)
@@ -41,6 +43,16 @@ REFRESH_S = 10.0
 """Shortest time between two analyses of a run in progress."""
 
 
+class EnvFacts(TypedDict):
+    """What the analysis says about one environment (`analysis.result.EnvironmentRow`'s)."""
+
+    flags: list[Flag]
+    lift: float | None
+    no_hint: float | None
+    with_hint: float | None
+    pairs: int
+
+
 @dataclass
 class Analysis:
     """The numbers a run's pages show, as of one database version."""
@@ -49,9 +61,9 @@ class Analysis:
     computed_at: float
     seconds: float                    # how long computing it took
     episodes: int
-    ratings: dict[str, list[dict[str, Any]]]
+    ratings: dict[str, list[RatingRow]]  # "duel", "author", "solver": the report's rows, best first
     headline: list[str]
-    envs: dict[str, dict[str, Any]]   # env_id -> flags, lift, pass rates, pairs
+    envs: dict[str, EnvFacts]         # env_id -> flags, lift, pass rates, pairs
     attempts: dict[str, int] = field(default_factory=dict)
     pending: bool = False             # a placeholder: the first analysis is not done yet
     error: str = ""                   # why the analysis failed (one line); empty when it did not
@@ -101,13 +113,13 @@ def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analys
                         seconds=time.perf_counter() - started, episodes=len(tables.episodes),
                         ratings={"duel": [], "author": [], "solver": []}, headline=[],
                         envs={}, attempts=attempts)
-    j = analyze(tables, bootstrap=bootstrap, convergence=False).json
-    envs = {e["id"]: {"flags": e["flags"], "lift": e["lift"], "no_hint": e["panel_no_hint"],
-                      "with_hint": e["panel_with_hint"], "pairs": e["pairs"]}
-            for e in j["environments"]}
+    j = analyze(tables, bootstrap=bootstrap, convergence=False).result
+    envs = {e.id: EnvFacts(flags=e.flags, lift=e.lift, no_hint=e.panel_no_hint, with_hint=e.panel_with_hint,
+                           pairs=e.pairs)
+            for e in j.environments}
     return Analysis(version=version, computed_at=time.time(),
                     seconds=time.perf_counter() - started, episodes=len(tables.episodes),
-                    ratings={k: j["ratings"][k] for k in ("duel", "author", "solver")},
+                    ratings={"duel": j.ratings.duel, "author": j.ratings.author, "solver": j.ratings.solver},
                     headline=headline(j), envs=envs, attempts=attempts)
 
 
