@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import envduels
+from envduels.analysis.result import RatingRow
 from envduels.testing import ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def test_readme_example_runs_a_tournament_and_reads_a_rating_without_printing(ca
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
     best = scope["best"]
-    assert isinstance(best, dict) and best["model"] == "perfect" and best["rating"] > 1000
+    assert isinstance(best, RatingRow) and best.model == "perfect" and best.rating > 1000
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
@@ -135,7 +136,7 @@ def test_open_run_reports_an_old_main_database_exactly_as_envduels_report_does(t
     shutil.copytree(ROOT / "tests" / "data" / "main_6b44c60" / "run", old)
     report_command([old], json_path=tmp_path / "report.json", html_path=None, bootstrap=0)
     run = envduels.open_run(old)
-    assert run.report(bootstrap=0).json == json.loads((tmp_path / "report.json").read_text())
+    assert run.report(bootstrap=0).to_json() == json.loads((tmp_path / "report.json").read_text())
     assert len(run.episodes()) == len(run.tables().episodes) > 0
     assert {e.env_id for e in run.environments()} == set(run.tables().environments.env_id)
     assert [p.name for p in old.iterdir()] == ["run.db"]   # read, never written

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from envduels.errors import UserError
 
 if TYPE_CHECKING:
-    from envduels.analysis import Analysis
+    from envduels.analysis.result import RunReport
     from envduels.config import RunConfig
     from envduels.engine.run import Session
     from envduels.envs import EnvSpec
@@ -86,10 +86,11 @@ class Run:
         with self._store() as store:
             return store.episodes()
 
-    def report(self, *, bootstrap: int = 1000, seed: int = 0) -> Analysis:
+    def report(self, *, bootstrap: int = 1000, seed: int = 0) -> RunReport:
         """Every SPEC §5 number of the run, as `envduels report` computes it (the same
-        `bootstrap` and `seed` give the same numbers): `.json` is the SPEC §8 object,
-        `.ratings` the duel, author and solver `Rating`s. UserError when the run has no
+        `bootstrap` and `seed` give the same numbers), as the typed record
+        `envduels.analysis.result.RunReport`: `.ratings.solver` (and `.duel`, `.author`) the
+        rating rows best first, `.to_json()` the SPEC §8 object `report --json` writes. UserError when the run has no
         environments yet or `bootstrap` is negative."""
         from envduels.analysis import analyze
 
@@ -101,7 +102,8 @@ class Run:
             raise UserError(f"{self.path} has no environments yet; run it until authoring has "
                             "produced some, then report again")
         history = self.config.tournament.history if self.config is not None else None
-        return analyze(tables, bootstrap=bootstrap, seed=seed, name=self.name, history=history)
+        return analyze(tables, bootstrap=bootstrap, seed=seed, name=self.name,
+                       history=history).result
 
 
 def open_run(path: str | Path) -> Run:

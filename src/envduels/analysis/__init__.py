@@ -7,7 +7,8 @@ Typical use::
     result = analyze(envduels.open_run(run_dir).tables(), bootstrap=1000)
     result.json   # the SPEC §8 object
 
-`__all__` is what a user calls: the whole analysis (`analyze`, `Analysis`), several runs side
+`__all__` is what a user calls: the whole analysis (`analyze`, `Analysis`; its `.result` is
+the typed record `RunReport`, rows `RatingRow`, from `analysis.result`), several runs side
 by side (`compare_runs`), ratings over matched pairs (`matched_pairs`, `compute_ratings`,
 `Rating`), the report's sections computed alone (`transitivity`, `divergence`,
 `convergence`, `scale`), and simulated tournaments for planning and tests
@@ -22,12 +23,13 @@ from envduels.analysis.divergence import divergence
 from envduels.analysis.learning import compare_runs
 from envduels.analysis.pairs import matched_pairs
 from envduels.analysis.ratings import Rating, compute_ratings
+from envduels.analysis.result import RatingRow, RunReport
 from envduels.analysis.scale import scale
 from envduels.analysis.simulate import SimulatedRun, simulate_tournament
 from envduels.analysis.summary import Analysis, analyze
 from envduels.analysis.transitivity import transitivity
 
-__all__ = ["Analysis", "Rating", "SimulatedRun", "analyze", "compare_runs", "compute_ratings",
+__all__ = ["Analysis", "Rating", "RatingRow", "RunReport", "SimulatedRun", "analyze", "compare_runs", "compute_ratings",
            "convergence", "divergence", "matched_pairs", "scale", "simulate_tournament",
            "transitivity"]
 

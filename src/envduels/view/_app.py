@@ -31,6 +31,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from envduels.duel.outcomes import Outcome
 from envduels.view._reader import RunReader, analysis_pool
 
 HERE = Path(__file__).parent
@@ -45,7 +46,7 @@ SECURITY_HEADERS = [
     (b"cross-origin-resource-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
-OUTCOMES = ("success", "failure", "incomplete", "error")
+OUTCOMES = tuple(str(outcome) for outcome in Outcome)
 
 
 class SecurityHeaders:
@@ -284,7 +285,7 @@ def create_app(run_dirs: Sequence[str | Path], *, allowed_hosts: list[str] | Non
         eps = r.episodes_of(solver=name)
         envs = [e for e in r.environments() if e.author == name]
         outcomes = {k: sum(1 for x in eps if x["outcome"] == k) for k in OUTCOMES}
-        errors = [x for x in eps if x["outcome"] == "error"]
+        errors = [x for x in eps if x["outcome"] == Outcome.ERROR]
         try:
             pg = max(0, int(request.query_params.get("page", "0")))
         except ValueError:

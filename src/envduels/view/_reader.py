@@ -29,7 +29,7 @@ from typing import Any, TypedDict
 
 from envduels.analysis.result import RatingRow
 from envduels.config import RunConfig
-from envduels.duel.outcomes import Flag
+from envduels.duel.outcomes import Flag, Outcome
 from envduels.store import EnvRecord, EpisodeRow, Store
 
 _log = logging.getLogger(__name__)
@@ -343,12 +343,12 @@ def _progress(config: RunConfig | None, envs: list[EnvRecord], counts: Counter[s
               usage: list[dict[str, Any]]) -> dict[str, Any]:
     from envduels.duel.design import Design
 
-    done = sum(v for k, v in counts.items() if k != "error")
+    done = sum(v for k, v in counts.items() if k != Outcome.ERROR)
     expected = max(Design.of(config).expected_episodes(envs) if config is not None else 0, done)
     return {
         "episodes_done": done, "episodes_expected": expected, "episodes_left": expected - done,
         "percent": round(100 * done / expected) if expected else 0,
-        "outcomes": {k: counts.get(k, 0) for k in ("success", "failure", "incomplete", "error")},
+        "outcomes": {str(k): counts.get(k, 0) for k in Outcome},
         "environments": len(envs), "valid": sum(1 for e in envs if e.valid),
         "calls": sum(u["calls"] for u in usage),
         "tokens": sum(u["input_tokens"] + u["output_tokens"] for u in usage),
