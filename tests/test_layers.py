@@ -97,9 +97,6 @@ def test_the_domain_layer_passes_mypy_strict(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "MERGE GATE (issue 21): passes only once every branch's mypy fixes are merged; the lead "
-    "removes this marker after the merge (strict: an unexpected pass fails, as a reminder)"))
 def test_the_whole_package_passes_mypy_at_its_configured_level(tmp_path):
     # pyproject.toml's [tool.mypy]: the default level, envduels.duel strict
     result = _mypy("src/envduels", cache=tmp_path / "mypy")

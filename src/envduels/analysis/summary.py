@@ -13,7 +13,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from envduels.analysis.convergence import convergence as _convergence
-from envduels.analysis.divergence import divergence
+from envduels.analysis.divergence import DivergenceEntry, divergence
 from envduels.analysis.irt import fit_irt
 from envduels.analysis.learning import learning_curves
 from envduels.analysis.metrics import (
@@ -209,7 +209,7 @@ def _environment_rows(tables: TablesLike, pairs: pd.DataFrame, flags: dict[str, 
 
 
 def rating_entries(tables: TablesLike, pairs: pd.DataFrame, *, bootstrap: int = 1000,
-                   seed: int = 0) -> tuple[dict[str, Rating], dict[str, object], dict[str, object]]:
+                   seed: int = 0) -> tuple[dict[str, Rating], dict[str, object], DivergenceEntry]:
     """The ratings, the duel transitivity and the author–solver divergence, exactly as `analyze`
     reports them (`envduels plan` rates its simulated tournaments through this too)."""
     ratings = compute_ratings(tables, pairs, bootstrap=bootstrap, seed=seed)
