@@ -91,7 +91,10 @@ def _mypy(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_domain_layer_passes_mypy_strict(tmp_path):
-    result = _mypy("--strict", "src/envduels/duel", cache=tmp_path / "mypy")
+    # silent: the modules duel's parent package names for type checkers (envduels/__init__.py)
+    # are read for their types but held to the package's own level, not to --strict
+    result = _mypy("--strict", "--follow-imports=silent", "src/envduels/duel",
+                   cache=tmp_path / "mypy")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success: no issues found" in result.stdout
 
