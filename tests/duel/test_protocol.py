@@ -61,9 +61,11 @@ def test_truncation_ends_as_failure_and_a_fault_is_logged_before_the_outcome():
         Episode(3).observe("no action taken", 0.0, False, False)
 
 
-def test_the_protocol_imports_nothing_but_the_standard_library():
+def test_the_protocol_imports_nothing_but_the_standard_library_and_the_duel_layer():
     tree = ast.parse(Path(protocol.__file__).read_text())
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree)
-              if isinstance(n, ast.ImportFrom) and n.module}
-    assert names <= {"__future__", "re", "collections", "typing"}, names
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    own = {name for name in names if name.startswith("envduels.")}
+    assert own <= {"envduels.duel.outcomes"}, own   # the names outcomes are spelled in
+    assert {name.split(".")[0] for name in names - own} <= {"__future__", "re", "collections",
+                                                            "typing"}, names
