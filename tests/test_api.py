@@ -150,3 +150,20 @@ def test_import_envduels_loads_only_the_package_and_its_errors():
     loaded, resolved = done.stdout.splitlines()
     assert loaded == "['envduels', 'envduels.errors']"
     assert resolved == "True"
+
+
+def test_the_library_s_warnings_reach_logging_not_stderr_and_the_cli_shows_them():
+    # outside pytest (whose logging plugin installs a handler of its own): without the
+    # package's NullHandler, Python's fallback handler would print envduels' warnings
+    code = ("import logging, sys, envduels\n"
+            "logging.getLogger('envduels.sandbox').warning('reduced protection (library)')\n"
+            "if sys.argv[1] == 'cli':\n"
+            "    import envduels.cli\n"
+            "    logging.getLogger('envduels.sandbox').warning('reduced protection (cli)')\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    library = subprocess.run([sys.executable, "-c", code, "library"], capture_output=True,
+                             text=True, check=True, env=env)
+    assert (library.stdout, library.stderr) == ("", "")
+    cli = subprocess.run([sys.executable, "-c", code, "cli"], capture_output=True, text=True,
+                         check=True, env=env)
+    assert (cli.stdout, cli.stderr) == ("", "reduced protection (cli)\n")

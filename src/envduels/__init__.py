@@ -23,7 +23,14 @@ on first use, so the CLI's start-up stays fast.
 
 from __future__ import annotations
 
+import logging
+
 from envduels.errors import UserError
+
+# A library prints nothing: envduels' warnings (a sandbox with reduced protection, a retried
+# call) go to the caller's logging configuration, and nowhere without one (Python's fallback
+# would write them to stderr). The CLI shows them on stderr (`envduels.cli`).
+logging.getLogger("envduels").addHandler(logging.NullHandler())
 
 TYPE_CHECKING = False   # typing.TYPE_CHECKING without importing typing (mypy reads it the same)
 

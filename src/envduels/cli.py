@@ -13,6 +13,7 @@ command is a `_Command`, whose usage line writes `CONFIG` where Typer 0.29 write
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 import sys
@@ -23,6 +24,26 @@ import typer
 import typer.core
 
 from envduels.errors import UserError
+
+
+class _StderrLines(logging.Handler):
+    """envduels' warnings as plain lines on the current `sys.stderr` (what Python's fallback
+    handler printed before the package installed its NullHandler)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:   # noqa: BLE001 (logging's own rule: a handler never raises)
+            self.handleError(record)
+
+
+def _show_warnings() -> None:
+    logger = logging.getLogger("envduels")
+    if not any(isinstance(h, _StderrLines) for h in logger.handlers):
+        logger.addHandler(_StderrLines(logging.WARNING))
+
+
+_show_warnings()
 
 if TYPE_CHECKING:
     # the class `TyperCommand` methods take: Typer 0.16+ vendors click as `typer._click`

@@ -53,6 +53,7 @@ from envduels._text import valid_text
 from envduels.duel.faults import AUDIT_REASON, author_faults, judged  # noqa: F401 (AUDIT_REASON re-exported)
 from envduels.duel.outcomes import AuditState, Outcome
 from envduels.duel.protocol import Entry
+from envduels.duel.usage import Usage
 from envduels.envs._battery import BatteryFindings
 from envduels.envs._spec import EnvSpec
 from envduels.errors import UserError
@@ -118,7 +119,7 @@ class Tables:
 
     players:      name, provider, model, params_b, roles (list), cost_usd, input_tokens,
                   output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens,
-                  saved_usd (totals over every call recorded in the run; see `Totals`)
+                  saved_usd (totals over every call recorded in the run; see `duel.usage.Usage`)
     environments: env_id, author, round, domain, title, valid (bool), invalid_reason, hint, source,
                   source_sha256, class_name, max_turns, fixed_pool (bool), benchmark_seeds (list),
                   then every other field of the `EnvRecord`: slot, hints (dict), metadata (dict),
@@ -363,34 +364,6 @@ an older database and every INSERT and SELECT of these tables read them here."""
 _SCHEMA = _SCHEMA_TEMPLATE.format(**{t: _create(t, cols) for t, cols in _TABLE_COLUMNS.items()})
 
 
-@dataclass(frozen=True)
-class Totals:
-    """Calls and what they were billed. `input_tokens` is whole prompts, of which
-    `cache_read_tokens` were read from and `cache_write_tokens` written to the provider's prompt
-    cache; `reasoning_tokens` are within `output_tokens`; `saved_usd` is what the prompt cache
-    saved against billing every input token at the input price."""
-
-    calls: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    saved_usd: float = 0.0
-
-    @property
-    def uncached_input_tokens(self) -> int:
-        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
-
-    def plus(self, other: Totals) -> Totals:
-        return Totals(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-
 @contextmanager
 def run_lock(run_dir: str | Path) -> Iterator[None]:
     """Hold `RUN_DIR/run.lock` exclusively (flock) while the block runs: one `envduels run`
@@ -482,7 +455,7 @@ class Store:
                 "started with `envduels run CONFIG`"
             )
         self._lock = threading.Lock()
-        self._totals: Totals | None = None
+        self._totals: Usage | None = None
         self.readonly = readonly
         self._live = live           # a live reader follows writers (`open_readonly`)
         self._version_base = 0      # data_version of earlier connections: it never repeats
@@ -651,8 +624,10 @@ class Store:
             )
             inserted = cur.rowcount == 1
         if inserted and self._totals is not None:
-            self._totals = self._totals.plus(
-                Totals(1, inp, out, cost, read, written, reasoning, saved))
+            self._totals = self._totals + Usage(
+                calls=1, input_tokens=inp, output_tokens=out, cost_usd=cost,
+                cache_read_tokens=read, cache_write_tokens=written, reasoning_tokens=reasoning,
+                saved_usd=saved)
 
     def recorder(self) -> CallRecorder:
         """This database as a `players.ResponseCache` that records every call and answers none."""
@@ -662,15 +637,15 @@ class Store:
         """Every recorded call, oldest first."""
         return [json.loads(r[0]) for r in self._query("SELECT record FROM calls ORDER BY rowid")]
 
-    def call_usage(self) -> list[tuple[str, str, str, Totals, float]]:
-        """(player, role, call_id, its `Totals`, latency_s) of every recorded call, oldest first,
+    def call_usage(self) -> list[tuple[str, str, str, Usage, float]]:
+        """(player, role, call_id, its `Usage`, latency_s) of every recorded call, oldest first,
         without reading the bulky records (the estimate reads a whole run's history)."""
         rows = self._query(f"SELECT player, role, call_id, {self._each}, latency_s FROM calls"
                            " ORDER BY rowid")
         return [(p, r, c, _totals(row[3:-1]), float(row[-1] or 0.0)) for row in rows
                 for p, r, c in [row[:3]]]
 
-    def totals(self) -> Totals:
+    def totals(self) -> Usage:
         """Calls, tokens and cost over every call recorded in this run (all sessions)."""
         if self._totals is None:
             (row,) = self._query(f"SELECT {self._sums} FROM calls")
@@ -684,8 +659,8 @@ class Store:
             " (SELECT MAX(created) FROM episodes)")
         return None if start is None or end is None else (float(start), float(end))
 
-    def usage_by_player(self) -> dict[str, Totals]:
-        """`Totals` per player over every call recorded in this run."""
+    def usage_by_player(self) -> dict[str, Usage]:
+        """`Usage` per player over every call recorded in this run."""
         rows = self._query(f"SELECT player, {self._sums} FROM calls GROUP BY player")
         return {r[0]: _totals(r[1:]) for r in rows}
 
@@ -879,7 +854,7 @@ class Store:
         usage = self.usage_by_player()
         players = []
         for p in config.players if config is not None else self._recorded_players():
-            u = usage.get(p.name, Totals(0, 0, 0, 0.0))
+            u = usage.get(p.name, Usage())
             players.append({
                 "name": p.name, "provider": p.provider, "model": p.model,
                 "params_b": p.params_b, "roles": list(p.roles),
@@ -1077,7 +1052,7 @@ class Store:
 
 
 def _sums(columns: set[str], *, per_call: bool = False) -> str:
-    """The SELECT list of a `Totals` over `calls` (or of each call's own, `per_call`); a column
+    """The SELECT list of a `Usage` over `calls` (or of each call's own, `per_call`); a column
     the table lacks reads as 0."""
     items = [("0" if c not in columns else f"COALESCE({c},0)" if per_call
               else f"COALESCE(SUM({c}),0)")
@@ -1086,9 +1061,12 @@ def _sums(columns: set[str], *, per_call: bool = False) -> str:
     return ", ".join(["1" if per_call else "COUNT(*)", *items])
 
 
-def _totals(row: tuple) -> Totals:
+def _totals(row: tuple) -> Usage:
+    """The `Usage` of a row of `_sums` (counts as ints, dollars as floats)."""
     n, i, o, c, r, w, reasoning, saved = row
-    return Totals(int(n), int(i), int(o), float(c), int(r), int(w), int(reasoning), float(saved))
+    return Usage(calls=int(n), input_tokens=int(i), output_tokens=int(o), cost_usd=float(c),
+                 cache_read_tokens=int(r), cache_write_tokens=int(w),
+                 reasoning_tokens=int(reasoning), saved_usd=float(saved))
 
 
 def _temp_missing_tables(db: sqlite3.Connection) -> None:

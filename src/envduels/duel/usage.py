@@ -41,6 +41,11 @@ class Usage:
         """Input tokens billed at the full input price."""
         return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
 
+    @property
+    def tokens(self) -> float:
+        """Input and output tokens together (a budget's `max_tokens` counts these)."""
+        return self.input_tokens + self.output_tokens
+
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented

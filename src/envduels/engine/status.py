@@ -11,7 +11,8 @@ from rich.table import Table
 
 from envduels._text import plural, printable
 from envduels.duel.design import Design
-from envduels.store import Store, Totals
+from envduels.duel.usage import Usage
+from envduels.store import Store
 
 if TYPE_CHECKING:
     from envduels.config import RunConfig
@@ -76,7 +77,9 @@ def status_command(run_dir: Path) -> int:
     table.add_row("input", _input_split(totals))
     table.add_row("cost", f"${totals.cost_usd:.4f} (prompt caching saved ${totals.saved_usd:.4f})")
     for name, u in sorted(store.usage_by_player().items(), key=lambda kv: str(kv[0])):
-        table.add_row(f"  {name}", f"{plural(u.calls, 'call')}, {plural(u.tokens, 'token')}, "
+        # recorded calls: whole counts (a Usage holds floats only for estimates)
+        table.add_row(f"  {name}", f"{plural(int(u.calls), 'call')}, "
+                      f"{plural(int(u.tokens), 'token')}, "
                       f"${u.cost_usd:.4f} (saved ${u.saved_usd:.4f})")
     console.print(table)
     console.print(f"watch it live: envduels view {run_dir}", markup=False, highlight=False,
@@ -85,7 +88,7 @@ def status_command(run_dir: Path) -> int:
     return 0
 
 
-def _input_split(t: Totals) -> str:
+def _input_split(t: Usage) -> str:
     """Input tokens as billed: uncached, read from and written to the prompt cache; reasoning."""
     return (f"{t.uncached_input_tokens:,} uncached + {t.cache_read_tokens:,} cache read + "
             f"{t.cache_write_tokens:,} cache write; {t.reasoning_tokens:,} of the output "
