@@ -160,6 +160,88 @@ def cover(rows: list, truth: dict[str, float]) -> tuple[int, int]:
     return hit, tot
 
 
+def print_tables(cells: list[dict[str, Any]], nulls: list[dict[str, Any]], gain_draws: int = 1) -> None:
+    """The coverage and null tables in markdown, from cells and null rows (one run's or merged)."""
+
+    def share(hit: int, tot: int) -> str:
+        if not tot:
+            return "omitted"
+        lo, hi = wilson(hit, tot, 0.05)
+        return f"{hit / tot:.3f} [{max(lo, 0):.2f}, {min(hi, 1):.2f}]"
+
+    def cov(c: tuple) -> str:
+        return "omitted" if c[0] is None else share(c[2], c[3])
+
+    def div(d: tuple | None) -> str:
+        if d is None:
+            return "not run"
+        given = d[2] / d[4]
+        if d[0] is None:
+            return f"omitted (ρ {d[1]:.2f})"
+        return f"{share(d[3], d[2])} (ρ {d[1]:.2f}; given in {given:.0%})"
+
+    print("| design | spread | duel | author | solver | duel φ (median) | divergence, correlated skills "
+          "| divergence, uncorrelated skills |")
+    print("|---|---|---|---|---|---|---|---|")
+    cells.sort(key=lambda c: (DESIGNS.index(tuple(int(x) for x in c["design"].split("×"))), c["spread"]))
+    for c in cells:
+        dc, du = c.get("div_correlated"), c.get("div_uncorrelated")
+        print(f"| {c['design']} | ±{c['spread']} | {cov(c['duel'])} | {cov(c['author'])} | {cov(c['solver'])} "
+              f"| {np.median(c['duel_phi']):.2f} | {div(dc)} | {div(du)} |")
+    print("\nNull (identical players; runs per design in the first column): share of runs with a false claim\n")
+    print("| design | rank claim: duel | duel rank test alone | author | solver | significant edge "
+          "| significant cycle | divergence excludes 0 | correlate verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in nulls:
+        print(f"| {r['design']} ({r['reps']:,} runs) | {share(*r['duel']) if r['duel'][1] else 'withheld'} | {share(*r['duel_test'])} "
+              f"| {share(*r['author'])} | {share(*r['solver'])} | {share(*r['sig_edge'])} | {share(*r['sig_cycle'])} "
+              f"| {share(*r['div_excludes_0'])} | {share(*r['verdict'])} |")
+    if gain_draws > 1:
+        print(f"\n`correlate` verdicts over {gain_draws} pure-noise gain vectors per null tournament:\n")
+        print("| design | gain vectors | false verdicts |")
+        print("|---|---|---|")
+        for r in nulls:
+            print(f"| {r['design']} | {r['verdicts'][1]:,} | {share(*r['verdicts'])} |")
+
+def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Cells and null rows of several `--json` files (chunks of seeds) summed into one table.
+
+    Counts add up; a cell's divergence ρ is its truth's, the same in every chunk (truth seeds do
+    not move with `--seed-offset`). Returns the cells, the null rows and each file's arguments.
+    """
+    cells: dict[tuple[str, float], dict[str, Any]] = {}
+    nulls: dict[str, dict[str, Any]] = {}
+    runs = []
+    for path in paths:
+        with open(path) as fh:
+            got = json.load(fh)
+        runs.append(got["args"])
+        for c in got["cells"]:
+            into = cells.setdefault((c["design"], c["spread"]), {"design": c["design"], "spread": c["spread"]})
+            into.setdefault("duel_phi", []).extend(c["duel_phi"])
+            for k in KINDS:
+                _, om, hit, tot = into.get(k, (None, 0, 0, 0))
+                om, hit, tot = om + c[k][1], hit + c[k][2], tot + c[k][3]
+                into[k] = (hit / tot if tot else None, om, hit, tot)
+            for key in ("div_correlated", "div_uncorrelated"):
+                if key not in c:
+                    continue
+                _, rho, dt, dh, n = into.get(key, (None, c[key][1], 0, 0, 0))
+                dt, dh, n = dt + c[key][2], dh + c[key][3], n + c[key][4]
+                into[key] = (dh / dt if dt else None, rho, dt, dh, n)
+        for r in got["nulls"]:
+            into = nulls.setdefault(r["design"], {"design": r["design"], "reps": 0})
+            into["reps"] += r["reps"]
+            for key, val in r.items():
+                if key in ("design", "reps"):
+                    continue
+                old = into.get(key, (0,) * len(val))
+                into[key] = tuple(a + b for a, b in zip(old, val, strict=True))
+    order = {"×".join(map(str, d)): i for i, d in enumerate(DESIGNS)}
+    merged = sorted(cells.values(), key=lambda c: (order[c["design"]], c["spread"]))
+    return merged, sorted(nulls.values(), key=lambda r: order[r["design"]]), runs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=100)
@@ -179,7 +261,16 @@ def main() -> None:
     ap.add_argument("--seed-offset", type=int, default=0, help="first tournament seed (more runs of a cell or of the null rows)")
     ap.add_argument("--simulator", choices=("uneven", "alike"), default="uneven",
                     help="environments of envduels.analysis.simulate (default uneven)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                    help="print one table from the --json files of several runs (e.g. chunks of --seed-offset)")
     args = ap.parse_args()
+    if args.merge:
+        cells, nulls, runs = merge(args.merge)
+        sims = sorted({r["simulator"] for r in runs})
+        print(f"\n{', '.join(sims)} environments; {len(runs)} runs merged ({sum(r['reps'] for r in runs):,} "
+              "replicates in all; the counts per cell are in the table); [Wilson 95%]\n")
+        print_tables(cells, nulls)
+        return
     SIMULATOR[0] = args.simulator
     GAIN_DRAWS[0] = max(1, args.gain_draws)
     t0 = time.perf_counter()
@@ -250,49 +341,10 @@ def main() -> None:
             nulls.append(row)
             print(json.dumps(row, default=float), flush=True)
     elapsed = time.perf_counter() - t0
-
-    def share(hit: int, tot: int) -> str:
-        if not tot:
-            return "omitted"
-        lo, hi = wilson(hit, tot, 0.05)
-        return f"{hit / tot:.3f} [{max(lo, 0):.2f}, {min(hi, 1):.2f}]"
-
-    def cov(c: tuple) -> str:
-        return "omitted" if c[0] is None else share(c[2], c[3])
-
-    def div(d: tuple | None) -> str:
-        if d is None:
-            return "not run"
-        given = d[2] / args.reps
-        if d[0] is None:
-            return f"omitted (ρ {d[1]:.2f})"
-        return f"{share(d[3], d[2])} (ρ {d[1]:.2f}; given in {given:.0%})"
-
     print(f"\n{args.simulator} environments; {args.reps} replicates per cell and skill order, {args.draws} bootstrap "
           f"draws, truth from {args.truth_reps} runs; {elapsed / 60:.1f} min with {args.jobs} processes; "
           "[Wilson 95%]\n")
-    print("| design | spread | duel | author | solver | duel φ (median) | divergence, correlated skills "
-          "| divergence, uncorrelated skills |")
-    print("|---|---|---|---|---|---|---|---|")
-    cells.sort(key=lambda c: (DESIGNS.index(tuple(int(x) for x in c["design"].split("×"))), c["spread"]))
-    for c in cells:
-        dc, du = c.get("div_correlated"), c.get("div_uncorrelated")
-        print(f"| {c['design']} | ±{c['spread']} | {cov(c['duel'])} | {cov(c['author'])} | {cov(c['solver'])} "
-              f"| {np.median(c['duel_phi']):.2f} | {div(dc)} | {div(du)} |")
-    print(f"\nNull (identical players, {args.reps} runs per design): share of runs with a false claim\n")
-    print("| design | rank claim: duel | duel rank test alone | author | solver | significant edge "
-          "| significant cycle | divergence excludes 0 | correlate verdict |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in nulls:
-        print(f"| {r['design']} | {share(*r['duel']) if r['duel'][1] else 'withheld'} | {share(*r['duel_test'])} "
-              f"| {share(*r['author'])} | {share(*r['solver'])} | {share(*r['sig_edge'])} | {share(*r['sig_cycle'])} "
-              f"| {share(*r['div_excludes_0'])} | {share(*r['verdict'])} |")
-    if args.gain_draws > 1:
-        print(f"\n`correlate` verdicts over {args.gain_draws} pure-noise gain vectors per null tournament:\n")
-        print("| design | gain vectors | false verdicts |")
-        print("|---|---|---|")
-        for r in nulls:
-            print(f"| {r['design']} | {r['verdicts'][1]:,} | {share(*r['verdicts'])} |")
+    print_tables(cells, nulls, args.gain_draws)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"cells": cells, "nulls": nulls, "args": vars(args), "seconds": elapsed}, fh, indent=1, default=float)
