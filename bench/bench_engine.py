@@ -202,7 +202,11 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     episodes = store.episodes()
     solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
     first_call, last_episode = store.solving_span()
-    first_author = store.first_call_start("author")
+    if hasattr(store, "first_call_start"):
+        first_author = store.first_call_start("author")
+    else:   # a tree from before it (--compare-src): the same query
+        (first_author,), = store._query(
+            "SELECT MIN(created - latency_s) FROM calls WHERE role = 'author'")
     store.close()
     phases = _phases(meter, [("start-up", started_unix), ("authoring", first_author),
                              ("solving", first_call), ("audit tail", last_episode),
@@ -364,14 +368,31 @@ def _compare(args: argparse.Namespace) -> int:
           f"{'ceiling ep/s':>12} {'solving/ceiling':>15} {'run/ceiling':>11} "
           f"{'run CPU ms/ep':>13} {'load':>5}")
     for (latency, name), rows in results.items():
-        mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+        mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0] if k != "phases"}
         solving = mean["episodes"] / mean["solving"] / mean["ceiling_eps"]
         whole = mean["episodes"] / mean["wall"] / mean["ceiling_eps"]
         print(f"{latency:6.0f}ms {name:>6} {mean['episodes']:8.0f} {mean['wall']:7.1f} "
               f"{mean['solving']:9.1f} {mean['ceiling_eps']:12.1f} {solving:15.2f} "
               f"{whole:11.2f} {mean['engine_cpu'] / mean['episodes'] * 1000:13.0f} "
               f"{mean['load']:5.1f}")
+    print("by phase, ms of CPU per episode, engine process and sandboxes (engine process "
+          "alone), and wall s; the ceiling's CPU per episode last:")
+    print(f"{'latency':>8} {'tree':>6} " + " ".join(f"{p:>24}" for p in _PHASES)
+          + f" {'ceiling':>8}")
+    for (latency, name), rows in results.items():
+        cells = []
+        for phase in _PHASES:
+            wall, tree, own = (sum(r["phases"][phase][i] for r in rows) / len(rows)
+                               for i in range(3))
+            n = sum(r["episodes"] for r in rows) / len(rows)
+            cells.append(f"{tree / n * 1e3:6.1f} ({own / n * 1e3:5.1f}) {wall:5.2f} s")
+        ceiling = sum(r["ceiling_cpu"] / r["episodes"] for r in rows) / len(rows) * 1e3
+        print(f"{latency:6.0f}ms {name:>6} " + " ".join(f"{c:>24}" for c in cells)
+              + f" {ceiling:8.1f}")
     return 0
+
+
+_PHASES = ("start-up", "authoring", "solving", "audit tail")
 
 
 def _conversations(solver_calls: list[dict]) -> dict[tuple[str, str], list[list[dict]]]:
