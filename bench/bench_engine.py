@@ -17,7 +17,11 @@ engine can be held to. Prints:
 - the raw slot-idle fraction: 1 - (sum of solver-call latencies) / (solving wall time x total
   max_concurrency), which also counts what the machine cannot do with or without the engine;
 - peak resident memory of the engine process and of its largest child (a sandbox worker),
-  and the load average (the machine is shared).
+  and the load average (the machine is shared);
+- CPU of the run (engine process and sandboxes, through a cpuacct cgroup) by phase: start-up
+  (to the first author call), authoring (its calls and validation, to the first solver call),
+  solving (to the last episode), audit tail (the replays after it, and closing), each also for
+  the engine process alone, per episode; and the ceiling's CPU per episode.
 
     .venv/bin/python bench/bench_engine.py --audit [--seeds 1]
 
@@ -208,7 +212,8 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
         (first_author,), = store._query(
             "SELECT MIN(created - latency_s) FROM calls WHERE role = 'author'")
     store.close()
-    phases = _phases(meter, [("start-up", started_unix), ("authoring", first_author),
+    phases = _phases(meter, [("start-up", started_unix),
+                             ("authoring", first_author or first_call),   # none: no authoring
                              ("solving", first_call), ("audit tail", last_episode),
                              ("end", ended_unix)])
     solving = max(1e-9, last_episode - first_call)
