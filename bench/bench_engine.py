@@ -17,7 +17,11 @@ engine can be held to. Prints:
 - the raw slot-idle fraction: 1 - (sum of solver-call latencies) / (solving wall time x total
   max_concurrency), which also counts what the machine cannot do with or without the engine;
 - peak resident memory of the engine process and of its largest child (a sandbox worker),
-  and the load average (the machine is shared).
+  and the load average (the machine is shared);
+- CPU of the run (engine process and sandboxes, through a cpuacct cgroup) by phase: start-up
+  (to the first author call), authoring (its calls and validation, to the first solver call),
+  solving (to the last episode), audit tail (the replays after it, and closing), each also for
+  the engine process alone, per episode; and the ceiling's CPU per episode.
 
     .venv/bin/python bench/bench_engine.py --audit [--seeds 1]
 
@@ -186,11 +190,14 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     path = tmp / "bench.yaml"
     path.write_text(yaml.safe_dump(cfg))
     meter = _CpuMeter()   # after the server started: the engine's process tree only
-    started = time.monotonic()
+    meter.sample()
+    started, started_unix = time.monotonic(), time.time()
     cpu0 = meter.seconds()
     code = run_command(path, unsafe_no_sandbox=args.unsafe_no_sandbox, quiet=True)
     wall = time.monotonic() - started
+    ended_unix = time.time()
     engine_cpu = meter.seconds() - cpu0
+    meter.stop()
     if code != 0:
         print(f"run failed with exit code {code}", file=sys.stderr)
         return code
@@ -199,7 +206,16 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     episodes = store.episodes()
     solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
     first_call, last_episode = store.solving_span()
+    if hasattr(store, "first_call_start"):
+        first_author = store.first_call_start("author")
+    else:   # a tree from before it (--compare-src): the same query
+        (first_author,), = store._query(
+            "SELECT MIN(created - latency_s) FROM calls WHERE role = 'author'")
     store.close()
+    phases = _phases(meter, [("start-up", started_unix),
+                             ("authoring", first_author or first_call),   # none: no authoring
+                             ("solving", first_call), ("audit tail", last_episode),
+                             ("end", ended_unix)])
     solving = max(1e-9, last_episode - first_call)
     busy = sum(r["latency_s"] for r in solver_calls)
     slots = PLAYERS * args.concurrency
@@ -221,7 +237,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
         print(json.dumps({"episodes": n, "wall": wall, "solving": solving,
                           "ceiling_eps": len(conversations) / ceiling_wall,
                           "load": load_engine, "engine_cpu": engine_cpu,
-                          "ceiling_cpu": ceiling_cpu}))
+                          "ceiling_cpu": ceiling_cpu, "phases": phases}))
         return 0
     print(f"players {PLAYERS} x concurrency {args.concurrency}, server latency "
           f"{args.latency_ms:g} ms, {n} episodes, {len(solver_calls)} solver calls; "
@@ -239,8 +255,26 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     print(f"peak memory: engine {peak_self:.0f} MiB, largest child {peak_child:.0f} MiB")
     if meter.ok:
         print(f"CPU of the whole run (engine, sandboxes): {engine_cpu:.1f} s = "
-              f"{engine_cpu / n * 1000:.0f} ms per episode; the ceiling's: {ceiling_cpu:.1f} s")
+              f"{engine_cpu / n * 1000:.0f} ms per episode; the ceiling's: {ceiling_cpu:.1f} s "
+              f"= {ceiling_cpu / len(conversations) * 1000:.1f} ms per episode")
+        print("by phase (wall s, CPU s of the engine process and sandboxes, of the engine "
+              "process alone):")
+        for name, (span, tree, own) in phases.items():
+            print(f"  {name:12s} {span:6.2f} s wall  {tree:6.2f} s CPU  {own:6.2f} s engine "
+                  f"process   ({tree / n * 1000:5.1f} / {own / n * 1000:5.1f} ms per episode)")
     return 0
+
+
+def _phases(meter: _CpuMeter, marks: list[tuple[str, float]]) -> dict[str, tuple[float, float, float]]:
+    """Phase name -> (wall s, CPU s of the tree, CPU s of this process), each phase from its
+    mark to the next: start-up (to the first author call), authoring (its calls and the
+    validation of what they wrote, to the first solver call), solving (to the last episode
+    recorded), audit tail (the replays after it, and closing)."""
+    out = {}
+    for (name, start), (_, end) in zip(marks, marks[1:], strict=False):
+        tree, own = meter.between(start, end) if meter.ok else (0.0, 0.0)
+        out[name] = (end - start, tree, own)
+    return out
 
 
 class _CpuMeter:
@@ -261,6 +295,40 @@ class _CpuMeter:
 
     def seconds(self) -> float:
         return int((self.group / "cpuacct.usage").read_text()) / 1e9 if self.ok else 0.0
+
+    def sample(self, every_s: float = 0.01) -> None:
+        """From now on, every `every_s` in a thread: (Unix time, CPU seconds of the whole tree,
+        CPU seconds of this process alone) into `samples`, for `between`."""
+        import threading
+
+        self.samples: list[tuple[float, float, float]] = []
+        self._sampling = threading.Event()
+
+        def loop() -> None:
+            while not self._sampling.wait(every_s):
+                self._take()
+
+        self._take()
+        self._sampler = threading.Thread(target=loop, daemon=True)
+        self._sampler.start()
+
+    def stop(self) -> None:
+        self._sampling.set()
+        self._sampler.join()
+        self._take()
+
+    def _take(self) -> None:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self.samples.append((time.time(), self.seconds(), ru.ru_utime + ru.ru_stime))
+
+    def between(self, start: float, end: float) -> tuple[float, float]:
+        """CPU seconds (whole tree, this process) from Unix time `start` to `end`, each end
+        read from the nearest sample (10 ms apart)."""
+        def at(t: float) -> tuple[float, float]:
+            _, tree, own = min(self.samples, key=lambda s: abs(s[0] - t))
+            return tree, own
+        (t0, o0), (t1, o1) = at(start), at(end)
+        return t1 - t0, o1 - o0
 
     def close(self) -> None:
         if not self.ok:
@@ -305,14 +373,31 @@ def _compare(args: argparse.Namespace) -> int:
           f"{'ceiling ep/s':>12} {'solving/ceiling':>15} {'run/ceiling':>11} "
           f"{'run CPU ms/ep':>13} {'load':>5}")
     for (latency, name), rows in results.items():
-        mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+        mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0] if k != "phases"}
         solving = mean["episodes"] / mean["solving"] / mean["ceiling_eps"]
         whole = mean["episodes"] / mean["wall"] / mean["ceiling_eps"]
         print(f"{latency:6.0f}ms {name:>6} {mean['episodes']:8.0f} {mean['wall']:7.1f} "
               f"{mean['solving']:9.1f} {mean['ceiling_eps']:12.1f} {solving:15.2f} "
               f"{whole:11.2f} {mean['engine_cpu'] / mean['episodes'] * 1000:13.0f} "
               f"{mean['load']:5.1f}")
+    print("by phase, ms of CPU per episode, engine process and sandboxes (engine process "
+          "alone), and wall s; the ceiling's CPU per episode last:")
+    print(f"{'latency':>8} {'tree':>6} " + " ".join(f"{p:>24}" for p in _PHASES)
+          + f" {'ceiling':>8}")
+    for (latency, name), rows in results.items():
+        cells = []
+        for phase in _PHASES:
+            wall, tree, own = (sum(r["phases"][phase][i] for r in rows) / len(rows)
+                               for i in range(3))
+            n = sum(r["episodes"] for r in rows) / len(rows)
+            cells.append(f"{tree / n * 1e3:6.1f} ({own / n * 1e3:5.1f}) {wall:5.2f} s")
+        ceiling = sum(r["ceiling_cpu"] / r["episodes"] for r in rows) / len(rows) * 1e3
+        print(f"{latency:6.0f}ms {name:>6} " + " ".join(f"{c:>24}" for c in cells)
+              + f" {ceiling:8.1f}")
     return 0
+
+
+_PHASES = ("start-up", "authoring", "solving", "audit tail")
 
 
 def _conversations(solver_calls: list[dict]) -> dict[tuple[str, str], list[list[dict]]]:

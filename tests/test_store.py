@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from envduels.envs import EnvSpec
@@ -108,6 +110,20 @@ def test_solving_span_runs_from_the_first_solver_call_to_the_last_episode(tmp_pa
     store.put_episode(_episode("e1"))
     start, end = store.solving_span()
     assert 0 < end - start < 60
+
+
+def test_first_call_start_is_the_earliest_start_of_that_roles_calls(tmp_path):
+    store = Store(tmp_path)
+    assert store.first_call_start("author") is None
+    before = time.time()
+    store.put("a1", {"player": "a", "role": "author", "latency_s": 2.0})
+    store.put("a2", {"player": "b", "role": "author", "latency_s": 0.5})
+    store.put("s1", {"player": "b", "role": "solver", "latency_s": 30.0})
+    after = time.time()
+    start = store.first_call_start("author")
+    assert before - 2.0 <= start <= after - 2.0   # a1's: recorded first and 2 s long
+    assert before - 30.0 <= store.first_call_start("solver") <= after - 30.0
+    assert store.first_call_start("judge") is None
 
 
 def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):

@@ -659,6 +659,13 @@ class Store:
             " (SELECT MAX(created) FROM episodes)")
         return None if start is None or end is None else (float(start), float(end))
 
+    def first_call_start(self, role: str) -> float | None:
+        """Start of the first recorded call in `role` ("author", "solver") in Unix seconds (its
+        recording time less its latency), or None when there is none."""
+        (start,), = self._query("SELECT MIN(created - latency_s) FROM calls WHERE role = ?",
+                                (role,))
+        return None if start is None else float(start)
+
     def usage_by_player(self) -> dict[str, Usage]:
         """`Usage` per player over every call recorded in this run."""
         rows = self._query(f"SELECT player, {self._sums} FROM calls GROUP BY player")

@@ -15,10 +15,12 @@ import math
 import os
 import random
 import re
+import ssl
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from types import ModuleType
 from typing import TypeVar, cast
 
 from envduels._text import plural, valid_text
@@ -261,7 +263,26 @@ def sdk_http_client(default_client: Callable[..., _Client], cfg: PlayerConfig) -
     return default_client(
         limits=http.Limits(max_connections=limits.http_connections,
                            max_keepalive_connections=limits.http_keepalive),
-        timeout=http.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)))
+        timeout=http.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, 10.0)),
+        verify=shared_tls_context(http))
+
+
+_TLS_CONTEXTS: dict[tuple[str, str | None, str | None], ssl.SSLContext] = {}
+
+
+def shared_tls_context(http: ModuleType) -> ssl.SSLContext:
+    """The TLS context an HTTP library's client builds by default (`create_ssl_context()`: its
+    CA bundle, `SSL_CERT_FILE`/`SSL_CERT_DIR` honoured), built once per process, library and
+    value of those two variables and shared by every player's client.
+
+    Each build loads the whole CA bundle: about 20 ms of CPU per player (measured, bench_engine
+    start-up), paid before a player's first call. Sharing is safe because a client only ever
+    sets the context's ALPN list, and every client here sets the same one (HTTP/1.1)."""
+    key = (http.__name__, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _TLS_CONTEXTS.get(key)
+    if context is None:
+        context = _TLS_CONTEXTS[key] = http.create_ssl_context()
+    return context
 
 
 _PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic"}
