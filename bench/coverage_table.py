@@ -111,6 +111,18 @@ def one_rep(args: tuple) -> dict[str, Any]:
     out["sig_cycle"] = t["significant_cycles"] > 0
     dv = divergence(ratings["author"], ratings["solver"])
     out["div"] = (dv["ci_low"], dv["ci_high"], dv["spearman"])
+    if dv["ci_low"] is not None:  # each given interval, beside the bootstrap bounds alone
+        a, s = ratings["author"], ratings["solver"]
+        common = [m for i, m in enumerate(a.players) if a.rated[i] and m in s.players
+                  and s.rated[s.players.index(m)]]
+        reps = _spearman_rows(a.draws[:, [a.players.index(m) for m in common]],
+                              s.draws[:, [s.players.index(m) for m in common]])
+        q_lo, q_hi = np.percentile(reps[~np.isnan(reps)], [2.5, 97.5])
+        rho = dv["spearman"]
+        out["div_given"] = {"seed": seed, "rho": rho, "low": dv["ci_low"], "high": dv["ci_high"],
+                            "bootstrap_low": max(-1.0, min(q_lo, 2 * rho - q_hi)),
+                            "bootstrap_high": min(1.0, max(q_hi, 2 * rho - q_lo)),
+                            "reliability": (dv["reliability_author"], dv["reliability_solver"])}
     out["div_excludes_0"] = dv["ci_low"] is not None and (dv["ci_low"] > 0 or dv["ci_high"] < 0)
     if skill == "null":  # correlate on pure-noise gains, one row per author pool
         verdicts = noise_verdicts(run, seed, GAIN_DRAWS[0])
@@ -223,6 +235,8 @@ def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
                 _, om, hit, tot = into.get(k, (None, 0, 0, 0))
                 om, hit, tot = om + c[k][1], hit + c[k][2], tot + c[k][3]
                 into[k] = (hit / tot if tot else None, om, hit, tot)
+            for key in ("div_correlated_given", "div_uncorrelated_given"):
+                into.setdefault(key, []).extend(c.get(key, []))
             for key in ("div_correlated", "div_uncorrelated"):
                 if key not in c:
                     continue
@@ -318,6 +332,8 @@ def main() -> None:
                             hits[k][0] += h
                             hits[k][1] += t
                         lo, hi, _ = rep["div"]
+                        if "div_given" in rep:
+                            cell.setdefault(f"div_{skill}_given", []).append(rep["div_given"] | {"truth": rho})
                         if lo is not None:
                             dt += 1
                             dh += lo - 1e-9 <= rho <= hi + 1e-9
