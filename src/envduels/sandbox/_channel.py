@@ -189,7 +189,10 @@ class WorkerChannel:
         self.reaped = False                   # every process collected, every fd released
         self._pidfd: int | None = None
         with contextlib.suppress(OSError, AttributeError):
-            self._pidfd = os.pidfd_open(self.pid)
+            # a forked instance's pidfd came from its clone (by pid it could be a reused one)
+            forked_pidfd = getattr(launched.popen, "pidfd", None) if launched.forked else None
+            self._pidfd = os.pidfd_open(self.pid) if forked_pidfd is None \
+                else os.dup(forked_pidfd)
         self._oom_fd: int | None = None
         if launched.cgroup is not None:
             self._oom_fd = launched.cgroup.oom_eventfd()
@@ -302,6 +305,11 @@ class WorkerChannel:
     async def wait_ready(self, timeout: float) -> None:
         """Wait for the worker's greeting (id 0)."""
         await self._receive(0, "start-up", time.monotonic() + timeout, timeout)
+        if self.launched.forked:
+            # its own pid 1 (which joined the instance's freezer group before the worker
+            # existed: nothing to adopt)
+            self.init_pid = self.pid
+            return
         self.init_pid = self._find_init()
         group = self.launched.cgroup
         if group is not None and self.limits.freeze_idle and group.freezer is not None:
@@ -309,8 +317,7 @@ class WorkerChannel:
             # Moving a process between v2 groups waits for an RCU grace period (~4 ms each,
             # measured), so it runs in a thread while the worker waits in the pool; the first
             # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
-            members = group.moved if self.launched.forked else group.pids_inside()
-            self._adopting = self.loop.run_in_executor(None, group.adopt, members)
+            self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
 
     async def adopted(self) -> None:
         """Wait until the sandbox has joined its freezer group (started by `wait_ready`), so
@@ -497,11 +504,10 @@ class WorkerChannel:
             found.discard(self.pid)
             self._orphans = sorted(found)
         if self.launched.forked:
-            # the instance's pid 1 (still unreaped by its parent in the template, so the pid
-            # is its own): its death ends every process of the instance's pid namespace, and
-            # nothing of the instance lives outside it
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.pid, signal.SIGKILL)
+            # the instance's pid 1, through its pidfd (never a reused pid): its death ends
+            # every process of the instance's pid namespace, and nothing of the instance lives
+            # outside it
+            self.launched.popen.kill()
             return
         if self.init_pid is not None and self.launched.sandboxed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -547,7 +553,7 @@ class WorkerChannel:
         while self.launched.popen.poll() is None and time.monotonic() < end:
             await asyncio.sleep(0.002)
         h = host()
-        if self.init_pid is not None and h.subreaper:
+        if self.init_pid is not None and h.subreaper and not self.launched.forked:
             while time.monotonic() < end:   # bwrap's init, if it was handed to us as subreaper
                 try:
                     pid, _ = os.waitpid(self.init_pid, os.WNOHANG)
