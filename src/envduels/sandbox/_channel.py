@@ -188,11 +188,14 @@ class WorkerChannel:
         self._reaper: asyncio.Task[None] | None = None
         self.reaped = False                   # every process collected, every fd released
         self._pidfd: int | None = None
-        with contextlib.suppress(OSError, AttributeError):
-            # a forked instance's pidfd came from its clone (by pid it could be a reused one)
-            forked_pidfd = getattr(launched.popen, "pidfd", None) if launched.forked else None
-            self._pidfd = os.pidfd_open(self.pid) if forked_pidfd is None \
-                else os.dup(forked_pidfd)
+        # a forked instance's pidfd came from its clone (by pid it could be a reused one) and
+        # is its ForkedProcess's to close
+        self._own_pidfd = not launched.forked
+        if launched.forked:
+            self._pidfd = getattr(launched.popen, "pidfd", None)
+        else:
+            with contextlib.suppress(OSError, AttributeError):
+                self._pidfd = os.pidfd_open(self.pid)
         self._oom_fd: int | None = None
         if launched.cgroup is not None:
             self._oom_fd = launched.cgroup.oom_eventfd()
@@ -547,9 +550,16 @@ class WorkerChannel:
         for fd in (self.launched.response_r, self.launched.output_r):
             self.loop.remove_reader(fd)
         end = time.monotonic() + 5.0
-        wait_async = getattr(self.launched.popen, "wait_async", None)
-        if wait_async is not None:   # a forked instance says when it is gone: no polling
-            await wait_async(self.loop, 5.0)
+        if self.launched.forked:   # its pidfd says when it is gone (_on_exit): no polling
+            while not self._exited and self._pidfd is not None and \
+                    (left := end - time.monotonic()) > 0:
+                self._waiter = self.loop.create_future()
+                timer = self.loop.call_later(left, self._wake)
+                try:
+                    await self._waiter
+                finally:
+                    timer.cancel()
+                    self._waiter = None
         while self.launched.popen.poll() is None and time.monotonic() < end:
             await asyncio.sleep(0.002)
         h = host()
@@ -576,7 +586,8 @@ class WorkerChannel:
         for extra in (self._pidfd, self._oom_fd):
             if extra is not None:
                 self.loop.remove_reader(extra)
-                fds.append(extra)
+                if extra != self._pidfd or self._own_pidfd:
+                    fds.append(extra)
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

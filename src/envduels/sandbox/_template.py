@@ -33,7 +33,6 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._channel import _resolve
 from ._launcher import (
     _WORKER_STUB,
     WORKER_SOURCE,
@@ -117,7 +116,7 @@ class TemplateUnavailable(Exception):
 
 class ForkedProcess:
     """The Popen-like handle of one forked instance (WorkerChannel and `discard` use `pid`,
-    `pidfd`, `poll()`, `wait()`, `kill()`). `pidfd` (from the template's clone) identifies
+    `pidfd`, `poll()`, `wait()`, `kill()`; the channel watches `pidfd` on its event loop). `pidfd` (from the template's clone) identifies
     the instance's init: it is signalled only through it, so a pid the kernel has reused is
     never signalled, and it becomes readable once the init has exited, which the kernel
     reports only after every other process of the instance's pid namespace is gone. The exit
@@ -162,19 +161,6 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired("instance", timeout or 0)
             self._poller.poll(None if left is None else max(1, int(left * 1000)))
         return self.returncode or 0
-
-    async def wait_async(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
-        """Wait (without polling) until the exit status is known or `timeout` passes."""
-        if self.poll() is not None or self.pidfd is None:
-            return
-        done = loop.create_future()
-        loop.add_reader(self.pidfd, _resolve, done)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done, timeout)
-        finally:
-            loop.remove_reader(self.pidfd)
-        self.poll()
 
     def release(self) -> None:
         """Close the status socket and the pidfd (after the exit status is known, or to give
