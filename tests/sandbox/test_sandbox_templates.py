@@ -232,6 +232,38 @@ async def test_closing_an_instance_signals_its_init_by_pidfd_never_by_a_pid_numb
         decoy.wait()
 
 
+async def test_the_worker_cannot_reach_its_init_s_memory_or_descriptors(
+        tpool: EnvPool) -> None:
+    # The init holds the status socket its exit status goes to: the worker (same uid, no
+    # capability) may neither write the init's memory nor open its descriptors.
+    probe = (
+        'import os\n'
+        'def _try(path, mode):\n'
+        '    try:\n'
+        '        open(path, mode).close()\n'
+        '        return "opened"\n'
+        '    except OSError as exc:\n'
+        '        return type(exc).__name__\n'
+        'def _fds():\n'
+        '    try:\n'
+        '        return [_try("/proc/1/fd/" + n, "rb") for n in os.listdir("/proc/1/fd")]\n'
+        '    except OSError as exc:\n'
+        '        return type(exc).__name__\n')
+    source = probe + TRIVIAL.replace(
+        'return "count to 3", {"seed": seed}',
+        'return repr((_try("/proc/1/mem", "r+b"), _fds(), _try("/proc/self/mem", "r+b"))), '
+        '{"seed": seed}')
+    inst = await tpool.open(source)
+    try:
+        report, _ = await inst.reset(1)
+    finally:
+        await inst.close()
+    init_mem, init_fds, own_mem = eval(report)   # noqa: S307 (our own repr of strings)
+    assert init_mem == "PermissionError"
+    assert init_fds == "PermissionError"
+    assert own_mem == "opened"   # its own /proc files are its own, as in a fresh sandbox
+
+
 async def test_collecting_a_closed_instance_does_not_spin_the_event_loop(
         tpool: EnvPool, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its output pipe is at EOF (readable for ever) while the harness waits for the exit

@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from types import TracebackType
 
-from ._channel import WorkerChannel
+from ._channel import Frame, WorkerChannel
 from ._instance import EnvInstance
 from ._launcher import Launched, discard, launch, launcher_threads, require_runtime
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
@@ -337,10 +337,13 @@ class EnvPool:
 
     async def _load(self, channel: WorkerChannel, source: str, class_name: str | None,
                     max_turns: int | None) -> EnvInstance:
+        request: Frame = {"op": "load", "class_name": class_name, "max_turns": max_turns}
+        if not channel.launched.forked:
+            # (a forked instance runs what its template compiled: the template of this
+            # source's hash, so the text need not travel and be decoded again)
+            request["source"] = source
         try:
-            reply = await channel.call({"op": "load", "source": source,
-                                        "class_name": class_name, "max_turns": max_turns},
-                                       "load", self.limits.step_timeout_s)
+            reply = await channel.call(request, "load", self.limits.step_timeout_s)
         finally:
             # after the load: a start in the background competes for the CPUs
             self._schedule_refill()

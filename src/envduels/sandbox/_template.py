@@ -48,7 +48,7 @@ from ._limits import SandboxLimits, SandboxStartError
 log = logging.getLogger("envduels.sandbox")
 
 ZYGOTE_SOURCE = (Path(__file__).with_name("_zygote.py")).read_text()
-TEMPLATE_PIDS = 4096        # the template, one waiting parent per live instance
+TEMPLATE_PIDS = 4096        # RLIMIT_NPROC of the template's uid, its instances' too
 _START_TIMEOUT_S = 20.0
 _F_SETPIPE_SZ = 1031
 _fallback_reason: str | None = None   # why this process used fresh sandboxes, once it had to
@@ -180,10 +180,14 @@ class ForkedProcess:
 
 def _pidfd_pid(pidfd: int) -> int:
     """The host pid of the process `pidfd` refers to (-1 once it has exited)."""
-    with open(f"/proc/self/fdinfo/{pidfd}") as fh:
-        for line in fh:
-            if line.startswith("Pid:"):
-                return int(line.split()[1])
+    fd = os.open(f"/proc/self/fdinfo/{pidfd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    for line in text.splitlines():
+        if line.startswith(b"Pid:"):
+            return int(line.split()[1])
     return -1
 
 

@@ -42,6 +42,7 @@ _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 _MNT_DETACH = 2
 _PR_CAPBSET_READ, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = 23, 24, 38, 22
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_PR_SET_DUMPABLE = 4
 _SECCOMP_MODE_FILTER = 2
 _CLONE_PIDFD, _SYS_CLONE3 = 0x00001000, 435   # clone3: one number on every architecture
 _CAP_VERSION_3 = 0x20080522
@@ -263,10 +264,14 @@ def _instance_plan(libc, prog, filter_buf, covers, scratch, worker_args):
     confine += [(prctl, (_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "ambient"),
                 (libc.capset, (header, no_caps), "capset"),
                 (prctl, (_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs"),
+                # not dumpable: the worker (same uid) may not reach the init's memory through
+                # /proc/1/mem and so its status socket; the worker turns it back on for itself
+                (prctl, (_PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable"),
                 (prctl, (_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0),
                  "seccomp")]
     keep = (filter_buf, header, no_caps)   # alive as long as the pointers above
-    return libc, mount, mounts, confine, worker_args, keep
+    dumpable = (prctl, (_PR_SET_DUMPABLE, 1, 0, 0, 0))
+    return libc, mount, mounts, confine, (dumpable, *worker_args), keep
 
 
 def _init(fds, state):
@@ -274,8 +279,8 @@ def _init(fds, state):
     instance's cgroups, gives the instance its mounts, confines itself and forks the worker
     (pid 2), which inherits all of that, and reaps orphans; it writes the worker's status
     (128 + n for a signal, as bwrap) on the status socket and exits with it. Once confined it
-    holds nothing the worker lacks (no descriptor but that socket, no capability), so, like
-    bwrap's init, it is no boundary the worker could gain by reaching it."""
+    holds nothing the worker lacks but that socket, and it is not dumpable, so the worker
+    (same uid, no capability) can reach neither its memory nor its descriptors."""
     global _STATUS_FD
     req, resp, out, status, *procs = fds
     _STATUS_FD = status
@@ -327,7 +332,8 @@ def _init(fds, state):
 
 
 def _become_worker(req, resp, out, worker_args):
-    obs_cap, frame_max, instance_limits = worker_args
+    (prctl, dumpable), obs_cap, frame_max, instance_limits = worker_args
+    prctl(*dumpable)   # as a fresh sandbox's worker: its own /proc files are its own
     os.setpgid(0, 0)   # its own group; no session (see _init); /dev/tty is /dev/null here
     # Descriptors: output on 1 and 2, requests on 3, responses on 4, nothing else at all.
     moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in (req, resp)]
