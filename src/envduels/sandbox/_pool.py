@@ -24,8 +24,8 @@ _STARTUP_TIMEOUT_S = 20.0
 # An author's value: `10**400` would reach the store (SQLite holds 64-bit ints) unclamped.
 MAX_TURNS_DECLARED = 2**31 - 1
 # Instances forked ahead of time per (source, role), waiting for their `load`: an open then
-# costs a round trip instead of a fork, a cgroup move (RCU waits: milliseconds under load) and
-# a greeting. At the end of a run at most this many per template are forked for nothing.
+# costs a round trip instead of a fork, joining the cgroups (RCU waits: milliseconds under
+# load) and a greeting. At the end of a run at most this many per template are forked for nothing.
 SPARE_INSTANCES = 2
 SPARE_SOURCES = 24   # (source, role) pairs that keep spares: the most recently opened
 

@@ -1,12 +1,13 @@
-"""Instances forked from a template: a fresh instance per episode in about a millisecond.
+"""Instances forked from a template: a fresh instance per episode in a few milliseconds.
 
 A template is one bubblewrap sandbox per environment source (and per role: the replay audit
 gets its own), running `_zygote.py`: it has compiled the source and imported the standard
-modules it names, never runs environment code, and forks on request. Each fork confines
-itself (own mount/IPC/network/pid namespaces, fresh /tmp and /proc, no capabilities, the
-seccomp filter, the instance rlimits) before it greets; the harness then moves it into its
-own memory/pids/cpu cgroup and freezer group, and only then sends `load`. What is shared with
-the template and its other instances, and what is not: docs/templates.md.
+modules it names, never runs environment code, and clones on request. Each instance's init
+(cloned into its own mount/IPC/network/pid namespaces, its pidfd handed to the harness)
+joins its own memory/pids/cpu cgroup and freezer group, mounts a fresh /tmp and /proc,
+drops every capability, takes the seccomp filter and forks the worker, which lowers its
+rlimits and greets; only then does the harness send `load`. What is shared with the
+template and its other instances, and what is not: docs/templates.md.
 
 Templates need what makes the per-instance limits honest and the confinement complete: root
 (a uid per template, setpriv), per-sandbox cgroups, the seccomp filter (it also replaces the
