@@ -28,6 +28,7 @@ instance's init (SCM_RIGHTS); the init writes its exit status there before it ex
 
 import array
 import ctypes
+import errno
 import fcntl
 import gc
 import os
@@ -158,10 +159,10 @@ def _template_main():
     _preimport(source)
     del source
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # the kernel reaps: no list of children
-    ctl.send(b"ok")
     state = _instance_plan(libc, prog, filter_buf, covers, scratch,
                            (obs_cap, frame_max, instance_limits))
     clone = _Cloner()
+    ctl.send(b"ok")
     gc.collect()
     gc.freeze()
     gc.disable()   # no collection counts that advance with the forks served
@@ -220,6 +221,11 @@ class _Cloner:
                                 exit_signal=signal.SIGCHLD)
         self._size = ctypes.sizeof(_CloneArgs)
         self.pidfd = -1
+        # A clone3 with no arguments fails with EINVAL where the kernel has it (5.3 on):
+        # elsewhere the template does not start, and the pool uses fresh sandboxes.
+        if self._syscall(ctypes.c_long(_SYS_CLONE3), None, ctypes.c_size_t(0)) != -1 \
+                or ctypes.get_errno() != errno.EINVAL:
+            _die(76, "no clone3 here (" + os.strerror(ctypes.get_errno()) + ")")
 
     def clone(self, namespaces):
         """0 in the child, the child's pid in the template (self.pidfd its pidfd), -1."""
