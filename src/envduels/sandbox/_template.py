@@ -117,11 +117,12 @@ class TemplateUnavailable(Exception):
 
 class ForkedProcess:
     """The Popen-like handle of one forked instance (WorkerChannel and `discard` use `pid`,
-    `pidfd`, `poll()`, `wait()`, `kill()`; the channel watches `pidfd` on its event loop). `pidfd` (from the template's clone) identifies
-    the instance's init: it is signalled only through it, so a pid the kernel has reused is
-    never signalled, and it becomes readable once the init has exited, which the kernel
-    reports only after every other process of the instance's pid namespace is gone. The exit
-    status is what the init wrote on `status` before it exited (none: it was killed)."""
+    `pidfd`, `poll()`, `wait()`, `kill()`; the channel watches `pidfd` on its event loop).
+    `pidfd` (from the template's clone) identifies the instance's init: it is signalled only
+    through it, so a pid the kernel has reused is never signalled, and it becomes readable
+    once the init has exited, which the kernel reports only after every other process of the
+    instance's pid namespace is gone. The exit status is what the init wrote on `status`
+    before it exited (none: it was killed)."""
 
     def __init__(self, pid: int, pidfd: int, status: socket.socket) -> None:
         self.pid = pid
