@@ -440,17 +440,35 @@ class _CpuMeter:
             self.group.rmdir()
 
 
+def _template_processes_ns(pool: EnvPool) -> int:
+    """CPU (ns, /proc/PID/schedstat) of the pool's template processes so far: the Python
+    fork server in each template sandbox (the child of its bwrap init), which pays each
+    instance's clone (its page tables, its namespaces) and its own copy-on-write faults."""
+    templates = pool._templates
+    total = 0
+    for future in (templates._templates.values() if templates is not None else []):
+        if not future.done() or future.exception() is not None:
+            continue
+        init = future.result().init_pid
+        with contextlib.suppress(OSError, ValueError):
+            for child in Path(f"/proc/{init}/task/{init}/children").read_text().split():
+                total += int(Path(f"/proc/{child}/schedstat").read_text().split()[0])
+    return total
+
+
 async def _instances(n: int, limits: SandboxLimits, *, templates: bool, meter: _CpuMeter
-                     ) -> tuple[list[float], list[float], list[float]]:
+                     ) -> tuple[list[float], list[float], list[float], list[float]]:
     """n instances opened, reset and closed one after another (`close(wait=False)`, as the
-    engine does): wall per instance, CPU per instance of everything, and of this process."""
-    walls, cpu_all, cpu_self = [], [], []
+    engine does): wall per instance, CPU per instance of everything, of this process, and of
+    the template processes (0 for fresh sandboxes)."""
+    walls, cpu_all, cpu_self, cpu_template = [], [], [], []
     async with EnvPool(limits, warm=0, templates=templates) as pool:
         inst = await pool.open(TRIVIAL)   # the template (or nothing) is started once
         await inst.reset(0)
         await inst.close()
         for _ in range(n):
             all0, self0, start = meter.ns(), time.process_time(), time.perf_counter()
+            template0 = _template_processes_ns(pool)
             inst = await pool.open(TRIVIAL)
             await inst.reset(0)
             await inst.close(wait=False)
@@ -458,7 +476,8 @@ async def _instances(n: int, limits: SandboxLimits, *, templates: bool, meter: _
             await asyncio.sleep(0.03)   # the background collection is billed to this instance
             cpu_all.append((meter.ns() - all0) / 1e9)
             cpu_self.append(time.process_time() - self0)
-    return walls, cpu_all, cpu_self
+            cpu_template.append((_template_processes_ns(pool) - template0) / 1e9)
+    return walls, cpu_all, cpu_self, cpu_template
 
 
 def _gym_resets(n: int, templates: bool) -> float:
@@ -548,30 +567,34 @@ async def template_rows(n: int, limits: SandboxLimits) -> dict[str, float]:
         return {}
     meter = _CpuMeter()
     try:
-        fresh: dict[bool, tuple[list[float], list[float], list[float]]] = {}
+        fresh: dict[bool, tuple[list[float], list[float], list[float], list[float]]] = {}
         for templates in (False, True, False, True):   # alternated: load hits both alike
             got = await _instances(n // 2, limits, templates=templates, meter=meter)
-            old = fresh.setdefault(templates, ([], [], []))
+            old = fresh.setdefault(templates, ([], [], [], []))
             for mine, new in zip(old, got, strict=True):
                 mine.extend(new)
     finally:
         meter.close()
     for templates, label in ((False, "fresh bubblewrap sandbox (cold start)"),
                              (True, "instance forked from a template")):
-        walls, cpu_all, cpu_self = fresh[templates]
+        walls, cpu_all, cpu_self, cpu_template = fresh[templates]
         row(f"{label}: wall", walls)
         if meter.ok:
             row(f"{label}: CPU, all processes", cpu_all,
                 "target <= 3 ms" if templates else "")
             row(f"{label}: CPU, sandbox side", [a - s for a, s in zip(cpu_all, cpu_self,
                                                                          strict=True)])
+        if templates:
+            row(f"{label}: CPU, of it the template process", cpu_template)
         row(f"{label}: CPU, harness process", cpu_self)
     if meter.ok:
         ratio = statistics.median(fresh[False][1]) / statistics.median(fresh[True][1])
         print(f"  {'CPU per instance, fresh / template (medians)':<46} {ratio:10.2f}")
+    names = ("wall", "cpu_all", "cpu_harness", "cpu_template")
     return {f"{kind} {what}": statistics.median(values) * 1000
             for kind, key in (("fresh", False), ("template", True))
-            for what, values in zip(("wall", "cpu_all", "cpu_harness"), fresh[key], strict=True)}
+            for what, values in zip(names, fresh[key], strict=True)
+            if not (what == "cpu_template" and kind == "fresh")}
 
 
 def compare_templates(other_src: str, n: int, rounds: int) -> None:
@@ -591,10 +614,10 @@ def compare_templates(other_src: str, n: int, rounds: int) -> None:
     print(f"instances, {n} per run, {rounds} runs per tree alternated (medians of the runs' "
           f"medians, ms); other = {trees['other']}")
     keys = list(got["this"][0])
-    print(f"  {'':<8}" + "".join(f"{k:>21}" for k in keys))
+    print(f"  {'':<8}" + "".join(f"{k:>23}" for k in keys))
     for name in ("other", "this"):
         print(f"  {name:<8}" + "".join(
-            f"{statistics.median(r[k] for r in got[name]):21.2f}" for k in keys))
+            f"{statistics.median(r[k] for r in got[name]):23.2f}" for k in keys))
 
 
 async def main(quick: bool, flood_only: bool = False) -> None:

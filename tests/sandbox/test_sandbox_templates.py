@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import FAST, TRIVIAL, sandbox_uid_processes
+from sandbox_helpers import FAST, TRIVIAL, namespace_pids, sandbox_uid_processes
 
 from envduels.sandbox import EnvPool, _template
 from envduels.sandbox._channel import WorkerChannel
@@ -194,6 +195,73 @@ async def test_the_instance_s_init_is_confined_before_the_worker_exists(tpool: E
         assert int(fields[cap], 16) == 0, (cap, fields[cap])
     assert fields["NoNewPrivs"].strip() == "1"
     assert fields["Seccomp"].strip() == "2"
+
+
+async def test_an_instance_is_its_init_and_its_worker_the_init_a_child_of_the_template(
+        tpool: EnvPool) -> None:
+    # no process in between that only holds the init's exit status (docs/templates.md)
+    inst = await tpool.open(TRIVIAL)
+    try:
+        await inst.reset(1)
+        init = inst._channel.pid
+        (template,) = tpool._templates._templates.values()
+        bwrap_init = template.result().init_pid
+        template_python = Path(f"/proc/{bwrap_init}/task/{bwrap_init}/children").read_text()
+        assert _ancestors(init)[1] == int(template_python.split()[0])
+        assert len(namespace_pids(init)) == 2   # the init and the worker
+    finally:
+        await inst.close()
+    assert namespace_pids(init) == []
+
+
+async def test_closing_an_instance_signals_its_init_by_pidfd_never_by_a_pid_number(
+        tpool: EnvPool) -> None:
+    # As if the kernel had given the init's pid to another process: the harness's kill must
+    # reach the instance, and the process now holding that number must not be signalled.
+    decoy = subprocess.Popen(["sleep", "60"])
+    inst = await tpool.open(TRIVIAL)
+    try:
+        await inst.reset(1)
+        init = inst._channel.pid
+        inst._channel.pid = inst._channel.launched.popen.pid = decoy.pid
+        await inst.close()
+        assert namespace_pids(init) == []
+        assert decoy.poll() is None
+    finally:
+        decoy.kill()
+        decoy.wait()
+
+
+async def test_the_worker_cannot_reach_its_init_s_memory_or_descriptors(
+        tpool: EnvPool) -> None:
+    # The init holds the status socket its exit status goes to: the worker (same uid, no
+    # capability) may neither write the init's memory nor open its descriptors.
+    probe = (
+        'import os\n'
+        'def _try(path, mode):\n'
+        '    try:\n'
+        '        open(path, mode).close()\n'
+        '        return "opened"\n'
+        '    except OSError as exc:\n'
+        '        return type(exc).__name__\n'
+        'def _fds():\n'
+        '    try:\n'
+        '        return [_try("/proc/1/fd/" + n, "rb") for n in os.listdir("/proc/1/fd")]\n'
+        '    except OSError as exc:\n'
+        '        return type(exc).__name__\n')
+    source = probe + TRIVIAL.replace(
+        'return "count to 3", {"seed": seed}',
+        'return repr((_try("/proc/1/mem", "r+b"), _fds(), _try("/proc/self/mem", "r+b"))), '
+        '{"seed": seed}')
+    inst = await tpool.open(source)
+    try:
+        report, _ = await inst.reset(1)
+    finally:
+        await inst.close()
+    init_mem, init_fds, own_mem = eval(report)   # noqa: S307 (our own repr of strings)
+    assert init_mem == "PermissionError"
+    assert init_fds == "PermissionError"
+    assert own_mem == "opened"   # its own /proc files are its own, as in a fresh sandbox
 
 
 async def test_collecting_a_closed_instance_does_not_spin_the_event_loop(

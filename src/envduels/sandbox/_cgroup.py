@@ -38,9 +38,14 @@ def _own_path(controller: str) -> str | None:
     return None
 
 
-def _write(path: Path, value: str) -> None:
-    with open(path, "w") as fh:
-        fh.write(value)
+def _write(path: Path | str, value: str) -> None:
+    # open, write, close: a text-mode open() adds an fstat, an ioctl and an lseek, and its
+    # buffering objects, to each of the dozen writes per sandbox
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 class SandboxCgroup:
@@ -53,11 +58,11 @@ class SandboxCgroup:
         self.memory_mb = memory_mb
         self.max_procs = max_procs
         self.freezer = freezer   # a cgroup v2 folder: processes are moved in by `adopt`
+        # (a forked instance's init joins all its groups itself: _zygote._init)
         self.cpu = cpu
         self._freeze_fd: int | None = None
         self.frozen = False
-        self.freezable = False   # set by `adopt`
-        self.moved: list[int] = []   # the processes `move` put in (a forked instance's)
+        self.freezable = False   # set by `adopt` (or by a forked instance that joined it)
 
     def adopt(self, pids: list[int]) -> bool:
         """Move `pids` (the sandbox's processes before any environment code ran) into its
@@ -109,15 +114,6 @@ class SandboxCgroup:
             with contextlib.suppress(OSError):
                 os.write(fd, b"0")
         self.frozen = False
-
-    def move(self, pid: int) -> None:
-        """Move process `pid` (a forked instance, no environment code run yet) into this
-        sandbox's v1 groups; the freezer group is joined later by `adopt`, as for a fresh
-        sandbox. Pages it already uses stay charged where they were (the template's)."""
-        for group in (self.memory, self.pids, self.cpu):
-            if group is not None:
-                _write(group / "cgroup.procs", str(pid))
-        self.moved.append(pid)
 
     def enter_thread(self) -> None:
         """Move the calling thread (only it: v1 groups hold threads) into this sandbox's
@@ -322,8 +318,9 @@ class CgroupRoot:
             raise
         try:
             if group.cpu is not None:
-                period = 100_000   # µs; the quota is `cpu_cores` of it, over all the sandbox's tasks
-                _write(group.cpu / "cpu.cfs_period_us", str(period))
+                # µs; the quota is `cpu_cores` of the period, over all the sandbox's tasks. The
+                # period is the kernel's default for a new group (100 ms): not written.
+                period = 100_000
                 _write(group.cpu / "cpu.cfs_quota_us", str(max(1000, int(cpu_cores * period))))
             limit = str(memory_mb << 20)
             _write(group.memory / "memory.limit_in_bytes", limit)

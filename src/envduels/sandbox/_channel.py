@@ -188,8 +188,14 @@ class WorkerChannel:
         self._reaper: asyncio.Task[None] | None = None
         self.reaped = False                   # every process collected, every fd released
         self._pidfd: int | None = None
-        with contextlib.suppress(OSError, AttributeError):
-            self._pidfd = os.pidfd_open(self.pid)
+        # a forked instance's pidfd came from its clone (by pid it could be a reused one) and
+        # is its ForkedProcess's to close
+        self._own_pidfd = not launched.forked
+        if launched.forked:
+            self._pidfd = getattr(launched.popen, "pidfd", None)
+        else:
+            with contextlib.suppress(OSError, AttributeError):
+                self._pidfd = os.pidfd_open(self.pid)
         self._oom_fd: int | None = None
         if launched.cgroup is not None:
             self._oom_fd = launched.cgroup.oom_eventfd()
@@ -302,6 +308,11 @@ class WorkerChannel:
     async def wait_ready(self, timeout: float) -> None:
         """Wait for the worker's greeting (id 0)."""
         await self._receive(0, "start-up", time.monotonic() + timeout, timeout)
+        if self.launched.forked:
+            # its own pid 1 (which joined the instance's freezer group before the worker
+            # existed: nothing to adopt)
+            self.init_pid = self.pid
+            return
         self.init_pid = self._find_init()
         group = self.launched.cgroup
         if group is not None and self.limits.freeze_idle and group.freezer is not None:
@@ -309,8 +320,7 @@ class WorkerChannel:
             # Moving a process between v2 groups waits for an RCU grace period (~4 ms each,
             # measured), so it runs in a thread while the worker waits in the pool; the first
             # call waits for it. The idle worker itself is not frozen: it only waits for `load`.
-            members = group.moved if self.launched.forked else group.pids_inside()
-            self._adopting = self.loop.run_in_executor(None, group.adopt, members)
+            self._adopting = self.loop.run_in_executor(None, group.adopt, group.pids_inside())
 
     async def adopted(self) -> None:
         """Wait until the sandbox has joined its freezer group (started by `wait_ready`), so
@@ -497,11 +507,10 @@ class WorkerChannel:
             found.discard(self.pid)
             self._orphans = sorted(found)
         if self.launched.forked:
-            # the instance's pid 1 (still unreaped by its parent in the template, so the pid
-            # is its own): its death ends every process of the instance's pid namespace, and
-            # nothing of the instance lives outside it
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.pid, signal.SIGKILL)
+            # the instance's pid 1, through its pidfd (never a reused pid): its death ends
+            # every process of the instance's pid namespace, and nothing of the instance lives
+            # outside it
+            self.launched.popen.kill()
             return
         if self.init_pid is not None and self.launched.sandboxed:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -541,13 +550,20 @@ class WorkerChannel:
         for fd in (self.launched.response_r, self.launched.output_r):
             self.loop.remove_reader(fd)
         end = time.monotonic() + 5.0
-        wait_async = getattr(self.launched.popen, "wait_async", None)
-        if wait_async is not None:   # a forked instance says when it is gone: no polling
-            await wait_async(self.loop, 5.0)
+        if self.launched.forked:   # its pidfd says when it is gone (_on_exit): no polling
+            while not self._exited and self._pidfd is not None and \
+                    (left := end - time.monotonic()) > 0:
+                self._waiter = self.loop.create_future()
+                timer = self.loop.call_later(left, self._wake)
+                try:
+                    await self._waiter
+                finally:
+                    timer.cancel()
+                    self._waiter = None
         while self.launched.popen.poll() is None and time.monotonic() < end:
             await asyncio.sleep(0.002)
         h = host()
-        if self.init_pid is not None and h.subreaper:
+        if self.init_pid is not None and h.subreaper and not self.launched.forked:
             while time.monotonic() < end:   # bwrap's init, if it was handed to us as subreaper
                 try:
                     pid, _ = os.waitpid(self.init_pid, os.WNOHANG)
@@ -570,7 +586,8 @@ class WorkerChannel:
         for extra in (self._pidfd, self._oom_fd):
             if extra is not None:
                 self.loop.remove_reader(extra)
-                fds.append(extra)
+                if extra != self._pidfd or self._own_pidfd:
+                    fds.append(extra)
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -352,6 +352,8 @@ class WorkerProcess(Protocol):
 
     def wait(self, timeout: float | None = None) -> int: ...
 
+    def kill(self) -> None: ...
+
 
 @dataclass
 class Launched:
@@ -367,9 +369,9 @@ class Launched:
     sandboxed: bool
     scratch: str | None = None
     runtime: str = "bubblewrap"   # what runs it: "bubblewrap" or "gvisor"
-    # Forked from a template: `popen.pid` is the instance's pid 1, kept unreaped by its parent
-    # in the template until the channel lets go, so SIGKILL to it ends every process of the
-    # instance's pid namespace (no cgroup listing to read), and its exit status, once known,
+    # Forked from a template: `popen.pid` is the instance's pid 1, signalled and watched
+    # through its pidfd only (so never a reused pid), so SIGKILL to it ends every process of
+    # the instance's pid namespace (no cgroup listing to read), and its exit, once reported,
     # says none is left.
     forked: bool = False
 
@@ -556,8 +558,11 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def discard(launched: Launched) -> None:
     """Kill and release a worker that never got a channel (its opener was cancelled). Blocking."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(launched.popen.pid, signal.SIGKILL)
+    if launched.forked:   # by its pidfd, never by a pid number (ForkedProcess)
+        launched.popen.kill()
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(launched.popen.pid, signal.SIGKILL)
     if launched.cgroup is not None:
         launched.cgroup.kill_all()
     launched.popen.wait()

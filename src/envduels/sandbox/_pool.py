@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from types import TracebackType
 
-from ._channel import WorkerChannel
+from ._channel import Frame, WorkerChannel
 from ._instance import EnvInstance
 from ._launcher import Launched, discard, launch, launcher_threads, require_runtime
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
@@ -24,8 +24,8 @@ _STARTUP_TIMEOUT_S = 20.0
 # An author's value: `10**400` would reach the store (SQLite holds 64-bit ints) unclamped.
 MAX_TURNS_DECLARED = 2**31 - 1
 # Instances forked ahead of time per (source, role), waiting for their `load`: an open then
-# costs a round trip instead of a fork, a cgroup move (RCU waits: milliseconds under load) and
-# a greeting. At the end of a run at most this many per template are forked for nothing.
+# costs a round trip instead of a fork, joining the cgroups (RCU waits: milliseconds under
+# load) and a greeting. At the end of a run at most this many per template are forked for nothing.
 SPARE_INSTANCES = 2
 SPARE_SOURCES = 24   # (source, role) pairs that keep spares: the most recently opened
 
@@ -337,10 +337,13 @@ class EnvPool:
 
     async def _load(self, channel: WorkerChannel, source: str, class_name: str | None,
                     max_turns: int | None) -> EnvInstance:
+        request: Frame = {"op": "load", "class_name": class_name, "max_turns": max_turns}
+        if not channel.launched.forked:
+            # (a forked instance runs what its template compiled: the template of this
+            # source's hash, so the text need not travel and be decoded again)
+            request["source"] = source
         try:
-            reply = await channel.call({"op": "load", "source": source,
-                                        "class_name": class_name, "max_turns": max_turns},
-                                       "load", self.limits.step_timeout_s)
+            reply = await channel.call(request, "load", self.limits.step_timeout_s)
         finally:
             # after the load: a start in the background competes for the CPUs
             self._schedule_refill()

@@ -1,12 +1,13 @@
-"""Instances forked from a template: a fresh instance per episode in about a millisecond.
+"""Instances forked from a template: a fresh instance per episode in a few milliseconds.
 
 A template is one bubblewrap sandbox per environment source (and per role: the replay audit
 gets its own), running `_zygote.py`: it has compiled the source and imported the standard
-modules it names, never runs environment code, and forks on request. Each fork confines
-itself (own mount/IPC/network/pid namespaces, fresh /tmp and /proc, no capabilities, the
-seccomp filter, the instance rlimits) before it greets; the harness then moves it into its
-own memory/pids/cpu cgroup and freezer group, and only then sends `load`. What is shared with
-the template and its other instances, and what is not: docs/templates.md.
+modules it names, never runs environment code, and clones on request. Each instance's init
+(cloned into its own mount/IPC/network/pid namespaces, its pidfd handed to the harness)
+joins its own memory/pids/cpu cgroup and freezer group, mounts a fresh /tmp and /proc,
+drops every capability, takes the seccomp filter and forks the worker, which lowers its
+rlimits and greets; only then does the harness send `load`. What is shared with the
+template and its other instances, and what is not: docs/templates.md.
 
 Templates need what makes the per-instance limits honest and the confinement complete: root
 (a uid per template, setpriv), per-sandbox cgroups, the seccomp filter (it also replaces the
@@ -26,7 +27,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import subprocess
 import threading
 import time
@@ -34,7 +34,6 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ._channel import _resolve
 from ._launcher import (
     _WORKER_STUB,
     WORKER_SOURCE,
@@ -50,7 +49,7 @@ from ._limits import SandboxLimits, SandboxStartError
 log = logging.getLogger("envduels.sandbox")
 
 ZYGOTE_SOURCE = (Path(__file__).with_name("_zygote.py")).read_text()
-TEMPLATE_PIDS = 4096        # the template, one waiting parent per live instance
+TEMPLATE_PIDS = 4096        # RLIMIT_NPROC of the template's uid, its instances' too
 _START_TIMEOUT_S = 20.0
 _F_SETPIPE_SZ = 1031
 _fallback_reason: str | None = None   # why this process used fresh sandboxes, once it had to
@@ -118,27 +117,43 @@ class TemplateUnavailable(Exception):
 
 class ForkedProcess:
     """The Popen-like handle of one forked instance (WorkerChannel and `discard` use `pid`,
-    `poll()`, `wait()`). Its exit status comes from its first parent in the template, which
-    keeps it unreaped (so its pid is never reused) until `release()`."""
+    `pidfd`, `poll()`, `wait()`, `kill()`; the channel watches `pidfd` on its event loop).
+    `pidfd` (from the template's clone) identifies the instance's init: it is signalled only
+    through it, so a pid the kernel has reused is never signalled, and it becomes readable
+    once the init has exited, which the kernel reports only after every other process of the
+    instance's pid namespace is gone. The exit status is what the init wrote on `status`
+    before it exited (none: it was killed)."""
 
-    def __init__(self, pid: int, status: socket.socket) -> None:
+    def __init__(self, pid: int, pidfd: int, status: socket.socket) -> None:
         self.pid = pid
+        self.pidfd: int | None = pidfd
         self.returncode: int | None = None
         self._status: socket.socket | None = status
         status.setblocking(False)
+        self._poller = select.poll()
+        self._poller.register(pidfd, select.POLLIN)
 
     def poll(self) -> int | None:
-        if self.returncode is None and self._status is not None:
-            try:
-                data = self._status.recv(32)
-            except BlockingIOError:
+        if self.returncode is None and self.pidfd is not None:
+            if not self._poller.poll(0):
                 return None
-            except OSError:
-                data = b""
-            text = data.decode("ascii", "replace").strip()
-            # no status at all: its parent was killed with it (the whole template went)
-            self.returncode = int(text) if text.lstrip("-").isdigit() else -signal.SIGKILL
+            self._collect()
         return self.returncode
+
+    def _collect(self) -> None:
+        data = b""
+        if self._status is not None:
+            with contextlib.suppress(OSError):
+                data = self._status.recv(32)
+        text = data.decode("ascii", "replace").strip()
+        # no status: the init was killed (by us, or with the whole template)
+        self.returncode = int(text) if text.isdigit() else -signal.SIGKILL
+
+    def kill(self) -> None:
+        """SIGKILL to the instance's init (ending its pid namespace), if it is still there."""
+        if self.pidfd is not None and self.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int:
         end = None if timeout is None else time.monotonic() + timeout
@@ -146,32 +161,36 @@ class ForkedProcess:
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired("instance", timeout or 0)
-            if self._status is not None:
-                select.select([self._status], [], [], left)
+            self._poller.poll(None if left is None else max(1, int(left * 1000)))
         return self.returncode or 0
 
-    async def wait_async(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
-        """Wait (without polling) until the exit status is known or `timeout` passes."""
-        if self.poll() is not None or self._status is None:
-            return
-        done = loop.create_future()
-        fd = self._status.fileno()
-        loop.add_reader(fd, _resolve, done)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done, timeout)
-        finally:
-            loop.remove_reader(fd)
-        self.poll()
-
     def release(self) -> None:
+        """Close the status socket and the pidfd (after the exit status is known, or to give
+        up on an instance that is already signalled)."""
         if self._status is not None:
             self._status.close()
             self._status = None
+        if self.pidfd is not None:
+            self._poller.unregister(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
 
     @property
     def alive(self) -> bool:
-        return self._status is not None and self.poll() is None
+        return self.pidfd is not None and self.poll() is None
+
+
+def _pidfd_pid(pidfd: int) -> int:
+    """The host pid of the process `pidfd` refers to (-1 once it has exited)."""
+    fd = os.open(f"/proc/self/fdinfo/{pidfd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    for line in text.splitlines():
+        if line.startswith(b"Pid:"):
+            return int(line.split()[1])
+    return -1
 
 
 _CODE: dict[str, bytes | None] = {}
@@ -329,26 +348,31 @@ class Template:
         return ""
 
     def fork(self, limits: SandboxLimits) -> Launched:
-        """A new instance, confined, in its own cgroups, waiting for `load`. OSError when the
-        template cannot fork (it is then marked dead)."""
+        """A new instance, confining itself in its own cgroups (it greets on its response
+        pipe when ready for `load`). OSError when the template cannot fork (it is then marked
+        dead when it stopped answering)."""
         h = host()
         if self.dead is not None or self.ctl is None or h.cgroups is None:
             raise OSError(f"the template is gone ({self.dead})")
         parent_ends: list[int] = []
         child_ends: list[int] = []
-        sockets: list[socket.socket] = []
+        status = status_child = None
+        group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
+        joined = [g for g in (group.memory, group.pids, group.cpu) if g is not None]
+        if group.freezer is not None and limits.freeze_idle:
+            joined.append(group.freezer)
         try:
+            # the instance moves itself (writes "0"): the kernel checks a cgroup move against
+            # the credentials that opened the file, ours
+            child_ends += [os.open(g / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+                           for g in joined]
             req_r, req_w = os.pipe2(os.O_CLOEXEC)
             resp_r, resp_w = os.pipe2(os.O_CLOEXEC)
             out_r, out_w = os.pipe2(os.O_CLOEXEC)
             parent_ends += [req_w, resp_r, out_r]
+            status, status_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            fds = array.array("i", [req_r, resp_w, out_w, status_child.fileno(), *child_ends])
             child_ends += [req_r, resp_w, out_w]
-            status, status_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            cred, cred_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            sockets += [status, status_child, cred, cred_child]
-            cred.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-            fds = array.array("i", [req_r, resp_w, out_w, status_child.fileno(),
-                                    cred_child.fileno()])
             with self._lock:
                 try:
                     self.ctl.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
@@ -359,37 +383,32 @@ class Template:
                 os.close(fd)
             child_ends.clear()
             status_child.close()
-            cred_child.close()
-            cred.settimeout(_START_TIMEOUT_S)
-            data, ancillary, _flags, _addr = cred.recvmsg(
-                1, socket.CMSG_SPACE(struct.calcsize("iII")))
-            pid = next((struct.unpack("iII", d[:12])[0] for level, kind, d in ancillary
-                        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS), 0)
-            cred.close()
-            if data != b"i" or pid <= 0:
+            status.settimeout(_START_TIMEOUT_S)
+            data, ancillary, _flags, _addr = status.recvmsg(1, socket.CMSG_SPACE(4))
+            got = array.array("i")
+            for level, kind, part in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    got.frombytes(part[:len(part) - len(part) % got.itemsize])
+            pidfd = got[0] if data == b"p" and len(got) == 1 else -1
+            if pidfd < 0:
+                for fd in got:
+                    os.close(fd)
                 tail = self._output_tail()
-                raise OSError(f"the instance could not confine itself ({tail or 'no greeting'})")
-            init = _parent_of(pid)   # the instance's pid 1: the worker's parent
-            if init is None:
-                raise OSError("the instance's init is gone")
-            group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
-            process = ForkedProcess(init, status)
-            try:
-                group.move(init)
-                group.move(pid)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.kill(init, signal.SIGKILL)   # still unreaped: the pid is its own
+                raise OSError(f"the template could not fork ({tail or 'no pidfd'})")
+            process = ForkedProcess(_pidfd_pid(pidfd), pidfd, status)
+            if process.pid <= 0:   # never a pid to signal: the channel signals by pidfd
                 process.release()
-                h.cgroups.discard(group)
-                raise
+                raise OSError("the instance's init exited before it started")
         except BaseException:
             for fd in parent_ends + child_ends:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-            for sock in sockets:
-                sock.close()
+            for sock in (status, status_child):
+                if sock is not None:
+                    sock.close()
+            h.cgroups.discard(group)
             raise
+        group.freezable = group.freezer is not None and limits.freeze_idle
         for fd in parent_ends:
             os.set_blocking(fd, False)
         self.instances.append(process)
@@ -420,12 +439,6 @@ class Template:
                     except ChildProcessError:
                         break
                     time.sleep(0.002)
-
-
-def _parent_of(pid: int) -> int | None:
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    return None
 
 
 def _wait_for_init(pid: int) -> int | None:
