@@ -7,9 +7,7 @@ coverage 0.37). The bootstrap estimates the attenuation, the draws standing to t
 the estimate stands to the truth, so the interval reaches the *basic* one, reflected through
 the estimate (2ρ̂ − q₉₇.₅, 2ρ̂ − q₂.₅); near ρ = 0, where there is no attenuation to undo and the
 rank statistic is lumpy, the reflection can miss where the percentile one does not, so the
-interval is the union of the two, clipped to [−1, 1]; a boundary (ρ = ±1) that a parametric
-bootstrap test does not reject is added (`consistent_with_perfect_order`), since no bootstrap
-interval reaches a truth on the boundary. `spearman_bias_corrected` is 2ρ̂ − the
+interval is the union of the two, clipped to [−1, 1]. `spearman_bias_corrected` is 2ρ̂ − the
 draws' mean. When noise dominates either rating (reliability 1 − mean bootstrap variance /
 variance of the ratings below `MIN_RELIABILITY`) no interval holds its level (0.73 or less at
 ±0.4 logits in the coverage table), so none is given and `ci_note` says why; likewise without
@@ -102,46 +100,6 @@ def divergence(author: Rating, solver: Rating) -> DivergenceEntry:
         q_lo, q_hi = np.percentile(reps, [2.5, 97.5])
         out["ci_low"] = float(max(-1.0, min(q_lo, 2 * rho - q_hi)))
         out["ci_high"] = float(min(1.0, max(q_hi, 2 * rho - q_lo)))
-        a = (author.theta[ai], author.draws[:, ai], ra)
-        s = (solver.theta[si], solver.draws[:, si], rs)
-        if consistent_with_perfect_order(rho, a, s, +1):
-            out["ci_high"] = 1.0
-        if consistent_with_perfect_order(rho, a, s, -1):
-            out["ci_low"] = -1.0
         out["spearman_bias_corrected"] = float(np.clip(2 * rho - reps.mean(), -1.0, 1.0))
-        out["ci_method"] = "bootstrap, basic ∪ percentile (attenuation-aware), ±1 when not rejected"
+        out["ci_method"] = "bootstrap, basic ∪ percentile (attenuation-aware)"
     return out
-
-
-Ratings = tuple[np.ndarray, np.ndarray, float]
-"""One side's fitted strengths, its bootstrap draws (draws × models) and its reliability."""
-
-
-def consistent_with_perfect_order(rho: float, author: Ratings, solver: Ratings, sign: int) -> bool:
-    """Whether ρ̂ is what ratings in perfect agreement (`sign` +1: ρ = 1) or perfect reversal
-    (−1: ρ = −1) would give with this run's noise: a parametric bootstrap test at the boundary.
-
-    The bootstrap intervals cannot reach a boundary truth: at ρ = 1 every estimate lies below
-    the truth while the draws spread to both sides of the estimate, so the reflected bound falls
-    short (9 × 10 × 1 on uneven environments, truth ρ = 1: the basic ∪ percentile interval
-    covered 18 of 23). Here the truth under test is each side's strengths shrunk toward their
-    mean by √reliability (so their spread is the estimated true spread, not the noisier
-    estimates'), the solver's placed in the author's order (reversed for −1); each bootstrap
-    draw's deviation from the draws' mean is added to both, as the estimate's noise; the
-    boundary stays in the interval unless ρ̂ is beyond the 2.5% tail of those Spearmans.
-    Adding a boundary the data do not reject only widens an interval, so it covers at least as
-    often as before and a claim "ρ excludes 0" is made no more often."""
-    (ta, da, rel_a), (ts, ds, rel_s) = author, solver
-    if da.shape[0] < 2:
-        return False
-    true_a = ta.mean() + np.sqrt(rel_a) * (ta - ta.mean())
-    placed = np.sort(ts.mean() + np.sqrt(rel_s) * (ts - ts.mean()))
-    if sign < 0:
-        placed = placed[::-1]
-    true_s = np.empty_like(placed)
-    true_s[np.argsort(snap(ta), kind="stable")] = placed
-    sims = _spearman_rows(true_a + (da - np.nanmean(da, axis=0)), true_s + (ds - np.nanmean(ds, axis=0)))
-    sims = sims[~np.isnan(sims)]
-    if not len(sims):
-        return False
-    return bool(rho >= np.percentile(sims, 2.5)) if sign > 0 else bool(rho <= np.percentile(sims, 97.5))
