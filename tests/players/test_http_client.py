@@ -5,6 +5,7 @@ HTTP library's types (openai and anthropic build on httpx2 in recent releases; g
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from players_helpers import player_config
@@ -85,3 +86,19 @@ def test_players_share_one_tls_context_that_still_verifies_servers(sdk, tmp_path
     assert trusting._transport._pool._ssl_context is not first._transport._pool._ssl_context
     assert asyncio.run(_get_over_tls([first, second, trusting], cert, key)) == [
         "certificate verify failed", "certificate verify failed", "ok"]
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_clients_made_in_another_thread_get_their_own_tls_context(sdk) -> None:
+    # a client sets the context's ALPN list on every connection, unlocked in OpenSSL: two
+    # threads' event loops must never connect through one context at the same moment
+    module = pytest.importorskip(sdk)
+    cfg = player_config("https://127.0.0.1:9")
+    here = sdk_http_client(module.DefaultAsyncHttpxClient, cfg)
+    made: list = []
+    worker = threading.Thread(target=lambda: made.extend(
+        sdk_http_client(module.DefaultAsyncHttpxClient, cfg) for _ in range(2)))
+    worker.start()
+    worker.join()
+    contexts = [c._transport._pool._ssl_context for c in (here, *made)]
+    assert contexts[1] is contexts[2] and contexts[1] is not contexts[0]

@@ -143,6 +143,75 @@ async def test_module_code_s_thread_cannot_tell_the_episodes_apart(tpool: EnvPoo
     assert all(r == reports[0] for r in reports), [r for r in reports if r != reports[0]]
 
 
+# Every frame on the instance's stack (the template's loop and the init's code are below the
+# worker's), its locals one level deep: whatever the template's code left there per fork.
+FRAMES = r"""
+import ctypes, hashlib, json, sys
+
+_PLAIN = (int, str, bytes, type(None), ctypes._SimpleCData)
+
+def _frames():
+    out, frame = [], sys._getframe(1)
+    while frame is not None:
+        seen = {}
+        for name, value in frame.f_locals.items():
+            if isinstance(value, _PLAIN):
+                seen[name] = repr(value)
+            elif hasattr(value, "__dict__") and not isinstance(value, type(sys)):
+                seen[name] = sorted((k, repr(x)) for k, x in vars(value).items() if isinstance(x, _PLAIN))
+        out.append([frame.f_code.co_name, sorted(seen.items())])
+        frame = frame.f_back
+    return out
+
+class Frames:
+    def reset(self, seed=None):
+        frames = _frames()
+        whole = hashlib.sha256(json.dumps(frames).encode()).hexdigest()
+        return json.dumps({"whole": whole, "names": [name for name, _ in frames],
+                           "template": [f for f in frames if f[0] == "_template_main"]}), {}
+    def step(self, action):
+        return "ok", 0.0, True, False, {}
+"""
+
+
+async def test_the_first_instance_of_a_template_reads_what_every_later_one_reads(
+        tpool: EnvPool) -> None:
+    # The template's clone kept the last fork's pidfd number: the first instance read -1,
+    # every later one the same number, so an environment knew its first episode.
+    reports = [await _report(tpool, FRAMES) for _ in range(3)]
+    assert "_template_main" in reports[0]["names"]   # the template's frame is there to be read
+    assert reports[1] == reports[0] and reports[2] == reports[0]
+
+
+async def test_the_worker_cannot_end_its_init_with_a_signal(tpool: EnvPool) -> None:
+    # A pid namespace's init is shielded only from signals it leaves at SIG_DFL; Python's
+    # SIGINT handler in the init made kill(1, SIGINT) end the instance, misread as a limit.
+    source = TRIVIAL.replace(
+        'return "count to 3", {"seed": seed}',
+        'import os, signal, time\n'
+        '        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):\n'
+        '            os.kill(1, sig)\n'
+        '        time.sleep(0.3)\n'
+        '        return "count to 3", {"seed": seed}')
+    inst = await tpool.open(source)
+    try:
+        obs, _ = await inst.reset(1)
+        assert obs == "count to 3"
+        assert (await inst.step("next")).observation == "n=1"
+    finally:
+        await inst.close()
+
+
+async def test_the_harness_holds_an_instance_s_pidfd_close_on_exec(tpool: EnvPool) -> None:
+    inst = await tpool.open(TRIVIAL)
+    try:
+        await inst.reset(1)
+        pidfd = inst._channel.launched.popen.pidfd
+        assert pidfd >= 0 and not os.get_inheritable(pidfd)
+    finally:
+        await inst.close()
+
+
 async def test_a_replay_never_shares_a_process_template_or_tmpfs_with_its_play(
         tpool: EnvPool) -> None:
     source = LEAVER

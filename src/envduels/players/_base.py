@@ -16,6 +16,7 @@ import os
 import random
 import re
 import ssl
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -267,18 +268,21 @@ def sdk_http_client(default_client: Callable[..., _Client], cfg: PlayerConfig) -
         verify=shared_tls_context(http))
 
 
-_TLS_CONTEXTS: dict[tuple[str, str | None, str | None], ssl.SSLContext] = {}
+_TLS_CONTEXTS: dict[tuple[str, str | None, str | None, int], ssl.SSLContext] = {}
 
 
 def shared_tls_context(http: ModuleType) -> ssl.SSLContext:
     """The TLS context an HTTP library's client builds by default (`create_ssl_context()`: its
-    CA bundle, `SSL_CERT_FILE`/`SSL_CERT_DIR` honoured), built once per process, library and
-    value of those two variables and shared by every player's client.
+    CA bundle, `SSL_CERT_FILE`/`SSL_CERT_DIR` honoured), built once per thread, library and
+    value of those two variables and shared by every player's client made in that thread.
 
     Each build loads the whole CA bundle: about 20 ms of CPU per player (measured, bench_engine
     start-up), paid before a player's first call. Sharing is safe because a client only ever
     sets the context's ALPN list, and every client here sets the same one (HTTP/1.1)."""
-    key = (http.__name__, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    # per thread too: a client sets the context's ALPN list on every connection, which
+    # OpenSSL frees and copies without a lock, so two threads' clients never share one
+    key = (http.__name__, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"),
+           threading.get_ident())
     context = _TLS_CONTEXTS.get(key)
     if context is None:
         context = _TLS_CONTEXTS[key] = http.create_ssl_context()

@@ -62,7 +62,10 @@ class EnvInstance:
 
     @property
     def pid(self) -> int:
-        """Host pid of the outer sandbox process (bwrap), for diagnostics and tests."""
+        """Host pid of the outer sandbox process (bwrap; for an instance forked from a
+        template, its init), for diagnostics and tests. Never signal it: once the instance
+        has exited the kernel may give the number to another process (the harness signals
+        a forked instance through its pidfd)."""
         return self._channel.pid
 
     @property

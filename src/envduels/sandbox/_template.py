@@ -384,7 +384,9 @@ class Template:
             child_ends.clear()
             status_child.close()
             status.settimeout(_START_TIMEOUT_S)
-            data, ancillary, _flags, _addr = status.recvmsg(1, socket.CMSG_SPACE(4))
+            # close-on-exec: an instance's pidfd never reaches a process the harness starts
+            data, ancillary, _flags, _addr = status.recvmsg(1, socket.CMSG_SPACE(4),
+                                                            socket.MSG_CMSG_CLOEXEC)
             got = array.array("i")
             for level, kind, part in ancillary:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:

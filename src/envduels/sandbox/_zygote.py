@@ -198,8 +198,9 @@ def _template_main():
                 status.detach()
                 del status   # nothing of one fork stays alive for the next (gc counts)
                 os.close(clone.pidfd)
-        for fd in fds:
-            os.close(fd)   # an instance's descriptors never stay in the template
+        # an instance's descriptors never stay in the template (closed with no loop variable:
+        # a name bound only after the first fork would tell the first instance from the rest)
+        list(map(os.close, fds))
         del msg, anc, fds
 
 
@@ -230,6 +231,9 @@ class _Cloner:
     def clone(self, namespaces):
         """0 in the child, the child's pid in the template (self.pidfd its pidfd), -1."""
         self._args.flags = namespaces | _CLONE_PIDFD
+        # the child inherits this object: the last fork's pidfd number would tell the first
+        # instance of a template (which sees -1) from every later one
+        self.pidfd = self._pidfd.value = -1
         self._before()
         pid = self._syscall(ctypes.c_long(_SYS_CLONE3), ctypes.byref(self._args),
                             ctypes.c_size_t(self._size))
@@ -321,6 +325,10 @@ def _init(fds, state):
         _become_worker(req, resp, out, worker_args)
     os.closerange(0, status)
     os.closerange(status + 1, 1 << 20)
+    # The kernel shields a pid namespace's init only from signals it leaves at SIG_DFL, and
+    # Python's SIGINT handler is not: the worker's kill(1, SIGINT) would end the init with no
+    # status written, its fault misread as a CPU limit.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     while True:
         try:
             pid, code = os.waitpid(-1, 0)
