@@ -111,13 +111,18 @@ async def tpool() -> EnvPool:
     assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
 
 
-async def _report(pool: EnvPool, source: str, **kw: bool) -> dict:
+async def _observe(pool: EnvPool, source: str, **kw: bool) -> str:
+    """The first observation (reset with seed 1) of a new instance of `source`, then closed."""
     inst = await pool.open(source, **kw)
     try:
         obs, _ = await inst.reset(1)
-        return json.loads(obs)
+        return obs
     finally:
         await inst.close()
+
+
+async def _report(pool: EnvPool, source: str, **kw: bool) -> dict:
+    return json.loads(await _observe(pool, source, **kw))
 
 
 async def test_an_episode_leaves_nothing_for_the_next_episode_of_the_same_template(
@@ -238,11 +243,7 @@ async def test_an_instance_holds_no_capability_and_runs_under_seccomp_and_no_new
         tpool: EnvPool) -> None:
     source = TRIVIAL.replace('return "count to 3", {"seed": seed}',
                              'return open("/proc/self/status").read(), {"seed": seed}')
-    inst = await tpool.open(source)
-    try:
-        status, _ = await inst.reset(1)
-    finally:
-        await inst.close()
+    status = await _observe(tpool, source)
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
     for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(fields[cap], 16) == 0, (cap, fields[cap])
@@ -254,11 +255,7 @@ async def test_the_instance_s_init_is_confined_before_the_worker_exists(tpool: E
     # the worker inherits its confinement from its init (pid 1 here): both hold it
     source = TRIVIAL.replace('return "count to 3", {"seed": seed}',
                              'return open("/proc/1/status").read(), {"seed": seed}')
-    inst = await tpool.open(source)
-    try:
-        status, _ = await inst.reset(1)
-    finally:
-        await inst.close()
+    status = await _observe(tpool, source)
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
     for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert int(fields[cap], 16) == 0, (cap, fields[cap])
@@ -322,11 +319,7 @@ async def test_the_worker_cannot_reach_its_init_s_memory_or_descriptors(
         'return "count to 3", {"seed": seed}',
         'return repr((_try("/proc/1/mem", "r+b"), _fds(), _try("/proc/self/mem", "r+b"))), '
         '{"seed": seed}')
-    inst = await tpool.open(source)
-    try:
-        report, _ = await inst.reset(1)
-    finally:
-        await inst.close()
+    report = await _observe(tpool, source)
     init_mem, init_fds, own_mem = eval(report)   # noqa: S307 (our own repr of strings)
     assert init_mem == "PermissionError"
     assert init_fds == "PermissionError"

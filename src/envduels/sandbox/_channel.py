@@ -217,6 +217,16 @@ class WorkerChannel:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
+    async def _woken_within(self, seconds: float) -> None:
+        """Until `_wake` (a frame, EOF, the exit) or `seconds` pass, whichever is first."""
+        self._waiter = self.loop.create_future()
+        timer = self.loop.call_later(seconds, self._wake)
+        try:
+            await self._waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
     def _on_response(self) -> None:
         try:
             data = os.read(self.launched.response_r, 1 << 16)
@@ -431,13 +441,7 @@ class WorkerChannel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise await self.fail(f"{what} timed out after {timeout:g} s")
-            self._waiter = self.loop.create_future()
-            timer = self.loop.call_later(remaining, self._wake)
-            try:
-                await self._waiter
-            finally:
-                timer.cancel()
-                self._waiter = None
+            await self._woken_within(remaining)
 
     # ----- death ------------------------------------------------------------------------------
     async def _died(self, what: str) -> EnvFault:
@@ -553,13 +557,7 @@ class WorkerChannel:
         if self.launched.forked:   # its pidfd says when it is gone (_on_exit): no polling
             while not self._exited and self._pidfd is not None and \
                     (left := end - time.monotonic()) > 0:
-                self._waiter = self.loop.create_future()
-                timer = self.loop.call_later(left, self._wake)
-                try:
-                    await self._waiter
-                finally:
-                    timer.cancel()
-                    self._waiter = None
+                await self._woken_within(left)
         while self.launched.popen.poll() is None and time.monotonic() < end:
             await asyncio.sleep(0.002)
         h = host()
