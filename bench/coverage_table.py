@@ -111,17 +111,8 @@ def one_rep(args: tuple) -> dict[str, Any]:
     out["sig_cycle"] = t["significant_cycles"] > 0
     dv = divergence(ratings["author"], ratings["solver"])
     out["div"] = (dv["ci_low"], dv["ci_high"], dv["spearman"])
-    if dv["ci_low"] is not None:  # each given interval, beside the bootstrap bounds alone
-        a, s = ratings["author"], ratings["solver"]
-        common = [m for i, m in enumerate(a.players) if a.rated[i] and m in s.players
-                  and s.rated[s.players.index(m)]]
-        reps = _spearman_rows(a.draws[:, [a.players.index(m) for m in common]],
-                              s.draws[:, [s.players.index(m) for m in common]])
-        q_lo, q_hi = np.percentile(reps[~np.isnan(reps)], [2.5, 97.5])
-        rho = dv["spearman"]
-        out["div_given"] = {"seed": seed, "rho": rho, "low": dv["ci_low"], "high": dv["ci_high"],
-                            "bootstrap_low": max(-1.0, min(q_lo, 2 * rho - q_hi)),
-                            "bootstrap_high": min(1.0, max(q_hi, 2 * rho - q_lo)),
+    if dv["ci_low"] is not None:  # each given interval, to read the misses one by one
+        out["div_given"] = {"seed": seed, "rho": dv["spearman"], "low": dv["ci_low"], "high": dv["ci_high"],
                             "reliability": (dv["reliability_author"], dv["reliability_solver"])}
     out["div_excludes_0"] = dv["ci_low"] is not None and (dv["ci_low"] > 0 or dv["ci_high"] < 0)
     if skill == "null":  # correlate on pure-noise gains, one row per author pool
