@@ -123,11 +123,16 @@ async def test_fork_bomb_is_capped_and_a_second_sandbox_still_starts(
         roomy_pool: EnvPool, sandbox_runtime: str) -> None:
     step = "while True:\n    os.fork()"
     fault = await fault_of(roomy_pool, step, prelude="import os")
-    if sandbox_runtime == "gvisor":   # gVisor ignores RLIMIT_NPROC: the cgroup stops the lot
-        assert fault.reason == f"process limit exceeded ({ROOMY.max_procs} processes) during step"
+    eagain = "step raised BlockingIOError: [Errno 11] Resource temporarily unavailable"
+    if sandbox_runtime == "gvisor":
+        # gVisor ignores RLIMIT_NPROC; the host cgroup's pids limit stops it. Which of the
+        # Sentry's host tasks meets the limit first is a race: a new address space's stub
+        # (the bomb's fork fails with EAGAIN) or a Sentry thread (the sandbox dies). Both cap
+        # the bomb; CI under load has shown each.
+        assert (fault.reason == f"process limit exceeded ({ROOMY.max_procs} processes) during step"
+                or fault.reason.startswith(eagain)), fault.reason
     else:
-        assert fault.reason.startswith("step raised BlockingIOError: [Errno 11] Resource "
-                                       "temporarily unavailable")
+        assert fault.reason.startswith(eagain)
     await assert_pool_still_works(roomy_pool)
     await assert_pool_still_works(roomy_pool)
 
@@ -153,10 +158,14 @@ async def test_a_second_sandbox_starts_and_works_while_a_fork_bomb_holds_every_p
     try:
         await bomb.reset(0)
         if sandbox_runtime == "gvisor":
-            # no RLIMIT_NPROC inside gVisor: the bomb is killed at the cgroup's limit, and B
-            # starts and works beside it all the same
-            with pytest.raises(EnvFault, match=r"^process limit exceeded \("):
-                await bomb.step("a")
+            # no RLIMIT_NPROC inside gVisor: the cgroup's limit either kills the bomb or fails
+            # its fork (the race above), and B starts and works beside it all the same
+            try:
+                result = await bomb.step("a")
+            except EnvFault as exc:
+                assert exc.reason.startswith("process limit exceeded ("), exc.reason
+            else:
+                assert 0 < int(result.observation.split()[1]) < ROOMY.max_procs
             await assert_pool_still_works(roomy_pool)
             return
         result = await bomb.step("a")
