@@ -6,10 +6,13 @@ Every test runs real bubblewrap templates; they are skipped where the host canno
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -344,6 +347,46 @@ async def test_collecting_a_closed_instance_does_not_spin_the_event_loop(
         before = calls[0]
         await inst.close()
         assert calls[0] - before <= 2, calls[0] - before
+
+
+async def test_an_open_cancelled_while_its_instance_forks_leaves_no_instance_behind(
+        tpool: EnvPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fork runs in a thread and completes whatever its opener does; an opener cancelled
+    # meanwhile (a run stopped, a timeout) must not leave that instance alive until the
+    # template closes, holding its init, worker, cgroups and pipes.
+    entered, gate = threading.Event(), threading.Event()
+    original = _template.Template.fork
+
+    def held(self: _template.Template, limits: object) -> object:
+        entered.set()
+        gate.wait(10)
+        return original(self, limits)   # type: ignore[arg-type]
+
+    monkeypatch.setattr(_template.Template, "fork", held)
+    loop = asyncio.get_running_loop()
+    opening = asyncio.create_task(tpool.open(TRIVIAL + "\n# a source of its own\n"))
+    assert await loop.run_in_executor(None, entered.wait, 30)
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    gate.set()
+    (template,) = [f.result() for f in tpool._templates._templates.values()]
+    deadline = time.monotonic() + 10
+    while (forked := [p for p in template.instances if p.alive]) or not template.instances:
+        assert time.monotonic() < deadline, f"a cancelled open left {len(forked)} instance(s)"
+        await asyncio.sleep(0.02)
+    assert namespace_pids(template.instances[0].pid) == []
+
+
+async def test_a_template_keeps_handles_of_its_live_instances_not_of_every_one_it_forked(
+        tpool: EnvPool) -> None:
+    for _ in range(80):
+        inst = await tpool.open(TRIVIAL)
+        await inst.close()
+    (template,) = [f.result() for f in tpool._templates._templates.values()]
+    # pruned once the list reached 64; what is left: the ones since, and the pool's spares
+    assert len(template.instances) < 30
+    assert template.live() <= 3
 
 
 async def test_a_template_that_cannot_start_falls_back_to_fresh_sandboxes_and_says_so(

@@ -13,6 +13,7 @@ Layers (docs/sandbox.md says what each one stops):
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import ctypes
@@ -554,6 +555,12 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def discard_when_started(started: asyncio.Future[Launched]) -> None:
+    """Done callback of a start or fork whose opener was cancelled: discard what it started."""
+    if not started.cancelled() and started.exception() is None:
+        launcher_threads().submit(discard, started.result())
 
 
 def discard(launched: Launched) -> None:

@@ -13,7 +13,7 @@ from types import TracebackType
 
 from ._channel import Frame, WorkerChannel
 from ._instance import EnvInstance
-from ._launcher import Launched, discard, launch, launcher_threads, require_runtime
+from ._launcher import discard_when_started, launch, launcher_threads, require_runtime
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
 from ._template import Templates, TemplateUnavailable, template_problem
 
@@ -28,11 +28,6 @@ MAX_TURNS_DECLARED = 2**31 - 1
 # load) and a greeting. At the end of a run at most this many per template are forked for nothing.
 SPARE_INSTANCES = 2
 SPARE_SOURCES = 24   # (source, role) pairs that keep spares: the most recently opened
-
-
-def _discard_when_started(started: asyncio.Future[Launched]) -> None:
-    if not started.cancelled() and started.exception() is None:
-        launcher_threads().submit(discard, started.result())
 
 
 class EnvPool:
@@ -112,7 +107,7 @@ class EnvPool:
         try:
             launched = await asyncio.shield(starting)
         except asyncio.CancelledError:
-            starting.add_done_callback(_discard_when_started)
+            starting.add_done_callback(discard_when_started)
             raise
         except OSError as err:   # fork EAGAIN, an interpreter or bwrap that cannot run, cgroups
             raise SandboxStartError(f"the sandbox failed to start: {err}") from None

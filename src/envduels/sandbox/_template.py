@@ -41,6 +41,7 @@ from ._launcher import (
     Launched,
     bwrap_argv,
     discard,
+    discard_when_started,
     host,
     launcher_threads,
 )
@@ -249,14 +250,16 @@ class Template:
         self.instances: list[ForkedProcess] = []
         self.init_pid: int | None = None
         self._lock = threading.Lock()
+        self._prune_at = 64
 
     @property
     def pid(self) -> int | None:
         return None if self.launched is None else self.launched.popen.pid
 
     def live(self) -> int:
-        self.instances = [p for p in self.instances if p.alive]
-        return len(self.instances)
+        with self._lock:   # forks append from their threads
+            self.instances = [p for p in self.instances if p.alive]
+            return len(self.instances)
 
     def start(self, limits: SandboxLimits, source: str) -> None:
         """Start the template sandbox and hand it the source; TemplateUnavailable when this
@@ -413,7 +416,13 @@ class Template:
         group.freezable = group.freezer is not None and limits.freeze_idle
         for fd in parent_ends:
             os.set_blocking(fd, False)
-        self.instances.append(process)
+        with self._lock:
+            # the ended ones go once the list has doubled since: a long run's template holds
+            # what is alive, not every instance it forked
+            if len(self.instances) >= self._prune_at:
+                self.instances = [p for p in self.instances if p.alive]
+                self._prune_at = max(64, 2 * len(self.instances))
+            self.instances.append(process)
         return Launched(process, req_w, resp_r, out_r, None, self.launched.uid if self.launched
                         else None, group, True, forked=True)
 
@@ -484,8 +493,12 @@ class Templates:
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             template = await self._template(key, source)
+            forking = loop.run_in_executor(_forkers(), template.fork, self.limits)
             try:
-                return await loop.run_in_executor(_forkers(), template.fork, self.limits)
+                return await asyncio.shield(forking)
+            except asyncio.CancelledError:   # the fork completes in its thread: discard it then
+                forking.add_done_callback(discard_when_started)
+                raise
             except OSError as err:
                 if template.dead is None or attempt:
                     raise SandboxStartError(f"the sandbox failed to start: {err}") from None
