@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sandbox_helpers import FAST, TRIVIAL, namespace_pids, sandbox_uid_processes
 
-from envduels.sandbox import EnvPool, _template
+from envduels.sandbox import EnvPool, SandboxStartError, _template
 from envduels.sandbox._channel import WorkerChannel
 from envduels.sandbox._template import instance_mode, template_problem
 
@@ -402,6 +402,40 @@ async def test_a_template_that_cannot_start_falls_back_to_fresh_sandboxes_and_sa
             await inst.close()
         assert not pool.uses_templates
     assert instance_mode(FAST).startswith("fresh sandboxes, one per instance: ")
+
+
+async def test_a_kernel_that_refuses_the_first_instance_s_cgroup_join_gets_fresh_sandboxes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before Linux 5.16 the kernel checks a cgroup move against the writer's credentials, so
+    # the init's join through the harness's descriptor fails for every instance: as if it
+    # were refused, the init gets descriptors it cannot write. The pool must fall back to
+    # fresh sandboxes and say why, not fail every open.
+    monkeypatch.setattr(_template, "_procs_fd", lambda group: os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    monkeypatch.setattr(_template, "_instance_started", False)
+    monkeypatch.setattr(_template, "_fallback_reason", None)
+    async with EnvPool(FAST, warm=0) as pool:
+        assert pool.uses_templates
+        for _ in range(2):
+            inst = await pool.open(TRIVIAL)
+            try:
+                assert await inst.reset(1) == ("count to 3", {"seed": 1})
+                assert not inst._channel.launched.forked
+            finally:
+                await inst.close()
+        assert not pool.uses_templates
+    assert instance_mode(FAST) == ("fresh sandboxes, one per instance: the kernel refused a forked "
+                                   "instance's join of its cgroups (Bad file descriptor; Linux before "
+                                   "5.16 checks the writer's credentials, not the opener's)")
+
+
+async def test_a_join_refused_after_instances_started_is_that_instance_s_failure_only(
+        tpool: EnvPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    inst = await tpool.open(TRIVIAL)
+    await inst.close()
+    monkeypatch.setattr(_template, "_procs_fd", lambda group: os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+    with pytest.raises(SandboxStartError, match="the sandbox failed to start"):
+        await tpool.open(TRIVIAL + "\n# new\n")
+    assert tpool.uses_templates
 
 
 def test_status_says_fresh_sandboxes_when_templates_are_off(

@@ -15,7 +15,13 @@ from ._channel import Frame, WorkerChannel
 from ._instance import EnvInstance
 from ._launcher import discard_when_started, launch, launcher_threads, require_runtime
 from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
-from ._template import Templates, TemplateUnavailable, template_problem
+from ._template import (
+    Templates,
+    TemplateUnavailable,
+    instance_started,
+    refused_join,
+    template_problem,
+)
 
 log = logging.getLogger("envduels.sandbox")
 _UNSAFE_WARNED = threading.Event()
@@ -304,6 +310,15 @@ class EnvPool:
         self._starts.add(task)
         task.add_done_callback(self._starts.discard)
 
+    async def _without_templates(self, reason: str) -> None:
+        """Fresh sandboxes from now on in this pool, said once (the first of the opens that
+        waited for the templates says it)."""
+        templates, self._templates = self._templates, None
+        if templates is not None:
+            log.warning("sandbox instances come from fresh sandboxes: %s", reason)
+            await templates.aclose()
+            self._schedule_refill()
+
     async def _fork_new(self, source: str, replay: bool) -> WorkerChannel | None:
         templates = self._templates
         if templates is None:
@@ -311,11 +326,7 @@ class EnvPool:
         try:
             launched = await templates.fork(source, replay=replay)
         except TemplateUnavailable as err:
-            templates, self._templates = self._templates, None
-            if templates is not None:   # the first of the opens that waited for it says so
-                log.warning("sandbox instances come from fresh sandboxes: %s", err)
-                await templates.aclose()
-                self._schedule_refill()
+            await self._without_templates(str(err))
             return None
         channel = WorkerChannel(launched, self.limits, asyncio.get_running_loop())
         self._live.add(channel)
@@ -323,8 +334,13 @@ class EnvPool:
             await channel.wait_ready(max(_STARTUP_TIMEOUT_S, self.limits.step_timeout_s))
         except EnvFault as fault:
             self._live.discard(channel)
+            refused = refused_join(channel.launched.popen.poll(), channel.output_tail())
+            if refused is not None:   # the kernel, not the environment: no instance can start
+                await self._without_templates(refused)
+                return None
             raise SandboxStartError(f"the sandbox failed to start: {fault.reason}",
                                     channel.output_tail()) from None
+        instance_started()
         # joining the freezer waits for RCU grace periods (long under load): part of the
         # start, not of the `load` call's deadline, as for a worker from the warm pool
         await channel.adopted()

@@ -54,6 +54,8 @@ TEMPLATE_PIDS = 4096        # RLIMIT_NPROC of the template's uid, its instances'
 _START_TIMEOUT_S = 20.0
 _F_SETPIPE_SZ = 1031
 _fallback_reason: str | None = None   # why this process used fresh sandboxes, once it had to
+_instance_started = False   # some forked instance of this process joined its cgroups and greeted
+JOIN_REFUSED = 72   # the exit status of an instance's init that could not join its cgroups
 
 
 def template_problem(limits: SandboxLimits) -> str | None:
@@ -110,6 +112,34 @@ def describe_mode(problem: str | None) -> str:
     if problem is None:
         return "instances forked from per-environment templates (docs/templates.md)"
     return f"fresh sandboxes, one per instance: {problem}"
+
+
+def instance_started() -> None:
+    """A forked instance greeted: its kernel lets an init join its cgroups."""
+    global _instance_started
+    _instance_started = True
+
+
+def refused_join(returncode: int | None, output: str) -> str | None:
+    """Why this process must use fresh sandboxes, when its first forked instance could not
+    join its cgroups (None otherwise). The init joins them through descriptors the harness
+    opened; before Linux 5.16 (the CVE-2021-4197 change, and its backports) the kernel checks
+    the writer's credentials instead of the opener's, and refuses every instance alike."""
+    global _fallback_reason
+    if _instance_started or returncode != JOIN_REFUSED:
+        return None
+    said = [line for line in output.splitlines() if "joining its cgroup failed" in line]
+    if not said:
+        return None
+    why = said[-1].rsplit(": ", 1)[-1].strip()
+    _fallback_reason = (f"the kernel refused a forked instance's join of its cgroups ({why}; "
+                        "Linux before 5.16 checks the writer's credentials, not the opener's)")
+    return _fallback_reason
+
+
+def _procs_fd(group: Path) -> int:
+    """`group`'s cgroup.procs, opened by the harness for the instance to move itself into."""
+    return os.open(group / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
 
 
 class TemplateUnavailable(Exception):
@@ -367,8 +397,7 @@ class Template:
         try:
             # the instance moves itself (writes "0"): the kernel checks a cgroup move against
             # the credentials that opened the file, ours
-            child_ends += [os.open(g / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-                           for g in joined]
+            child_ends += [_procs_fd(g) for g in joined]
             req_r, req_w = os.pipe2(os.O_CLOEXEC)
             resp_r, resp_w = os.pipe2(os.O_CLOEXEC)
             out_r, out_w = os.pipe2(os.O_CLOEXEC)

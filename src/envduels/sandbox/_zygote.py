@@ -303,7 +303,7 @@ def _init(fds, state):
         try:
             os.write(fd, b"0")
         except OSError as err:
-            _die(72, "joining its cgroup failed: " + err.strerror)
+            _die(72, "joining its cgroup failed: " + err.strerror)   # _template.JOIN_REFUSED
         os.close(fd)
     # Its own process group (the harness kills the instance by group), but no new session:
     # each new session advances the host-wide autogroup id in /proc/self/autogroup, which
