@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from envduels.analysis import matched_pairs, simulate_tournament
-from envduels.analysis.divergence import _spearman_rows, divergence
+from envduels.analysis.divergence import MIN_RELIABILITY, _spearman_rows, divergence
 from envduels.analysis.ratings import (
     ELO_CENTER,
     ELO_SCALE,
@@ -115,6 +115,13 @@ def one_rep(args: tuple) -> dict[str, Any]:
         out["div_given"] = {"seed": seed, "rho": dv["spearman"], "low": dv["ci_low"], "high": dv["ci_high"],
                             "reliability": (dv["reliability_author"], dv["reliability_solver"])}
     out["div_excludes_0"] = dv["ci_low"] is not None and (dv["ci_low"] > 0 or dv["ci_high"] < 0)
+    # every run's ungated interval with both reliabilities (the draws' variance alone, the gate
+    # before 2026-12-01; and with their shift, today's), so one run compares the two gates
+    old = divergence(ratings["author"], ratings["solver"], min_reliability=0.0, shift=False)
+    if old["ci_low"] is not None:
+        out["div_all"] = {"seed": seed, "rho": old["spearman"], "low": old["ci_low"], "high": old["ci_high"],
+                          "variance_only": (old["reliability_author"], old["reliability_solver"]),
+                          "with_shift": (dv["reliability_author"], dv["reliability_solver"])}
     if skill == "null":  # correlate on pure-noise gains, one row per author pool
         verdicts = noise_verdicts(run, seed, GAIN_DRAWS[0])
         out["verdict"] = verdicts[0]
@@ -161,6 +168,34 @@ def cover(rows: list, truth: dict[str, float]) -> tuple[int, int]:
         tot += 1
         hit += lo <= truth[model] <= hi
     return hit, tot
+
+
+def print_gates(cells: list[dict[str, Any]]) -> None:
+    """The divergence interval's coverage under the two reliability gates, from the same runs'
+    ungated intervals (`div_*_all`): the draws' variance alone (before 2026-12-01) and with their
+    shift from the estimate (today's), both at MIN_RELIABILITY."""
+    rows = []
+    for c in cells:
+        for skill in ("correlated", "uncorrelated"):
+            got = c.get(f"div_{skill}_all")
+            if not got:
+                continue
+            runs = c[f"div_{skill}"][4]
+            line = f"| {c['design']} | ±{c['spread']} | {skill} | {runs:,} |"
+            for gate in ("variance_only", "with_shift"):
+                given = [g for g in got if min(g[gate]) >= MIN_RELIABILITY]
+                hit = sum(g["low"] - 1e-9 <= g["truth"] <= g["high"] + 1e-9 for g in given)
+                if given:
+                    lo, hi = wilson(hit, len(given), 0.05)
+                    line += f" {hit}/{len(given)} = {hit / len(given):.3f} [{max(lo, 0):.2f}, {min(hi, 1):.2f}] |"
+                else:
+                    line += " none given |"
+            rows.append(line)
+    if rows:
+        print(f"\nDivergence interval by reliability gate (≥ {MIN_RELIABILITY}), the same runs: covered / given\n")
+        print("| design | spread | skills | runs | variance alone (before) | with the shift (today) |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(rows))
 
 
 def print_tables(cells: list[dict[str, Any]], nulls: list[dict[str, Any]], gain_draws: int = 1) -> None:
@@ -226,7 +261,8 @@ def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
                 _, om, hit, tot = into.get(k, (None, 0, 0, 0))
                 om, hit, tot = om + c[k][1], hit + c[k][2], tot + c[k][3]
                 into[k] = (hit / tot if tot else None, om, hit, tot)
-            for key in ("div_correlated_given", "div_uncorrelated_given"):
+            for key in ("div_correlated_given", "div_uncorrelated_given", "div_correlated_all",
+                        "div_uncorrelated_all"):
                 into.setdefault(key, []).extend(c.get(key, []))
             for key in ("div_correlated", "div_uncorrelated"):
                 if key not in c:
@@ -275,6 +311,7 @@ def main() -> None:
         print(f"\n{', '.join(sims)} environments; {len(runs)} runs merged ({sum(r['reps'] for r in runs):,} "
               "replicates in all; the counts per cell are in the table); [Wilson 95%]\n")
         print_tables(cells, nulls)
+        print_gates(cells)
         return
     SIMULATOR[0] = args.simulator
     GAIN_DRAWS[0] = max(1, args.gain_draws)
@@ -325,6 +362,8 @@ def main() -> None:
                         lo, hi, _ = rep["div"]
                         if "div_given" in rep:
                             cell.setdefault(f"div_{skill}_given", []).append(rep["div_given"] | {"truth": rho})
+                        if "div_all" in rep:
+                            cell.setdefault(f"div_{skill}_all", []).append(rep["div_all"] | {"truth": rho})
                         if lo is not None:
                             dt += 1
                             dh += lo - 1e-9 <= rho <= hi + 1e-9
@@ -352,6 +391,7 @@ def main() -> None:
           f"draws, truth from {args.truth_reps} runs; {elapsed / 60:.1f} min with {args.jobs} processes; "
           "[Wilson 95%]\n")
     print_tables(cells, nulls, args.gain_draws)
+    print_gates(cells)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"cells": cells, "nulls": nulls, "args": vars(args), "seconds": elapsed}, fh, indent=1, default=float)

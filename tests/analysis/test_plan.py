@@ -115,12 +115,13 @@ def test_a_huge_spread_orders_the_top_two_almost_always():
 
 def test_reversed_authoring_skill_is_detected_far_more_often_than_a_false_alarm():
     # 4 environments per author: fewer give no author interval, hence no divergence interval; a
-    # spread of 3 logits, since at 2 half the runs miss the 0.90 reliability gate at this size
+    # spread of 4 logits, since at 3 more than half the runs miss the 0.90 reliability gate at
+    # this size once the author bootstrap's shift counts as noise (power 0.25 there, 0.625 at 4)
     # (alike environments, as above)
-    result = plan(SimDesign(players=5, envs_per_author=4, rounds=1, seeds=2), [3.0], replicates=8, bootstrap=50,
+    result = plan(SimDesign(players=5, envs_per_author=4, rounds=1, seeds=2), [4.0], replicates=8, bootstrap=50,
                   truth_replicates=4, seed=1, environments="alike")
     d = result.spreads[0]["divergence"]
-    assert d["power"] >= 0.6 and d["false_alarm"] <= 0.25
+    assert d["power"] >= 0.5 and d["false_alarm"] <= 0.125 and d["no_interval"] <= 0.5
 
 
 def test_identical_players_have_no_true_order_and_a_centred_truth():

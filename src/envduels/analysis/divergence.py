@@ -8,10 +8,11 @@ the estimate stands to the truth, so the interval reaches the *basic* one, refle
 the estimate (2ρ̂ − q₉₇.₅, 2ρ̂ − q₂.₅); near ρ = 0, where there is no attenuation to undo and the
 rank statistic is lumpy, the reflection can miss where the percentile one does not, so the
 interval is the union of the two, clipped to [−1, 1]. `spearman_bias_corrected` is 2ρ̂ − the
-draws' mean. When noise dominates either rating (reliability 1 − mean bootstrap variance /
-variance of the ratings below `MIN_RELIABILITY`) no interval holds its level (0.73 or less at
-±0.4 logits in the coverage table), so none is given and `ci_note` says why; likewise without
-author intervals (no within-author replication).
+draws' mean. When noise dominates either rating (reliability 1 − mean squared distance of the
+bootstrap draws from the estimate / variance of the ratings, below `MIN_RELIABILITY`) no
+interval holds its level (0.73 or less at ±0.4 logits in the coverage table; 0.68 on uneven
+environments when only the draws' variance was counted), so none is given and `ci_note` says
+why; likewise without author intervals (no within-author replication).
 """
 
 from __future__ import annotations
@@ -46,19 +47,27 @@ def _best(models: list[str], theta: np.ndarray) -> list[str]:
     return sorted((m for m, x in zip(models, v, strict=True) if x == v.max()), key=str)
 
 
-def reliability(theta: np.ndarray, draws: np.ndarray) -> float | None:
-    """Share of the ratings' spread that is not resampling noise: 1 − mean var(draws)/var(θ̂),
-    at least 0 (the classical reliability of a set of estimates; 1 = noiseless)."""
+def reliability(theta: np.ndarray, draws: np.ndarray, *, shift: bool = True) -> float | None:
+    """Share of the ratings' spread that is not resampling noise: 1 − noise/var(θ̂), at least 0
+    (the classical reliability of a set of estimates; 1 = noiseless). The noise is the draws'
+    mean squared distance from the estimate, their variance plus their shift from it; a
+    bootstrap whose draws sit away from the estimate (the author ratings' on uneven
+    environments, the shift their bias allowance covers) is noise too. `shift=False` counts the
+    variance alone (the gate before 2026-12-01, kept for the coverage bench)."""
     if draws.shape[0] < 2 or len(theta) < 3 or np.var(theta) <= 0:
         return None
     with np.errstate(invalid="ignore"):
         noise = float(np.nanmean(np.nanvar(draws, axis=0, ddof=1)))
+        if shift:
+            noise += float(np.nanmean((np.nanmean(draws, axis=0) - theta) ** 2))
     return max(0.0, 1.0 - noise / float(np.var(theta, ddof=1)))
 
 
-def divergence(author: Rating, solver: Rating) -> DivergenceEntry:
+def divergence(author: Rating, solver: Rating, *, min_reliability: float = MIN_RELIABILITY,
+               shift: bool = True) -> DivergenceEntry:
     """Spearman ρ over models rated as both author and solver, with a 95% bootstrap interval,
-    and whether the best solver is also the best author. Fewer than 3 common models: nulls."""
+    and whether the best solver is also the best author. Fewer than 3 common models: nulls.
+    `min_reliability` and `shift` are the gate (the coverage bench measures others beside it)."""
     common = [m for i, m in enumerate(author.players) if author.rated[i] and m in solver.players
               and solver.rated[solver.players.index(m)]]
     out: DivergenceEntry = {"spearman": None, "ci_low": None, "ci_high": None, "models": len(common),
@@ -78,8 +87,8 @@ def divergence(author: Rating, solver: Rating) -> DivergenceEntry:
     rho = float(_spearman_rows(author.theta[ai], solver.theta[si]))
     ra = rs = None
     if author.draws.shape[0]:
-        ra = reliability(author.theta[ai], author.draws[:, ai])
-        rs = reliability(solver.theta[si], solver.draws[:, si])
+        ra = reliability(author.theta[ai], author.draws[:, ai], shift=shift)
+        rs = reliability(solver.theta[si], solver.draws[:, si], shift=shift)
     out |= {"reliability_author": ra, "reliability_solver": rs}
     out["spearman"] = None if np.isnan(rho) else rho
     note = author.note or solver.note
@@ -88,10 +97,11 @@ def divergence(author: Rating, solver: Rating) -> DivergenceEntry:
         return out
     if np.isnan(rho) or ra is None or rs is None:
         return out
-    if min(ra, rs) < MIN_RELIABILITY:
+    if min(ra, rs) < min_reliability:
         weak, low = ("author", ra) if ra <= rs else ("solver", rs)
-        out["ci_note"] = (f"no interval: resampling noise is {1 - low:.0%} of the {weak} ratings' spread "
-                          f"(reliability {low:.2f} < {MIN_RELIABILITY}), which attenuates the rank correlation "
+        out["ci_note"] = (f"no interval: resampling noise (the bootstrap draws' spread and shift) is "
+                          f"{1 - low:.0%} of the {weak} ratings' spread "
+                          f"(reliability {low:.2f} < {min_reliability}), which attenuates the rank correlation "
                           "beyond what an interval can correct; more environments per author narrow the ratings")
         return out
     reps = _spearman_rows(author.draws[:, ai], solver.draws[:, si])
