@@ -208,10 +208,13 @@ class ScriptedServer:
     async def _close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._conns):
+        # every connection's task, also one accepted just now whose handler has not started
+        # (not yet in _conns: closed unstarted, its coroutine was "never awaited")
+        tasks = self._conns | {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+        for task in tasks:
             task.cancel()
-        if self._conns:
-            await asyncio.gather(*self._conns, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def add_faults(self, *faults: str) -> None:
         """Queue more faults (thread-safe)."""
