@@ -8,10 +8,17 @@ whose reason starts with "platform:" (a property of the machine, not of the inst
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1")
+
+# The Ctrl-C tests send SIGINT to the commands they start, as a terminal does. A suite started
+# with SIGINT ignored (`cmd &` in a script without job control) hands that to every child, whose
+# Python then never raises KeyboardInterrupt: the commands would be tested deaf to Ctrl-C.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(hookwrapper=True)
