@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -121,6 +122,29 @@ def test_subprocess_prints_base_url_and_uses_the_script(tmp_path) -> None:
         assert r.choices[0].message.content == "scripted abc"
     finally:
         proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_ctrl_c_stops_the_subprocess_at_once_with_an_answer_in_flight() -> None:
+    # its close cancels its connections' tasks and only those: cancelling every task on the
+    # loop (the main one too, which waits for the server) hung it on Ctrl-C
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envduels.testing.server", "--port", "0", "--latency-ms", "5000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        with socket.create_connection(("127.0.0.1", int(url.split(":")[2].split("/")[0]))) as conn:
+            body = b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}'
+            conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
+                         b"application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            time.sleep(0.3)   # the answer is now waiting out its latency
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=5) == 0
+        assert time.monotonic() - started < 2
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        proc.kill()
         proc.wait(timeout=10)
 
 

@@ -142,6 +142,7 @@ class ScriptedServer:
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
         self._conns: set[asyncio.Task] = set()
+        self._closing = False
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> str:
@@ -200,7 +201,8 @@ class ScriptedServer:
             await self._close()
 
     async def _open(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self._port,
+        self._closing = False
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self._port,
                                                   backlog=1024)
         port = self._server.sockets[0].getsockname()[1]
         self.base_url = f"http://127.0.0.1:{port}/v1"
@@ -209,8 +211,10 @@ class ScriptedServer:
         if self._server is not None:
             self._server.close()
         # every connection's task, also one accepted just now whose handler has not started
-        # (not yet in _conns: closed unstarted, its coroutine was "never awaited")
-        tasks = self._conns | {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+        # (_accept registers it at once); none is made once closing (a task left unstarted
+        # when the loop closes was reported "never awaited")
+        self._closing = True
+        tasks = list(self._conns)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -222,6 +226,16 @@ class ScriptedServer:
             self.faults.extend(faults)
 
     # -- HTTP -------------------------------------------------------------------------------
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A new connection: its handler's task, registered before it first runs."""
+        if self._closing:
+            writer.close()
+            return
+        task = asyncio.get_running_loop().create_task(self._handle(reader, writer))
+        self._conns.add(task)
+        task.add_done_callback(self._conns.discard)
+        task.add_done_callback(lambda _t: writer.close())
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
