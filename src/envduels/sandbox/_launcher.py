@@ -576,6 +576,9 @@ def discard(launched: Launched) -> None:
     for fd in (launched.request_w, launched.response_r, launched.output_r):
         with contextlib.suppress(OSError):
             os.close(fd)
+    release = getattr(launched.popen, "release", None)
+    if release is not None:   # a forked instance: its pidfd and status socket (ForkedProcess)
+        release()
     h = host()
     if launched.cgroup is not None and h.cgroups is not None:
         h.cgroups.discard(launched.cgroup)

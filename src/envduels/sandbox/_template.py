@@ -446,10 +446,11 @@ class Template:
         for fd in parent_ends:
             os.set_blocking(fd, False)
         with self._lock:
-            # the ended ones go once the list has doubled since: a long run's template holds
-            # what is alive, not every instance it forked
+            # the released ones go once the list has doubled since: a long run's template
+            # holds what is in use, not every instance it forked. (Released, not polled: this
+            # thread must not collect an exit status the event loop's channel is reading.)
             if len(self.instances) >= self._prune_at:
-                self.instances = [p for p in self.instances if p.alive]
+                self.instances = [p for p in self.instances if p.pidfd is not None]
                 self._prune_at = max(64, 2 * len(self.instances))
             self.instances.append(process)
         return Launched(process, req_w, resp_r, out_r, None, self.launched.uid if self.launched
