@@ -23,6 +23,14 @@ engine can be held to. Prints:
   solving (to the last episode), audit tail (the replays after it, and closing), each also for
   the engine process alone, per episode; and the ceiling's CPU per episode.
 
+    .venv/bin/python bench/bench_engine.py --design solver-eval [--trials 16] [--concurrency 32]
+
+Issue 22's own measurement instead of the tournament: one solver at 32 calls in flight, no
+authors, the library's `number_guess` x its 4 benchmark seeds x both conditions x 16 trials (128
+episodes of 4 turns; the scripted solver bisects). Every design also drives the same
+conversations through the bare official `openai` client (one `AsyncOpenAI` per player,
+`max_concurrency` at a time), the issue's baseline, and prints the engine's share of both.
+
     .venv/bin/python bench/bench_engine.py --audit [--seeds 1]
 
 The replay audit's cost instead: at 50 ms and 500 ms server latency, the same tournament with
@@ -54,7 +62,12 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency-ms", type=float, default=50.0)
     ap.add_argument("--seeds", type=int, default=2, help="benchmark seeds per environment")
-    ap.add_argument("--concurrency", type=int, default=8, help="max_concurrency per player")
+    ap.add_argument("--concurrency", type=int, help="max_concurrency per player (default: 8 "
+                    "in a tournament, 32 in a solver evaluation)")
+    ap.add_argument("--design", choices=("tournament", "solver-eval"), default="tournament",
+                    help="the run measured (below)")
+    ap.add_argument("--trials", type=int, default=16,
+                    help="with --design solver-eval: trials per seed (16: 128 episodes)")
     ap.add_argument("--unsafe-no-sandbox", action="store_true")
     ap.add_argument("--audit", action="store_true",
                     help="measure the replay audit's cost at 50 and 500 ms instead")
@@ -65,6 +78,8 @@ def main() -> int:
                          "/work/main/src), alternated, side by side")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.concurrency is None:
+        args.concurrency = 32 if args.design == "solver-eval" else 8
     if args.audit:
         return _audit_bench(args)
     if args.compare_src:
@@ -156,17 +171,23 @@ def _audit_bench(args: argparse.Namespace) -> int:
 
 
 def _write_config(base_url: str, tmp: Path, args: argparse.Namespace) -> Path:
+    """The run of `--design`: `tournament` (6 scripted authors and solvers, one round, each
+    author one environment) or `solver-eval` (issue 22's measurement: one solver at
+    `--concurrency` calls in flight, no authors, the library's `number_guess` x its 4 benchmark
+    seeds x both conditions x `--trials` trials, 4 turns each)."""
     os.environ["BENCH_KEY"] = "bench"
-    cfg = {
-        "name": "bench", "seed": 1, "output_dir": str(tmp / "run"),
-        "players": [{"name": f"p{i}", "provider": "openai", "model": f"m-p{i}",
-                     "base_url": base_url, "api_key_env": "BENCH_KEY",
-                     "max_concurrency": args.concurrency, "max_tokens": 64}
-                    for i in range(PLAYERS)],
-        "tournament": {"rounds": 1, "envs_per_author": 1, "seeds_per_env": args.seeds,
-                       "max_turns": 4, "history": "none"},
-        "sandbox": {"warm_workers": 4},
-    }
+    player = {"provider": "openai", "base_url": base_url, "api_key_env": "BENCH_KEY",
+              "max_concurrency": args.concurrency, "max_tokens": 64}
+    if args.design == "solver-eval":
+        players = [{**player, "name": "s0", "model": "m-s0", "roles": ["solver"]}]
+        tournament = {"environments": ["number_guess"], "trials_per_seed": args.trials,
+                      "max_turns": 4, "history": "none"}
+    else:
+        players = [{**player, "name": f"p{i}", "model": f"m-p{i}"} for i in range(PLAYERS)]
+        tournament = {"rounds": 1, "envs_per_author": 1, "seeds_per_env": args.seeds,
+                      "max_turns": 4, "history": "none"}
+    cfg = {"name": "bench", "seed": 1, "output_dir": str(tmp / "run"), "players": players,
+           "tournament": tournament, "sandbox": {"warm_workers": 4}}
     path = tmp / "bench.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -176,19 +197,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     from envduels.engine.run import run_command
     from envduels.store import Store
 
-    os.environ["BENCH_KEY"] = "bench"
-    cfg = {
-        "name": "bench", "seed": 1, "output_dir": str(tmp / "run"),
-        "players": [{"name": f"p{i}", "provider": "openai", "model": f"m-p{i}",
-                     "base_url": base_url, "api_key_env": "BENCH_KEY",
-                     "max_concurrency": args.concurrency, "max_tokens": 64}
-                    for i in range(PLAYERS)],
-        "tournament": {"rounds": 1, "envs_per_author": 1, "seeds_per_env": args.seeds,
-                       "max_turns": 4, "history": "none"},
-        "sandbox": {"warm_workers": 4},
-    }
-    path = tmp / "bench.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = _write_config(base_url, tmp, args)
     meter = _CpuMeter()   # after the server started: the engine's process tree only
     meter.sample()
     started, started_unix = time.monotonic(), time.time()
@@ -218,7 +227,8 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
                              ("end", ended_unix)])
     solving = max(1e-9, last_episode - first_call)
     busy = sum(r["latency_s"] for r in solver_calls)
-    slots = PLAYERS * args.concurrency
+    players = len({r["player"] for r in solver_calls})
+    slots = players * args.concurrency
     slot_idle = max(0.0, 1.0 - busy / (solving * slots))
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -229,6 +239,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     ceiling_wall = asyncio.run(_ceiling(path, conversations))
     ceiling_cpu = meter.seconds() - cpu0
     meter.close()
+    bare_wall = asyncio.run(_bare_ceiling(path, conversations))
     n = len(episodes)
     ratio = (n / solving) / (len(conversations) / ceiling_wall)
     if args.json:
@@ -236,10 +247,11 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
 
         print(json.dumps({"episodes": n, "wall": wall, "solving": solving,
                           "ceiling_eps": len(conversations) / ceiling_wall,
+                          "bare_eps": len(conversations) / bare_wall,
                           "load": load_engine, "engine_cpu": engine_cpu,
                           "ceiling_cpu": ceiling_cpu, "phases": phases}))
         return 0
-    print(f"players {PLAYERS} x concurrency {args.concurrency}, server latency "
+    print(f"{args.design}: {players} solver(s) x concurrency {args.concurrency}, server latency "
           f"{args.latency_ms:g} ms, {n} episodes, {len(solver_calls)} solver calls; "
           f"load average {load_engine:.1f} / {os.getloadavg()[0]:.1f} (engine / ceiling) "
           f"on {os.cpu_count()} CPUs")
@@ -247,9 +259,15 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     print(f"episodes/s (solving, {solving:.1f} s):     {n / solving:8.2f}")
     print(f"ceiling episodes/s ({ceiling_wall:.1f} s):     "
           f"{len(conversations) / ceiling_wall:8.2f}   (same calls, players only)")
+    print(f"bare client episodes/s ({bare_wall:.1f} s): "
+          f"{len(conversations) / bare_wall:8.2f}   (same calls, the `openai` client alone)")
     print(f"slot-arithmetic ideal episodes/s:     "
           f"{n / (len(solver_calls) * args.latency_ms / 1000 / slots):8.2f}   (unreachable here)")
-    print(f"engine / ceiling:                     {ratio:8.2f}")
+    print(f"engine / ceiling:                     {ratio:8.2f}   (solving; whole run "
+          f"{n / wall / (len(conversations) / ceiling_wall):.2f})")
+    print(f"engine / bare client:                 "
+          f"{(n / solving) / (len(conversations) / bare_wall):8.2f}   (solving; whole run "
+          f"{n / wall / (len(conversations) / bare_wall):.2f})")
     print(f"engine-bound fraction (vs ceiling):   {max(0.0, 1.0 - ratio):8.2f}")
     print(f"slot-idle fraction (raw):             {slot_idle:8.2f}")
     print(f"peak memory: engine {peak_self:.0f} MiB, largest child {peak_child:.0f} MiB")
@@ -358,7 +376,8 @@ def _compare(args: argparse.Namespace) -> int:
             for name, src in trees.items():
                 run = subprocess.run(
                     [sys.executable, __file__, "--latency-ms", str(latency), "--seeds",
-                     str(args.seeds), "--concurrency", str(args.concurrency), "--json"],
+                     str(args.seeds), "--concurrency", str(args.concurrency), "--design",
+                     args.design, "--trials", str(args.trials), "--json"],
                     capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
                 if run.returncode != 0:
                     print(f"{name} at {latency:g} ms failed: {run.stderr[-2000:]}",
@@ -366,19 +385,21 @@ def _compare(args: argparse.Namespace) -> int:
                     return run.returncode
                 results.setdefault((latency, name), []).append(
                     json.loads(run.stdout.strip().splitlines()[-1]))
-    print(f"players {PLAYERS} x concurrency {args.concurrency}, {args.seeds} seed(s) per "
-          f"environment, audit on, {args.repeats} run(s) each (means), on {os.cpu_count()} "
+    print(f"{args.design}, concurrency {args.concurrency}, {args.seeds} seed(s) per "
+          f"authored environment, audit on, {args.repeats} run(s) each (means), on {os.cpu_count()} "
           f"CPUs; other = {trees['other']}")
     print(f"{'latency':>8} {'tree':>6} {'episodes':>8} {'run s':>7} {'solving s':>9} "
           f"{'ceiling ep/s':>12} {'solving/ceiling':>15} {'run/ceiling':>11} "
-          f"{'run CPU ms/ep':>13} {'load':>5}")
+          f"{'solving/bare':>12} {'run/bare':>8} {'run CPU ms/ep':>13} {'load':>5}")
     for (latency, name), rows in results.items():
         mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0] if k != "phases"}
         solving = mean["episodes"] / mean["solving"] / mean["ceiling_eps"]
         whole = mean["episodes"] / mean["wall"] / mean["ceiling_eps"]
+        bare = mean["ceiling_eps"] / mean["bare_eps"]   # the bare client's rate, relative
         print(f"{latency:6.0f}ms {name:>6} {mean['episodes']:8.0f} {mean['wall']:7.1f} "
               f"{mean['solving']:9.1f} {mean['ceiling_eps']:12.1f} {solving:15.2f} "
-              f"{whole:11.2f} {mean['engine_cpu'] / mean['episodes'] * 1000:13.0f} "
+              f"{whole:11.2f} {solving * bare:12.2f} {whole * bare:8.2f} "
+              f"{mean['engine_cpu'] / mean['episodes'] * 1000:13.0f} "
               f"{mean['load']:5.1f}")
     print("by phase, ms of CPU per episode, engine process and sandboxes (engine process "
           "alone), and wall s; the ceiling's CPU per episode last:")
@@ -433,6 +454,36 @@ async def _ceiling(config: Path, conversations: dict[tuple[str, str], list[list[
     wall = time.monotonic() - started
     for p in players.values():
         await p.aclose()
+    return wall
+
+
+async def _bare_ceiling(config: Path,
+                        conversations: dict[tuple[str, str], list[list[dict]]]) -> float:
+    """As `_ceiling`, through the official `openai` client alone (issue 22's baseline): one
+    `AsyncOpenAI` per player, its episodes `max_concurrency` at a time."""
+    import openai
+
+    from envduels.config import load_config
+
+    cfg = load_config(config)
+    queues: dict[str, list[list[list[dict]]]] = {p.name: [] for p in cfg.players}
+    for (name, _), turns in conversations.items():
+        queues[name].append(turns)
+
+    async def worker(client: openai.AsyncOpenAI, model: str, todo: list) -> None:
+        while todo:
+            for messages in todo.pop():
+                await client.chat.completions.create(model=model, messages=messages,
+                                                     max_tokens=64)
+
+    clients = {p.name: openai.AsyncOpenAI(base_url=p.base_url, api_key="bench", max_retries=0)
+               for p in cfg.players}
+    started = time.monotonic()
+    await asyncio.gather(*(worker(clients[p.name], p.model, queues[p.name]) for p in cfg.players
+                           for _ in range(p.max_concurrency)))
+    wall = time.monotonic() - started
+    for client in clients.values():
+        await client.close()
     return wall
 
 
