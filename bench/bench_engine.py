@@ -227,7 +227,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
                              ("end", ended_unix)])
     solving = max(1e-9, last_episode - first_call)
     busy = sum(r["latency_s"] for r in solver_calls)
-    players = len({r["player"] for r in solver_calls})
+    players = max(1, len({r["player"] for r in solver_calls}))
     slots = players * args.concurrency
     slot_idle = max(0.0, 1.0 - busy / (solving * slots))
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

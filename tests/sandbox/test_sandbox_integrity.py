@@ -107,6 +107,7 @@ async def test_a_frame_built_to_make_the_depth_check_slow_is_rejected_at_once(
     with pytest.raises(EnvFault) as info:
         await inst.step("a")
     took = time.monotonic() - start
+    assert not inst.alive
     await inst.close()
     assert info.value.reason == reason
     assert took < 3.0
