@@ -45,18 +45,20 @@ async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: boo
     """Each spec's verdict. A fixed-pool environment (library, export) judged before with the
     same source, seeds, options and validator gets its cached verdict (`_verdict_cache`)
     unless `revalidate`; verdicts judged without the sandbox are never cached."""
-    from envduels.envs import _verdict_cache
+    from envduels.envs._verdict_cache import VerdictCache, verdict_key
     from envduels.sandbox import EnvPool, SandboxStartError
 
     # A fresh secret salt per invocation: with a fixed one an author could know the probes.
     probe_seed = secrets.token_hex(16)
     options = {"require_oracle": require_oracle, "hint_max_chars": hint_max_chars,
                "fixed_pool": fixed_pool}
-    cached = fixed_pool and not unsafe_no_sandbox
-    keys = [_verdict_cache.verdict_key(spec, seeds=seeds_for(spec, seeds), options=options)
-            if cached else "" for spec in specs]
+    cache = VerdictCache.open() if fixed_pool and not unsafe_no_sandbox else None
+    keys = [verdict_key(spec, seeds=seeds_for(spec, seeds), options=options)
+            if cache is not None else "" for spec in specs]
     verdicts: list[Verdict | None] = [
-        _verdict_cache.load(key) if key and not revalidate else None for key in keys]
+        cache.load(key, seeds=seeds_for(spec, seeds))
+        if cache is not None and not revalidate else None
+        for spec, key in zip(specs, keys, strict=True)]
     if all(v is not None for v in verdicts):
         return [v for v in verdicts if v is not None]
     try:
@@ -68,8 +70,8 @@ async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: boo
                         hint_max_chars=hint_max_chars, fixed_pool=fixed_pool,
                         probe_seed=probe_seed)
                     verdicts[i] = verdict
-                    if keys[i]:
-                        _verdict_cache.store(keys[i], verdict)
+                    if cache is not None:
+                        cache.store(keys[i], verdict)
             return [v for v in verdicts if v is not None]
     except SandboxStartError as err:
         raise UserError(f"the sandbox could not start ({err.reason}); no environment was judged: "
@@ -140,10 +142,12 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
     for spec, verdict in zip(specs, verdicts, strict=True):
         mark = "[bold green]valid[/]" if verdict.valid else "[bold red]INVALID[/]"
         hint = "hint checked" if spec.hints else "no hint supplied"
-        # Ids, class names and reasons carry environment text: no escape sequence reaches the
-        # terminal (JSON output needs nothing: json.dumps escapes every control character).
+        # Every field carries environment text or comes from the verdict cache: no escape
+        # sequence or markup reaches the terminal (JSON output needs nothing: json.dumps
+        # escapes every control character).
         console.print(f"{mark}  {_shown(spec.id)}  [dim](class {_shown(str(verdict.class_name))}, "
-                      f"oracle {verdict.oracle}, {plural(len(verdict.seeds), 'seed')}, {hint})[/]")
+                      f"oracle {_shown(verdict.oracle)}, {plural(len(verdict.seeds), 'seed')}, "
+                      f"{hint})[/]")
         for reason in verdict.reasons:
             console.print(f"  [red]-[/] {_shown(reason)}")
         for warning, flag in zip(verdict.warnings, verdict.flags, strict=False):
