@@ -89,18 +89,20 @@ def test_32_concurrent_sessions_are_separate_sandboxes_and_a_killed_one_ends_alo
 
 
 def test_an_idle_session_is_reaped_and_told_so(short_server):
-    async def main() -> str:
+    from websockets.exceptions import ConnectionClosed
+
+    async def main() -> tuple[int, str] | str:
         async with GenericEnvClient(base_url=short_server.url) as env:
             await env.reset(env_id="marker", seed=1)
             await asyncio.sleep(4)      # --idle-timeout 2
             try:
                 await env.step({"message": "\\boxed{look}"})
-            except RuntimeError as err:
-                return str(err)
+            except ConnectionClosed as err:   # the server closed it, with why
+                return (err.rcvd.code, err.rcvd.reason) if err.rcvd else str(err)
             return "answered"
 
-    said = asyncio.run(main())
-    assert "episode ended because it was idle for more than 2 s; reset to start another" in said
+    assert asyncio.run(main()) == (4408, "session expired: it was idle for more than 2 s; "
+                                         "reconnect and reset to start another")
 
 
 def test_max_sessions_caps_the_sandboxes_alive_at_once(short_server):

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from envduels.serve._catalog import Served
+from envduels.serve._connection import CONNECTION, Connection
 from envduels.serve._env import TRANSPORT, DuelAction, DuelEnvironment, DuelObservation, Panel
 from envduels.serve._session import Hub
 
@@ -79,12 +80,14 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 class _Guard:
     """Marks each request's transport for `DuelEnvironment` (HTTP or WebSocket), refuses an
-    HTTP body over `max_body` bytes with a one-line 413 before anything parses it, and keeps a
+    HTTP body over `max_body` bytes with a one-line 413 before anything parses it, hands each
+    WebSocket to the hub as a `Connection` (so that the reaper can close it), and keeps a
     client's hang-up out of the log."""
 
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, max_body: int, hub: Hub) -> None:
         self.app = app
         self.max_body = max_body
+        self.hub = hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -100,10 +103,17 @@ class _Guard:
                 receive = _replay(body, receive)
                 await self.app(scope, receive, send)
                 return
-            # OpenEnv closes a socket its client already closed, and Starlette raises for that:
-            # the client left, which is nothing to log a traceback about
-            with contextlib.suppress(WebSocketDisconnect):
-                await self.app(scope, receive, send)
+            connection = Connection(receive, send)
+            self.hub.connect(connection)
+            held = CONNECTION.set(connection)
+            try:
+                # OpenEnv closes a socket its client already closed, and Starlette raises for
+                # that: the client left, which is nothing to log a traceback about
+                with contextlib.suppress(WebSocketDisconnect):
+                    await self.app(scope, connection.receive, connection.send)
+            finally:
+                CONNECTION.reset(held)
+                self.hub.disconnect(connection)
         finally:
             TRANSPORT.reset(token)
 
@@ -156,7 +166,8 @@ def build_app(served: dict[str, Served], *, max_sessions: int = 32,
     """The app serving `served`; `app.state.hub` holds the sessions (closed at shutdown).
 
     `max_sessions` caps both the WebSocket sessions OpenEnv accepts and the sandboxes alive at
-    once (HTTP episodes included); a session idle for `idle_timeout_s` is ended.
+    once (HTTP episodes included); a session idle for `idle_timeout_s` is ended, and its
+    WebSocket closed (`serve._connection`), whether or not it ever reset.
     """
     hub = Hub(served, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
               unsafe_no_sandbox=unsafe_no_sandbox)
@@ -176,5 +187,5 @@ def build_app(served: dict[str, Served], *, max_sessions: int = 32,
     # outermost first: the size cap and the transport mark see every request
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
-    app.add_middleware(_Guard, max_body=max_body)
+    app.add_middleware(_Guard, max_body=max_body, hub=hub)
     return app
