@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from envduels.rl._episodes import (
+    EPISODE_WALL_S,
     EpisodeRequest,
     Rollout,
     TokenPolicy,
@@ -97,7 +98,7 @@ class EpisodeRollouts:
 
     def __init__(self, tasks: Sequence[Task], rescue: HintedRescue, *, max_turns: int | None,
                  max_new_tokens: int, temperature: float, limits: SandboxLimits | None = None,
-                 unsafe_no_sandbox: bool = False) -> None:
+                 unsafe_no_sandbox: bool = False, episode_wall_s: float = EPISODE_WALL_S) -> None:
         self.tasks = {t.name: t for t in tasks}
         if len(self.tasks) != len(tasks):
             raise ValueError("two tasks share a name: environment ids must be unique")
@@ -107,6 +108,7 @@ class EpisodeRollouts:
         self.temperature = temperature
         self.limits = limits
         self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.episode_wall_s = episode_wall_s
 
     def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> RolloutBatch:
         size = trainer.num_generations
@@ -164,7 +166,8 @@ class EpisodeRollouts:
         async with EnvPool(limits, unsafe_no_sandbox=self.unsafe_no_sandbox, warm=0,
                            max_warm=len(requests)) as pool:
             pool.expect(len(requests))
-            return await play_episodes(requests, policy, pool, max_turns=self.max_turns)
+            return await play_episodes(requests, policy, pool, max_turns=self.max_turns,
+                                       episode_wall_s=self.episode_wall_s)
 
 
 def _waves(keys: Sequence[GroupKey]) -> list[list[int]]:
@@ -207,7 +210,9 @@ class TrainSettings:
 
     `group`: rollouts per group (TRL's `num_generations`); `groups_per_step`: groups per
     optimiser step (default: one per environment); `max_turns` lowers each environment's own
-    turn cap; `max_new_tokens` caps one reply; `escalate` turns on the graded `hint_2` re-roll.
+    turn cap; `max_new_tokens` caps one reply; `escalate` turns on the graded `hint_2` re-roll;
+    `episode_wall_s` is each rollout batch's wall budget on its environments (`play_episodes`:
+    an episode still running when it is spent ends `incomplete`).
     """
 
     specs: tuple[EnvSpec, ...]
@@ -223,6 +228,7 @@ class TrainSettings:
     escalate: bool = False
     seed: int = 0
     unsafe_no_sandbox: bool = False
+    episode_wall_s: float = EPISODE_WALL_S
 
 
 @dataclass
@@ -257,7 +263,8 @@ def train(settings: TrainSettings, *, model: PreTrainedModel | None = None,
     rollouts = EpisodeRollouts(tasks, rescue, max_turns=settings.max_turns,
                                max_new_tokens=settings.max_new_tokens,
                                temperature=settings.temperature,
-                               unsafe_no_sandbox=settings.unsafe_no_sandbox)
+                               unsafe_no_sandbox=settings.unsafe_no_sandbox,
+                               episode_wall_s=settings.episode_wall_s)
     config = GRPOConfig(
         output_dir=str(out / "trainer"),
         max_steps=settings.steps,
