@@ -63,7 +63,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO planted under an entry's name must not hang the open
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
-Line = Annotated[str, Field(max_length=20_000)]
+Line = Annotated[str, Field(max_length=100_000)]   # the file itself is at most 1 MiB
 FlagName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 
 
