@@ -22,6 +22,7 @@ import fcntl
 import logging
 import os
 import resource
+import secrets
 import shutil
 import signal
 import stat
@@ -102,11 +103,14 @@ class Host:
             return sorted(self.slot_uid(s) for s in self._claimed)
 
     def _claim_slot(self) -> int:
-        """Claim the lowest slot no other harness holds, by an flock on its lock file, held as
-        long as this process lives (the kernel releases it however the process ends). A slot
-        whose uid still owns processes (left by a harness that was killed) is skipped."""
+        """Claim a slot no other harness holds, by an flock on its lock file, held as long as
+        this process lives (the kernel releases it however the process ends). A slot whose
+        uid still owns processes (left by a harness that was killed) is skipped. The search
+        starts at a random slot: a forked instance holds its uid in its own memory, and the
+        lowest free slot would tell it how many sandboxes the machine runs."""
         folder = _slot_folder()
-        for slot in range(UID_SLOTS):
+        start = secrets.randbelow(UID_SLOTS)
+        for slot in (*range(start, UID_SLOTS), *range(start)):
             if slot in self._claimed:
                 continue
             path = os.path.join(folder, f"{self.slot_uid(slot)}.lock")
@@ -303,6 +307,9 @@ def require_runtime(runtime: str) -> None:
 
 
 SANDBOX_HOSTNAME = "envduels-sandbox"   # its own UTS name: the host's says where it runs
+# The uid and gid every bubblewrap sandbox sees itself as (a forked instance too): the host
+# uid behind it is a slot that says how many sandboxes this harness ran at once.
+SANDBOX_ID = 1000
 
 
 def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) -> list[str]:
@@ -314,6 +321,7 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
         # denies, /dev/tty is /dev/null inside, and the process group is the sandbox's own.
         "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
         "--cap-drop", "ALL", "--clearenv", "--hostname", SANDBOX_HOSTNAME,
+        "--uid", str(SANDBOX_ID), "--gid", str(SANDBOX_ID),
     ]
     if h.resident is not None:   # RAM-resident copies: no page-cache state to sense
         argv += ["--ro-bind", h.resident.usr, "/usr"]
@@ -334,7 +342,11 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
         "--chdir", "/tmp",
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONHASHSEED", "0",
-        "--remount-ro", "/", "--remount-ro", "/dev",
+        # /proc read-only too: its writable files change kernel state that outlives the
+        # sandbox or is shared with the harness (the session's autogroup nice, which renices
+        # the user's whole session; loginuid, whose first write draws a host-wide audit
+        # session id); a sandbox's own oom_score_adj, comm or timer slack go with them
+        "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/proc",
     ]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
