@@ -25,7 +25,7 @@ from sandbox_helpers import (
 )
 
 from envduels.sandbox import EnvFault, EnvPool, SandboxLimits, StepResult
-from envduels.sandbox._channel import _descendants
+from envduels.sandbox._launcher import descendants as _descendants
 from envduels.sandbox._launcher import host
 
 # every test here runs under each sandbox runtime (bubblewrap, gVisor)

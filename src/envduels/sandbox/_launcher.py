@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import errno
 import fcntl
 import logging
@@ -45,7 +44,6 @@ from ._seccomp import build_filter
 log = logging.getLogger("envduels.sandbox")
 
 WORKER_SOURCE = (Path(__file__).with_name("_worker.py")).read_text()
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def _find_python() -> tuple[str, list[str]]:
@@ -68,7 +66,6 @@ class Host:
     python_binds: list[str]
     root: bool
     cgroups: CgroupRoot | None
-    subreaper: bool
     seccomp: bytes | None
     missing: list[str] = field(default_factory=list)
     _free_slots: list[int] = field(default_factory=list)   # claimed by us, not in use now
@@ -195,12 +192,6 @@ def _probe() -> Host:
         missing.append("no seccomp filter (libseccomp not found)")
     if not root:
         missing.append("no per-sandbox uid (the harness is not root; sandboxes share your uid)")
-    subreaper = False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        pass
     usr_view, stdlib, multiarch = _usr_view(python)
     resident = build_resident(python, stdlib, multiarch) if usr_view is not None else None
     if resident is None:
@@ -213,7 +204,7 @@ def _probe() -> Host:
     if missing:
         log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
-                cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing,
+                cgroups=cgroups, seccomp=seccomp, missing=missing,
                 setpriv=shutil.which("setpriv") if root else None, runsc=shutil.which("runsc"),
                 worker_code=_compile_worker(python), usr_view=usr_view, resident=resident)
 
@@ -534,9 +525,10 @@ def _launch_gvisor(h: Host, limits: SandboxLimits) -> Launched:
         binds += [(p, p) for p in h.python_binds]
         _gvisor.write_bundle(scratch, args=args, binds=binds, scratch_mb=limits.scratch_mb,
                              hostname=SANDBOX_HOSTNAME)
-        argv = _gvisor.argv(h.runsc or "runsc", scratch)
-        if h.setpriv is not None:   # what bwrap's --die-with-parent does: runsc dies with us,
-            argv = [h.setpriv, "--pdeathsig", "KILL", "--", *argv]   # and its sandbox with it
+        # runsc under a reaper of ours (_gvisor.REAPER): it dies with us, as bwrap's
+        # --die-with-parent, runsc and its sandbox with it, and it collects runsc's tree
+        argv = [h.python, "-s", "-S", "-c", _gvisor.REAPER, str(os.getpid()),
+                *_gvisor.argv(h.runsc or "runsc", scratch)]
         if h.cgroups is not None:
             group = h.cgroups.create(limits.memory_mb + _gvisor.MEMORY_OVERHEAD_MB,
                                      limits.max_procs + _gvisor.TASKS_OVERHEAD, limits.cpu_cores)
@@ -569,21 +561,98 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+# A fresh sandbox ends child first: what runs under its launcher (our child: bwrap, whose
+# child is the sandbox's pid-namespace init; or runsc, whose children are gVisor's sandbox
+# and gofer) is killed, and the launcher collects it and exits by itself. A launcher killed
+# first hands its children to the nearest child subreaper or to pid 1, which on some hosts
+# (this one, and a container started without an init) never collects them: a zombie per
+# sandbox. The harness is no subreaper (it would collect other libraries' orphans too, which
+# nobody waits for: Ray's workers). The launcher is killed too only after this long.
+LAUNCHER_GRACE_S = 1.0
+
+
+def children(pid: int) -> list[int]:
+    """The live children of host process `pid` (of all its threads)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                found += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of host process `pid`."""
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 4096:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+def end_under_launcher(launched: Launched, init_pid: int | None = None) -> None:
+    """SIGKILL what runs under a fresh sandbox's launcher, which then collects it and exits
+    (`LAUNCHER_GRACE_S`), and thaw the sandbox so that it can; the launcher itself is
+    killed at once when nothing runs under it yet. `init_pid`: bwrap's init, if known. (A
+    forked instance's init is signalled through its pidfd: `ForkedProcess.kill`.)"""
+    pid = launched.popen.pid
+    if not launched.sandboxed:   # the worker is our child itself: its process group
+        kill_launcher(launched)
+        return
+    if launched.runtime == "gvisor":
+        victims = set(descendants(pid))
+        if launched.cgroup is not None:
+            victims.update(launched.cgroup.pids_inside())
+        victims.discard(pid)
+    else:   # the pid namespace's init: its death ends every process inside
+        init = init_pid or next(iter(children(pid)), None)
+        victims = {init} if init else set()
+    if not victims:
+        kill_launcher(launched)
+        return
+    for victim in victims:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
+    if launched.cgroup is not None:
+        launched.cgroup.thaw()
+
+
+def kill_launcher(launched: Launched) -> None:
+    """SIGKILL a fresh sandbox's launcher with its process group, and whatever is left in
+    the sandbox's cgroup."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(launched.popen.pid, signal.SIGKILL)
+    if launched.cgroup is not None:
+        launched.cgroup.kill_all()
+
+
 def discard_when_started(started: asyncio.Future[Launched]) -> None:
     """Done callback of a start or fork whose opener was cancelled: discard what it started."""
     if not started.cancelled() and started.exception() is None:
         launcher_threads().submit(discard, started.result())
 
 
-def discard(launched: Launched) -> None:
-    """Kill and release a worker that never got a channel (its opener was cancelled). Blocking."""
+def discard(launched: Launched, init_pid: int | None = None) -> None:
+    """Kill and release a worker that never got a channel (its opener was cancelled), or a
+    template (`init_pid`: its bwrap's init). Blocking."""
     if launched.forked:   # by its pidfd, never by a pid number (ForkedProcess)
         launched.popen.kill()
+        if launched.cgroup is not None:
+            launched.cgroup.kill_all()
     else:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(launched.popen.pid, signal.SIGKILL)
-    if launched.cgroup is not None:
-        launched.cgroup.kill_all()
+        end_under_launcher(launched, init_pid)
+        try:
+            launched.popen.wait(LAUNCHER_GRACE_S)
+        except subprocess.TimeoutExpired:
+            kill_launcher(launched)
     launched.popen.wait()
     for fd in (launched.request_w, launched.response_r, launched.output_r):
         with contextlib.suppress(OSError):

@@ -549,20 +549,9 @@ class Template:
                 self.ctl.detach()   # the fd is closed by `discard` as request_w
             if self.init_pid is None:
                 self.init_pid = _wait_for_init(launched.popen.pid)
-            if self.init_pid is not None:   # ends the sandbox's pid namespace, instances too
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(self.init_pid, signal.SIGKILL)
-            discard(launched)
-            if self.init_pid is not None and host().subreaper:
-                # bwrap's init is handed to us (the subreaper) once bwrap is gone: collect it
-                end = time.monotonic() + 5.0
-                while time.monotonic() < end:
-                    try:
-                        if os.waitpid(self.init_pid, os.WNOHANG)[0]:
-                            break
-                    except ChildProcessError:
-                        break
-                    time.sleep(0.002)
+            # its init's death ends the sandbox's pid namespace, instances too; bwrap collects
+            # it and exits
+            discard(launched, self.init_pid)
 
 
 def _wait_for_init(pid: int) -> int | None:
