@@ -15,10 +15,12 @@ ignored so the kernel reaps), its collector is frozen and disabled, and between 
 no Python object, so every instance starts from the same memory image (docs/templates.md).
 
 Usage: python -s -S -c PROGRAM template CTL_FD SECCOMP_FD OBS_CAP FRAME_MAX TEMPLATE_RLIMITS
-       INSTANCE_RLIMITS SCRATCH_BYTES VISIBLE_ID
-CTL_FD is a SOCK_SEQPACKET socket: first the source (b"S" + 8-byte length, then chunks), the
-template answers b"ok" once ready; then each fork request, b"F" and the instance's host uid
-(4 bytes, big-endian; the template's user namespace maps it), carries (SCM_RIGHTS) the request
+       INSTANCE_RLIMITS SCRATCH_BYTES VISIBLE_ID FORK_FDS
+VISIBLE_ID is the uid and gid an instance sees itself as; FORK_FDS the descriptors each fork
+request carries. CTL_FD is a SOCK_SEQPACKET socket: first the source (b"S" + 8-byte length,
+then chunks), the template answers b"ok" once ready; then each fork request, b"F" and the
+instance's host uid (4 bytes, native byte order; the template's user namespace maps every
+uid slot), carries (SCM_RIGHTS) the request
 read end, the response write end, the output write end, the status socket, and 0 to 4
 `cgroup.procs` descriptors of the instance's own groups, opened by the harness (the kernel
 checks a cgroup move against the opener's credentials, so the instance moves itself: writing
