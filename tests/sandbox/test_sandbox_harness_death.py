@@ -90,7 +90,7 @@ import asyncio, dataclasses, json, sys
 sys.path.insert(0, sys.argv[1])
 from sandbox_helpers import FAST, env_source
 from envduels.sandbox import EnvPool
-from envduels.sandbox._channel import _descendants
+from envduels.sandbox._launcher import descendants as _descendants
 
 async def main():
     pool = EnvPool(dataclasses.replace(FAST, runtime="gvisor"), warm=0)

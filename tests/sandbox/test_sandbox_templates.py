@@ -176,7 +176,8 @@ class Frames:
         frames = _frames()
         whole = hashlib.sha256(json.dumps(frames).encode()).hexdigest()
         return json.dumps({"whole": whole, "names": [name for name, _ in frames],
-                           "template": [f for f in frames if f[0] == "_template_main"]}), {}
+                           "template": [hashlib.sha256(json.dumps(f).encode()).hexdigest()
+                                        for f in frames if f[0] in ("_init", "<module>")]}), {}
     def step(self, action):
         return "ok", 0.0, True, False, {}
 """
@@ -187,7 +188,10 @@ async def test_the_first_instance_of_a_template_reads_what_every_later_one_reads
     # The template's clone kept the last fork's pidfd number: the first instance read -1,
     # every later one the same number, so an environment knew its first episode.
     reports = [await _report(tpool, FRAMES) for _ in range(3)]
-    assert "_template_main" in reports[0]["names"]   # the template's frame is there to be read
+    # the init's frame and the template's module frame are there to be read; the loop that
+    # served the forks (and its frame's per-fork state) is not
+    assert {"_init", "<module>"} <= set(reports[0]["names"])
+    assert not {"serve", "_template_main"} & set(reports[0]["names"])
     assert reports[1] == reports[0] and reports[2] == reports[0]
 
 
@@ -320,13 +324,15 @@ async def test_the_worker_cannot_reach_its_init_s_memory_or_descriptors(
         '        return type(exc).__name__\n')
     source = probe + TRIVIAL.replace(
         'return "count to 3", {"seed": seed}',
-        'return repr((_try("/proc/1/mem", "r+b"), _fds(), _try("/proc/self/mem", "r+b"))), '
-        '{"seed": seed}')
+        'return repr((_try("/proc/1/mem", "rb"), _try("/proc/1/mem", "r+b"), _fds(), '
+        '_try("/proc/self/mem", "rb"), _try("/proc/self/mem", "r+b"))), {"seed": seed}')
     report = await _observe(tpool, source)
-    init_mem, init_fds, own_mem = eval(report)   # noqa: S307 (our own repr of strings)
-    assert init_mem == "PermissionError"
+    init_read, init_write, init_fds, own_read, own_write = eval(report)   # noqa: S307
+    assert init_read == "PermissionError"
     assert init_fds == "PermissionError"
-    assert own_mem == "opened"   # its own /proc files are its own, as in a fresh sandbox
+    assert own_read == "opened"   # its own /proc files are its own, as in a fresh sandbox
+    # /proc is read-only in every sandbox: no memory is written through it (EROFS)
+    assert init_write == own_write == "OSError"
 
 
 async def test_collecting_a_closed_instance_does_not_spin_the_event_loop(
