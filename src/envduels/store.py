@@ -50,6 +50,7 @@ from typing import (
 )
 
 from envduels._text import valid_text
+from envduels.duel.answers import hinted_answers
 from envduels.duel.faults import AUDIT_REASON, author_faults, judged  # noqa: F401 (AUDIT_REASON re-exported)
 from envduels.duel.outcomes import AuditState, Outcome
 from envduels.duel.protocol import Entry
@@ -140,9 +141,14 @@ class Tables:
     audits: pd.DataFrame = field(default_factory=lambda: _audit_frame([]))
     battery: dict[str, BatteryFindings] = field(default_factory=dict)
     """env_id -> what validation's degenerate-policy battery found (`Verdict.battery`), for the
-    run's valid authored environments validated with it; an environment it flagged reads in
-    `episodes` like a nondeterministic one: every success or failure `incomplete`, with a
-    reason starting with `BATTERY_REASON`."""
+    run's valid environments validated with it (authored ones, and fixed-pool ones in runs
+    since the pool is validated); an environment it flagged reads in `episodes` like a
+    nondeterministic one: every success or failure `incomplete`, with a reason starting with
+    `BATTERY_REASON`."""
+    hinted_answers: dict[str, dict[int, set[str]]] = field(default_factory=dict)
+    """env_id -> seed -> the answers (`duel.answers.answer_key`) of the panel's hinted wins as
+    played, before judging: the play side of `fixed_answer` (`duel.faults.author_faults`),
+    which would see no win at all in the judged `episodes` of an environment it flagged."""
 
 
 AUDIT_COLUMNS = ["episode_key", "env_id", "state", "detail", "played_outcome"]
@@ -712,9 +718,11 @@ class Store:
 
     def battery_verdicts(self) -> dict[str, BatteryFindings]:
         """env_id -> the degenerate-policy battery's findings (`Verdict.battery`) in the verdict
-        of the attempt that made a recorded, valid, authored environment valid (its last valid
-        attempt). Read from the stored verdicts: a database from before the battery has none."""
-        envs = {e.env_id for e in self.environments() if e.valid and not e.fixed_pool}
+        of the attempt that made a recorded, valid environment valid (its last valid attempt;
+        a fixed-pool environment has one, its validation in the run). Read from the stored
+        verdicts: a database from before the battery, or a fixed pool recorded before runs
+        validated it, has none."""
+        envs = {e.env_id for e in self.environments() if e.valid}
         out: dict[str, BatteryFindings] = {}
         for env_id, verdict in self._query(
                 "SELECT env_id, verdict FROM validations WHERE valid = 1 ORDER BY env_id, attempt"):
@@ -871,10 +879,12 @@ class Store:
                 "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
         # the episodes as analysis scores them: the author's-fault rule (`duel.faults`) over
-        # the recorded facts, the audits' states and the battery's flags
+        # the recorded facts, the audits' states, the battery's flags and the answers of the
+        # hinted wins as played (read before judging, which makes them incomplete)
         audits = self.audits()
         battery = self.battery_verdicts()
-        faults = author_faults([(e, s, d) for _, e, s, d, _ in audits], battery)
+        answers = hinted_answers(eps)
+        faults = author_faults([(e, s, d) for _, e, s, d, _ in audits], battery, answers)
         for ep in eps:
             ep["outcome"], ep["reason"] = judged(ep["outcome"], ep["reason"],
                                                  faults.get(ep["env_id"]))
@@ -891,6 +901,7 @@ class Store:
             episodes=ep_df,
             audits=_audit_frame(audits),
             battery=battery,
+            hinted_answers=answers,
         )
 
     # -- read-only opening and the viewer's reads -------------------------------------------
