@@ -278,7 +278,7 @@ class Tournament:
             authored = await self._author_round(rnd)
             envs = [e for e in authored if e.valid]
             if rnd == 1:
-                envs = [e for e in self.store.environments() if e.fixed_pool] + envs
+                envs = [e for e in self.store.environments() if e.fixed_pool and e.valid] + envs
             await self._play(self._tasks(envs))
         return RunResult(complete=not self._budget_reached, budget_reached=self._budget_reached,
                          errors=self._errors)
@@ -296,7 +296,8 @@ class Tournament:
     async def _validate_fixed_envs(self) -> None:
         """Validate and record every fixed-pool environment not recorded yet, as an authored
         one is: the same checks, battery and answer check on its benchmark seeds, under the
-        run's turn cap and hint rules, its verdict recorded as attempt 0. An invalid one is
+        run's hint rules and the environment's own turn cap (as `envduels validate` does), its
+        verdict recorded as attempt 0. An invalid one is
         recorded invalid (never played); a flagged one is its author's fault. A verdict judged
         before in a sandbox with the same source, seeds, options and validator comes from the
         verdict cache (`envs._verdict_cache`). A sandbox that cannot start leaves the
@@ -331,8 +332,11 @@ class Tournament:
 
         t = self.cfg.tournament
         seeds = list(spec.benchmark_seeds)
+        # the options and turn cap of `envduels validate`: a verdict one of them judged serves
+        # the other; the environment's own turn cap, not the run's (a pool environment has
+        # always been played under the run's cap, winnable in it or not)
         options = {"require_oracle": t.require_oracle, "hint_max_chars": t.hint_max_chars,
-                   "fixed_pool": True, "max_turns": t.max_turns}
+                   "fixed_pool": True}
         cacheable = not self.sandboxes.unsafe_no_sandbox
         key = _verdict_cache.verdict_key(spec, seeds=seeds, options=options) if cacheable else ""
         cached = _verdict_cache.load(key) if key else None
@@ -341,8 +345,8 @@ class Tournament:
         try:
             verdict = await validate_env(spec, self.sandboxes, seeds=seeds,
                                          require_oracle=t.require_oracle,
-                                         hint_max_chars=t.hint_max_chars, max_turns=t.max_turns,
-                                         fixed_pool=True, probe_seed=self._draw_salt)
+                                         hint_max_chars=t.hint_max_chars, fixed_pool=True,
+                                         probe_seed=self._draw_salt)
         except SandboxStartError as err:   # the host's failure: no verdict on the environment
             raise SandboxDown(err.reason) from None
         if key:
