@@ -50,7 +50,7 @@ from typing import (
 )
 
 from envduels._text import valid_text
-from envduels.duel.answers import hinted_answers
+from envduels.duel.answers import Answer, rescue_answers
 from envduels.duel.faults import AUDIT_REASON, author_faults, judged  # noqa: F401 (AUDIT_REASON re-exported)
 from envduels.duel.outcomes import AuditState, Outcome
 from envduels.duel.protocol import Entry
@@ -145,10 +145,11 @@ class Tables:
     since the pool is validated); an environment it flagged reads in `episodes` like a
     nondeterministic one: every success or failure `incomplete`, with a reason starting with
     `BATTERY_REASON`."""
-    hinted_answers: dict[str, dict[int, set[str]]] = field(default_factory=dict)
-    """env_id -> seed -> the answers (`duel.answers.answer_key`) of the panel's hinted wins as
-    played, before judging: the play side of `fixed_answer` (`duel.faults.author_faults`),
-    which would see no win at all in the judged `episodes` of an environment it flagged."""
+    rescue_answers: dict[str, dict[int, set[Answer]]] = field(default_factory=dict)
+    """env_id -> seed -> what the hint changed in the panel's rescues as played, before judging
+    (`duel.answers.rescue_answers`): the play side of `fixed_answer`
+    (`duel.faults.author_faults`), which would see no win at all in the judged `episodes` of
+    an environment it flagged."""
 
 
 AUDIT_COLUMNS = ["episode_key", "env_id", "state", "detail", "played_outcome"]
@@ -883,7 +884,7 @@ class Store:
         # hinted wins as played (read before judging, which makes them incomplete)
         audits = self.audits()
         battery = self.battery_verdicts()
-        answers = hinted_answers(eps)
+        answers = rescue_answers(self.rescues())
         faults = author_faults([(e, s, d) for _, e, s, d, _ in audits], battery, answers)
         for ep in eps:
             ep["outcome"], ep["reason"] = judged(ep["outcome"], ep["reason"],
@@ -901,7 +902,7 @@ class Store:
             episodes=ep_df,
             audits=_audit_frame(audits),
             battery=battery,
-            hinted_answers=answers,
+            rescue_answers=answers,
         )
 
     # -- read-only opening and the viewer's reads -------------------------------------------
@@ -1016,6 +1017,28 @@ class Store:
         it."""
         (v,), = self._query("PRAGMA data_version")
         return self._version_base + int(v)
+
+    def rescues(self) -> list[tuple[str, int, object, object]]:
+        """(env_id, seed, hinted transcript, unhinted transcript) of every rescue as played:
+        a panel pair (same environment, solver, seed and trial, not self-play) whose hinted
+        episode is a success and whose unhinted one a failure (`duel.answers.rescues`, read in
+        SQL so that `summary_tables` need not load the other transcripts)."""
+        have = self._have["episodes"]
+        if not {"env_id", "solver", "seed", "hinted", "outcome", "transcript"} <= set(have):
+            return []
+        # a column added after a database was written reads as its default (trial 0, no self-play)
+        trial = " AND u.trial = h.trial" if "trial" in have else ""
+        panel = " AND NOT h.self_play" if "self_play" in have else ""
+        rows = self._query(
+            "SELECT h.env_id, h.seed, h.transcript, u.transcript FROM episodes h JOIN episodes u"
+            f" ON u.env_id = h.env_id AND u.solver = h.solver AND u.seed = h.seed{trial}"
+            f" AND NOT u.hinted WHERE h.hinted{panel} AND h.outcome = ? AND u.outcome = ?"
+            " ORDER BY h.rowid", (Outcome.SUCCESS, Outcome.FAILURE))
+        out = []
+        for env_id, seed, hinted, unhinted in rows:
+            with contextlib.suppress(ValueError, TypeError):
+                out.append((env_id, int(seed), json.loads(hinted), json.loads(unhinted)))
+        return out
 
     def summary_tables(self) -> Tables:
         """`tables()` with the transcripts of the hinted successes only (every other

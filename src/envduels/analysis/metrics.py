@@ -15,7 +15,7 @@ from scipy.stats import binom
 
 from envduels._text import last_boxed
 from envduels.analysis.pairs import domain_balanced, matched_pairs, scored_episodes
-from envduels.duel.answers import decisive_action, hinted_answers
+from envduels.duel.answers import Answer, decisive_action, rescue_answers, rescues
 from envduels.duel.faults import author_faults
 from envduels.duel.outcomes import (  # noqa: F401 (re-exported: the names' one home is duel.outcomes)
     AUTHOR_FAULT_FLAGS,
@@ -256,17 +256,17 @@ def _audits(tables: TablesLike) -> list[tuple[str, str, str | None]]:
     return list(zip(audits["env_id"], audits["state"], audits["detail"], strict=True))
 
 
-def _hinted_answers(tables: TablesLike) -> dict[str, dict[int, set[str]]]:
-    """The answers of the panel's hinted wins as played: the run database's record of them
-    (`store.Tables.hinted_answers`, read before judging), else those of `tables.episodes`
-    (tables from a file, whose episodes are as played)."""
-    recorded = getattr(tables, "hinted_answers", None)
+def _rescue_answers(tables: TablesLike) -> dict[str, dict[int, set[Answer]]]:
+    """What the hint changed in the panel's rescues as played: the run database's record of it
+    (`store.Tables.rescue_answers`, read before judging), else from `tables.episodes` (tables
+    from a file, whose episodes are as played)."""
+    recorded = getattr(tables, "rescue_answers", None)
     if isinstance(recorded, dict):
         return recorded
     eps = tables.episodes
     if "transcript" not in eps.columns:
         return {}
-    return hinted_answers(eps.to_dict("records"))
+    return rescue_answers(rescues(eps.to_dict("records")))
 
 
 def copied_win(transcript: object, hint: str, phrases: set[str] | None = None) -> bool:
@@ -327,9 +327,10 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
       the hint, or only by copying it (`tables.battery`, recorded for the run's validated
       environments, fixed-pool ones included);
     - `fixed_answer`: the winning answer is the same on every seed: validation's oracle gave
-      one answer on all the seeds it played (`tables.battery`), or the panel's hinted wins give
-      one answer on more seeds than chance explains (`duel.answers.fixed_in_play`, over
-      `tables.hinted_answers`, or the episodes of tables read from a file).
+      one answer on all the seeds it played (`tables.battery`), or what the hint changed in the
+      panel's rescues is one answer on more seeds than chance explains
+      (`duel.answers.fixed_in_play`, over `tables.rescue_answers`, or the episodes of tables
+      read from a file).
 
     Informational, over the panel (solvers other than the author) only:
     - `unsolved_with_hint`: nobody won with the hint (an environment nobody played with the
@@ -350,9 +351,9 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
     hints = dict(zip(envs["env_id"], envs["hint"].fillna(""), strict=False))
     battery: dict[str, BatteryFindings] = getattr(tables, "battery", None) or {}
     flags: dict[str, list[str]] = {e: [] for e in envs["env_id"]}
-    # the author's-fault flags: the typed facts (audit states, the battery's flag, the hinted
-    # wins' answers as played), one rule
-    faults = author_faults(_audits(tables), battery, _hinted_answers(tables))
+    # the author's-fault flags: the typed facts (audit states, the battery's flag, what the
+    # hint changed in the rescues as played), one rule
+    faults = author_faults(_audits(tables), battery, _rescue_answers(tables))
     for env_id, fault in faults.items():
         if env_id in flags:
             flags[env_id].append(fault.flag)

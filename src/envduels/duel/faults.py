@@ -5,8 +5,8 @@ every seed, is its author's fault in every episode.
 One rule, asked by everything that reads a run: the run database's analysis tables
 (`store.Tables`, whose episodes read judged) and the analysis's flags
 (`analysis.metrics.environment_flags`). It reads typed facts, the audits' `AuditState`, the
-battery's `Flag` and the answers of the hinted wins as played (`duel.answers`), never a reason
-text.
+battery's `Flag` and what the hint changed in the rescues as played (`duel.answers`), never a
+reason text.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from envduels.duel.answers import OracleAnswers, fixed_in_play
+from envduels.duel.answers import Answer, OracleAnswers, fixed_in_play
 from envduels.duel.outcomes import BATTERY_FLAGS, AuditState, Flag, Outcome
 
 AUDIT_REASON = "replay audit"
@@ -26,8 +26,8 @@ BATTERY_REASON = "degenerate-policy battery"
 """Every played episode of an environment the battery flagged reads as `incomplete` with a reason
 starting with this."""
 PLAY_REASON = "hinted wins in play"
-"""Every played episode of an environment flagged `fixed_answer` from its hinted wins (not by
-validation) reads as `incomplete` with a reason starting with this."""
+"""Every played episode of an environment flagged `fixed_answer` from its rescues in play (not
+by validation) reads as `incomplete` with a reason starting with this."""
 
 Source = Literal["audit", "battery", "play"]
 """Who found an author's fault: the replay audit, validation's battery, the hinted wins."""
@@ -53,21 +53,22 @@ class AuthorFault:
 
 
 def oracle_answers(found: object) -> OracleAnswers:
-    """What validation's answer check recorded in the battery's findings (`answer_seeds`,
-    `answers`); no evidence for findings without them (a database from before the check, a
-    run whose validation did not play the oracle)."""
-    if not isinstance(found, Mapping):
+    """What validation's answer check recorded in the battery's findings (`answers`: seed, as
+    text, -> the digest of the oracle's final answer there); no evidence for findings without
+    it (a database from before the check, an environment without an oracle)."""
+    recorded = found.get("answers") if isinstance(found, Mapping) else None
+    if not isinstance(recorded, Mapping):
         return OracleAnswers()
-    seeds, counts = found.get("answer_seeds"), found.get("answers")
-    if type(seeds) is not int or seeds < 0 or not isinstance(counts, Mapping):
-        return OracleAnswers()
-    clean = {k: v for k, v in counts.items() if isinstance(k, str) and type(v) is int and v >= 0}
-    return OracleAnswers(seeds, clean)
+    by_seed: dict[int, str] = {}
+    for seed, digest in recorded.items():
+        if isinstance(seed, str) and seed.isdigit() and isinstance(digest, str):
+            by_seed[int(seed)] = digest
+    return OracleAnswers(by_seed)
 
 
 def author_faults(audits: Iterable[tuple[str, str, str | None]],
                   battery: Mapping[str, object],
-                  played: Mapping[str, Mapping[int, Collection[str]]] | None = None,
+                  played: Mapping[str, Mapping[int, Collection[Answer]]] | None = None,
                   ) -> dict[str, AuthorFault]:
     """env_id -> its `AuthorFault`, for every environment that is its author's fault; one flag
     per environment, the first of:
@@ -76,10 +77,12 @@ def author_faults(audits: Iterable[tuple[str, str, str | None]],
     environment with a `mismatch` is `nondeterministic` with the detail of its first one.
     `battery`: env_id -> the battery's findings (`Verdict.battery`: a mapping whose `flag` is
     `trivial`, `hint_is_key`, `fixed_answer` or None).
-    `played`: env_id -> seed -> the `answer_key`s of the panel's hinted wins as played (before
-    any judging): `fixed_answer` when `duel.answers.fixed_in_play` says one answer wins too many
-    seeds, given the oracle's answers the battery's findings recorded. What the battery did not
-    find never clears it: a battery that lost before it could use the hint proves nothing.
+    `played`: env_id -> seed -> what the hint changed in the panel's rescues as played, before
+    any judging (`duel.answers.rescue_answers`): `fixed_answer` when `duel.answers.fixed_in_play`
+    says one answer wins too many seeds, given the oracle's answers the battery's findings
+    recorded per seed. What the
+    battery did not find never clears it: a battery that lost before it could use the hint
+    proves nothing.
     """
     out: dict[str, AuthorFault] = {}
     for env_id, state, detail in audits:

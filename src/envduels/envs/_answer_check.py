@@ -9,14 +9,14 @@ while every one agrees, of oracle plays on further seeds drawn from the validati
 teaching. An environment whose answers differ stops at the first seed that differs: about one
 oracle episode more for a two-answer maze, none for most.
 
-What it records (`AnswerFindings`, kept in the battery's findings) is the count of seeds per
-answer, each answer as `answer_digest`, for the analysis of play (`duel.answers.fixed_in_play`).
+What it records (`AnswerFindings`, kept in the battery's findings) is the oracle's answer on
+each benchmark seed, as `answer_digest`, for the analysis of play
+(`duel.answers.fixed_in_play`), and how many seeds it compared.
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -43,11 +43,12 @@ def drawn_seeds(salt: str, taken: list[int], n: int) -> list[int]:
 
 @dataclass
 class AnswerFindings:
-    """The oracle's final answers: on `seeds` seeds, how many gave each (`answer_digest` ->
-    seeds), and whether one answer held on `ANSWER_SEEDS` seeds (`fixed`, with its `detail`)."""
+    """The oracle's final answers: on how many seeds they were compared (`seeds`), the answer on
+    each benchmark seed (`by_seed`: seed -> `answer_digest`), and whether one answer held on
+    `ANSWER_SEEDS` seeds (`fixed`, with its `detail`)."""
 
     seeds: int = 0
-    counts: dict[str, int] = field(default_factory=dict)
+    by_seed: dict[int, str] = field(default_factory=dict)
     fixed: bool = False
     detail: str = ""
 
@@ -58,19 +59,17 @@ async def check_answers(oracle_final: OracleFinal, finals: dict[int, str], salt:
     all agree and `draw`, the final actions of `oracle_final` on drawn seeds until one differs
     or `ANSWER_SEEDS` seeds agree. `draw=False` (an environment that ignores its seed: every
     seed is the same instance, so its answer agrees by construction) only records `finals`."""
-    keys = [answer_key(action) for action in finals.values()]
-    counts = Counter(keys)
-    seeds = len(keys)
-    if draw and len(counts) == 1 and seeds < ANSWER_SEEDS:
-        (answer,) = counts
+    by_seed = {seed: answer_key(action) for seed, action in finals.items()}
+    answers = set(by_seed.values())
+    seeds = len(by_seed)
+    if draw and len(answers) == 1 and seeds < ANSWER_SEEDS:
         for seed in drawn_seeds(salt, list(finals), ANSWER_SEEDS - seeds):
-            key = answer_key(await oracle_final(seed))
-            counts[key] += 1
+            answers.add(answer_key(await oracle_final(seed)))
             seeds += 1
-            if key != answer:
+            if len(answers) > 1:
                 break
-    found = AnswerFindings(seeds, {answer_digest(k): v for k, v in counts.items()})
-    if draw and len(counts) == 1 and seeds >= ANSWER_SEEDS:
+    found = AnswerFindings(seeds, {seed: answer_digest(k) for seed, k in by_seed.items()})
+    if draw and len(answers) == 1 and seeds >= ANSWER_SEEDS:
         found.fixed = True
         found.detail = (f"the oracle's winning answer is the same on all {seeds} seeds it played "
                         f"({len(finals)} benchmark seeds and {seeds - len(finals)} drawn ones): "

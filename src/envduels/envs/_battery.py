@@ -233,7 +233,7 @@ class BatteryFindings(TypedDict, total=False):
     hint_tokens: int
     hint_tokens_covered: bool
     answer_seeds: int
-    answers: dict[str, int]
+    answers: dict[str, str]
 
 
 def _hint_copier(phrases: list[str], echo: bool) -> Callable[[int], Policy]:
@@ -313,8 +313,9 @@ class BatteryResult:
     hint_tokens_covered: bool = False
     answer_seeds: int = 0
     """Seeds on which the answer check compared the oracle's final answer (0: it did not run)."""
-    answers: dict[str, int] = field(default_factory=dict)
-    """`duel.answers.answer_digest` of each final answer -> on how many of those seeds."""
+    answers: dict[str, str] = field(default_factory=dict)
+    """Benchmark seed (as text: a JSON key) -> `duel.answers.answer_digest` of the oracle's
+    final answer on it."""
 
     def to_json(self) -> BatteryFindings:
         """A JSON-ready dict with exactly the fields above."""

@@ -455,7 +455,8 @@ async def validate_env(
             finals = {seed: o.actions[-1] for seed, o in zip(seeds, oracles, strict=True) if o}
             answers = await check_answers(oracle_final, finals, salt,
                                           draw=SEED_IGNORED not in flags)
-            found.answer_seeds, found.answers = answers.seeds, answers.counts
+            found.answer_seeds = answers.seeds
+            found.answers = {str(seed): digest for seed, digest in answers.by_seed.items()}
             if answers.fixed:
                 found.flag, found.detail = FIXED_ANSWER, answers.detail
         battery = found.to_json()
