@@ -310,7 +310,8 @@ class Tournament:
             record = fixed_env_record(spec, run_seed=self.cfg.seed,
                                       seeds_per_env=self.cfg.tournament.seeds_per_env)
             try:
-                verdict = await self._fixed_verdict(record.spec)
+                async with self._env_slots:   # one sandbox at a time per validation
+                    verdict = await self._fixed_verdict(record.spec)
             except SandboxDown as err:
                 log.error("validating %s failed: a sandbox could not start (%s)", spec.id, err)
                 self._errors += 1
