@@ -72,8 +72,9 @@ GLOSSARY: dict[str, str] = {
     Flag.HINT_IS_KEY: "flag: in validation copying the hint's words (and echoing what the environment showed) won most "
                  "seeds: the hint is the answer or a password; every episode of it counts as its author's fault",
     Flag.FIXED_ANSWER: "flag: the winning answer is the same on every seed (validation's oracle gave one final answer "
-                  "on every seed it played, or the hinted wins did on more seeds than chance explains), so a hint "
-                  "can simply hand it over, in any disguise; every episode of it counts as its author's fault",
+                  "on every seed it played, or what the hint changed in the wins it rescued was the same on too many "
+                  "seeds to be a coincidence), so a hint can simply hand it over, in any disguise; every episode of "
+                  "it counts as its author's fault",
 }
 """Every column and term the report shows, defined once (hover titles and the glossary section)."""
 
