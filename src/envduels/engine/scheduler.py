@@ -297,11 +297,11 @@ class Tournament:
         """Validate and record every fixed-pool environment not recorded yet, as an authored
         one is: the same checks, battery and answer check on its benchmark seeds, under the
         run's hint rules and the environment's own turn cap (as `envduels validate` does), its
-        verdict recorded as attempt 0. An invalid one is
-        recorded invalid (never played); a flagged one is its author's fault. A verdict judged
-        before in a sandbox with the same source, seeds, options and validator comes from the
-        verdict cache (`envs._verdict_cache`). A sandbox that cannot start leaves the
-        environment unrecorded (an error: a resumed run validates it again)."""
+        verdict recorded as attempt 0. An invalid one is recorded invalid (never played); a
+        flagged one is its author's fault. A verdict judged before in a sandbox with the same
+        source, seeds, options and validator comes from the verdict cache
+        (`envs._verdict_cache`). A sandbox that cannot start leaves the environment unrecorded
+        (an error: a resumed run validates it again)."""
         todo = [s for s in self.fixed_envs if self.store.environment(s.id) is None]
         if not todo:
             return
