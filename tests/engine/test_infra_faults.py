@@ -30,9 +30,14 @@ def test_an_episode_whose_sandbox_cannot_start_is_an_error_and_is_replayed(
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     seeds = library_env("subtraction_game").benchmark_seeds
     with ScriptedServer(respond, api_key=KEY) as server:
-        cfg = config(server.base_url, str(tmp_path / "run"))
+        cfg = config(server.base_url, str(tmp_path / "warm"))
         cfg["players"] = [p for p in cfg["players"] if p["name"] == "carol"]
         cfg["tournament"]["environments"] = ["subtraction_game"]
+        # a run validates its fixed pool first, in a sandbox too: a first run caches the
+        # verdict, so the broken sandbox below meets the episodes
+        assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == 0
+        asked = server.request_count
+        cfg["output_dir"] = str(tmp_path / "run")
         path = _write(tmp_path, cfg)
         with monkeypatch.context() as broken:
             broken.setattr(_launcher.host(), "bwrap", "/nonexistent/envduels-test/bwrap")
@@ -43,7 +48,7 @@ def test_an_episode_whose_sandbox_cannot_start_is_an_error_and_is_replayed(
         assert len(first) == len(seeds) * 2
         assert {e.outcome for e in first} == {"error"}
         assert all(e.reason.startswith(START_FAILED) and e.turns == 0 for e in first)
-        assert server.request_count == 0      # no model was asked: the episode never began
+        assert server.request_count == asked  # no model was asked: the episode never began
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
     store = Store(tmp_path / "run", create=False)
     again = store.episodes()
