@@ -93,9 +93,8 @@ def test_a_binding_named_in_the_environment_must_exist_and_be_installed(monkeypa
         _local.chosen_binding()
 
 
-def test_the_prebuilt_server_is_started_with_an_explicit_thread_count():
+def test_the_prebuilt_server_generates_with_half_the_cpus_at_most_four():
     command = _local.server_command("xllamacpp", Path("/m.gguf"), 8123, 512)
-    threads = command[command.index("--threads") + 1]
-    assert 1 <= int(threads) <= min(len(os.sched_getaffinity(0)), 4)
-    assert command[-8:] == ["--model", "/m.gguf", "--port", "8123", "--n_ctx", "512",
-                            "--threads", threads]
+    half = max(1, min(len(os.sched_getaffinity(0)) // 2, 4))
+    assert command[-10:] == ["--model", "/m.gguf", "--port", "8123", "--n_ctx", "512",
+                             "--threads", str(half), "--threads-batch", str(half)]

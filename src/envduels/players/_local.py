@@ -74,8 +74,8 @@ _BINDING_MODULES = {
     BUILT: ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context",
             "pydantic_settings"),
 }
-# Generation threads: the machine's CPUs, up to 4 (a 135M model gains nothing from more).
-# Set explicitly: xllamacpp left at its default crawled on a busy 2-core machine.
+# Generation threads at most (a 135M model gains nothing from more); set explicitly, since
+# xllamacpp left at its default crawled on a busy 2-core machine.
 MAX_THREADS = 4
 
 
@@ -163,16 +163,23 @@ os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
 _XLLAMACPP_SERVER = Path(__file__).with_name("_xllamacpp_server.py")
 
 
-def server_threads() -> int:
-    """How many threads the model server generates with: this process's CPUs, at most 4."""
-    return max(1, min(len(os.sched_getaffinity(0)), MAX_THREADS))
+def server_threads() -> tuple[int, int]:
+    """The model server's (generation, prompt) threads: half this process's CPUs, at most 4,
+    for both. llama.cpp syncs its threads at every layer, so a thread that the OS parks stalls
+    the others: on a 2-core machine under load, two threads generated 10× and read prompts 2×
+    slower than one (docs/players.md, "The embedded model"). Half leaves the rest to the
+    sandboxes and the engine, as llama_cpp.server does for generation."""
+    threads = max(1, min(len(os.sched_getaffinity(0)) // 2, MAX_THREADS))
+    return threads, threads
 
 
 def server_command(binding: str, path: Path, port: int, n_ctx: int) -> list[str]:
     """The command line that serves `path` through `binding` on 127.0.0.1:`port`."""
     if binding == PREBUILT:
+        threads, batch_threads = server_threads()
         args = [str(_XLLAMACPP_SERVER), "--model", str(path), "--port", str(port),
-                "--n_ctx", str(n_ctx), "--threads", str(server_threads())]
+                "--n_ctx", str(n_ctx), "--threads", str(threads),
+                "--threads-batch", str(batch_threads)]
     else:  # llama_cpp.server keeps its own thread defaults, as before the prebuilt binding
         args = ["-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
                 "--port", str(port), "--n_ctx", str(n_ctx)]

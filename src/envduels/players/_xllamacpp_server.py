@@ -1,7 +1,7 @@
 """The embedded model's server process through the prebuilt `xllamacpp` binding.
 
 Run as a script (`python PATH/_xllamacpp_server.py --model FILE --port N --n_ctx N
---threads N`), never imported by envduels: it starts llama.cpp's own OpenAI-compatible HTTP
+--threads N --threads-batch N`), never imported by envduels: it starts llama.cpp's own OpenAI-compatible HTTP
 server on 127.0.0.1 inside this process and waits until it is told to stop (SIGTERM, SIGINT)
 or its parent dies (`_local` arranges that). It imports nothing from envduels, so that the
 model's process starts with the binding alone.
@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--n_ctx", type=int, required=True)
     parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--threads-batch", type=int, required=True)
     args = parser.parse_args(argv)
 
     try:
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     params.n_parallel = 1  # the player sends one request at a time (ModelServer.slot)
     # Set explicitly: left at its default on a busy 2-core machine it crawled (0.68 tokens/s).
     params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads_batch
     params.sampling.penalty_repeat = REPEAT_PENALTY
     params.sampling.penalty_last_n = REPEAT_LAST_N
     params.verbosity = LOG_VERBOSITY
