@@ -55,7 +55,8 @@ def simulated_run() -> SimulatedRun:
     run = simulate_tournament(
         players=len(PLANTED), seed=DEMO_SEED, spread=0.5, p_invalid=0.1, p_incomplete=0.02,
         ability=[p.solving for p in PLANTED], author_difficulty=[0.0] * len(PLANTED),
-        author_teaching=[p.hint_writing for p in PLANTED], **DESIGN)
+        author_teaching=[p.hint_writing for p in PLANTED], envs_per_author=DESIGN["envs_per_author"],
+        rounds=DESIGN["rounds"], seeds=DESIGN["seeds"])
     return _renamed(run, {f"m{i:02d}": p.name for i, p in enumerate(PLANTED)})
 
 
