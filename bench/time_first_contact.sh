@@ -111,6 +111,19 @@ if [ "$only" != 1 ]; then
     | tee -a "$summary"
 fi
 
+# The quickstart's and the demo's reports read in headless Chromium (bench/read_report.py): what
+# each section says, and no blank one. It needs selenium: command 2's venv has it.
+reader=""
+for py in "${c2:-}/.venv/bin/python" "$here/.venv/bin/python"; do
+  [ -x "$py" ] && "$py" -c "import selenium" 2>/dev/null && { reader="$py"; break; }
+done
+if [ -n "${c1:-}" ] && [ -n "$reader" ] && [ -x /usr/bin/chromium ]; then
+  step "read both reports in headless Chromium" \
+    "$reader" "$here/bench/read_report.py" "$c1/quickstart.html" "$c1/demo.html" || true
+else
+  echo "(reports not read: needs command 1's reports, Chromium and a venv with selenium)" | tee -a "$summary"
+fi
+
 echo
 echo "== summary ($(date -u +%Y-%m-%d), $(nproc) CPUs, $(git -C "$repo" rev-parse --short "$branch"))"
 cat "$summary"
