@@ -98,3 +98,20 @@ def test_the_prebuilt_server_generates_with_half_the_cpus_at_most_four():
     half = max(1, min(len(os.sched_getaffinity(0)) // 2, 4))
     assert command[-10:] == ["--model", "/m.gguf", "--port", "8123", "--n_ctx", "512",
                              "--threads", str(half), "--threads-batch", str(half)]
+
+
+def test_a_failed_load_is_named_by_llama_cpp_s_first_error_line(tmp_path):
+    server = _local.ModelServer(Path("/m.gguf"), 512, "xllamacpp")
+    server.log_path = tmp_path / "server.log"
+    server.log_path.write_text(  # what xllamacpp logged when its KV cache did not fit (ulimit -v)
+        "0.00.002.836 W srv          init: security: no API key is set\n"
+        "0.00.266.307 E ggml_aligned_malloc: insufficient memory (attempted to allocate  45.00 MB)\n"
+        "0.00.269.087 E llama_init_from_model: failed to initialize the context\n"
+        "0.00.270.501 E srv          init: exiting due to model loading error\n"
+        "xllamacpp: Failed to init server, please check the input params.\n")
+    assert server._log_tail(0) == "ggml_aligned_malloc: insufficient memory (attempted to allocate 45.00 MB)"
+
+
+def test_a_server_killed_by_a_signal_is_named_by_the_signal():
+    assert _local._exit_words(-4) == "was killed by SIGILL"  # a CPU the binary was not built for
+    assert _local._exit_words(1) == "exited (code 1)"
