@@ -107,6 +107,7 @@ fi
 if [ "$want_test" = 1 ]; then
   say "pip install openenv-core==0.3.0 (without Gradio), for envduels serve"
   "${VPIP[@]}" install --no-deps "openenv-core==0.3.0"
-  "${VPIP[@]}" install "websockets>=15.0.1" "fastmcp>=3.0.0" "tomli>=2.3.0" "tomli-w>=1.2.0"
+  # fastapi: openenv's server is built on it (it used to arrive with llama-cpp-python[server])
+  "${VPIP[@]}" install "fastapi>=0.104.0" "websockets>=15.0.1" "fastmcp>=3.0.0" "tomli>=2.3.0" "tomli-w>=1.2.0"
 fi
 say "done in ${SECONDS} s: .venv/bin/envduels --help"
