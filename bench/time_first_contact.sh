@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Times README command 1 (install, quickstart, report) and command 2 (install with the test
 # tools, the test suite) as a newcomer meets them: each from a fresh clone, with empty pip, wheel
-# and verdict caches, printing each step's time and the install's own step times.
+# and verdict caches, printing each step's time and the install's own step times; then, in
+# command 2's clone, `pytest -m "not slow"` (the quick suite), and both reports read in headless
+# Chromium (bench/read_report.py). Command 2 takes most of an hour on 2 cores.
 #
 #   bench/time_first_contact.sh [--only 1|2] [--apt] [--repo PATH_OR_URL] [--branch NAME] [--keep]
 #
@@ -109,6 +111,10 @@ if [ "$only" != 1 ]; then
   tail -1 "$c2/pytest.log" | sed 's/^/    pytest: /' | tee -a "$summary"
   printf '%-44s %7.1f s\n' "README command 2 in all" "$(awk "BEGIN{print $(date +%s.%N) - $t0}")" \
     | tee -a "$summary"
+  # Not part of command 2: the quick suite a contributor runs, timed in the same clone after it.
+  step '.venv/bin/pytest -q -m "not slow"' \
+    in_clone "$c2" bash -c '.venv/bin/pytest -q -m "not slow" > pytest-not-slow.log 2>&1' || true
+  tail -1 "$c2/pytest-not-slow.log" | sed 's/^/    pytest -m "not slow": /' | tee -a "$summary"
 fi
 
 # The quickstart's and the demo's reports read in headless Chromium (bench/read_report.py): what
