@@ -117,7 +117,8 @@ def preface(report: RunReport) -> list[str]:
         "apart at 95%).",
         f"The best solver ({by_solving[0].name}) was planted as a weak hint writer, and "
         f"{names([p.name for p in by_hints[:2]])} as the best hint writers: the divergence "
-        "section measures that disagreement.",
+        "section measures that disagreement. Design convergence is left out: simulated "
+        "environments have no source code to compare.",
     ]
     return lines
 

@@ -143,8 +143,8 @@ def _no_plot_reasons(j: RunReport) -> dict[str, str]:
         "learning": ("Left out: this run has one round of valid authored environments, so there is nothing to "
                      "compare across rounds." if len(rounds) <= 1 else
                      "Left out: no author has a measured lift in any round."),
-        "design": ("Left out: episodes recorded by another harness carry no environment source to "
-                   "compare designs." if j.convergence is None else
+        "design": ("Left out: these episodes carry no environment source to compare designs (recorded by "
+                   "another harness, or simulated)." if j.convergence is None else
                    f"Left out: the design map needs two or more valid environments; this run has {valid}."),
         "cost": ("Left out: episodes recorded by another harness carry no costs." if j.costs is None
                  else "Left out: no cost or token counts were recorded for any player."),
