@@ -153,6 +153,20 @@ def report(
 
 
 @app.command()
+def demo(
+    json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE", help="Write the SPEC §8 JSON here.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write the HTML report here.")] = None,
+    bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
+) -> None:
+    """A report of a simulated tournament whose truth is known: every section with something
+    to find, and the planted orders beside the ones the ratings found (no model is run; default
+    output ./demo-report.html)."""
+    from envduels.report.commands import demo_command
+
+    raise typer.Exit(demo_command(json_path=json_path, html_path=html_path, bootstrap=bootstrap))
+
+
+@app.command()
 def leaderboard(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
     bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
