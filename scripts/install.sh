@@ -69,12 +69,10 @@ if [ "$want_embed" = 1 ] || [ "$want_test" = 1 ]; then
 fi
 say "pip install -e .[$extras]"
 "${VPIP[@]}" install --find-links "$wheels" "llama-cpp-python==$llama_version" -e ".[$extras]"
-# 5. `envduels serve` (extra `serve`): openenv-core without Gradio, the web UI it requires but
-#    envduels never starts (Gradio pins Pillow below what is installed here); then what its
-#    server and client import. With --test: the serve tests need it.
+# 5. `envduels serve` (extra `serve`: OpenEnv's current package, `openenv`, with its own
+#    dependencies). With --test: the serve tests need it.
 if [ "$want_test" = 1 ]; then
-  say "pip install openenv-core==0.3.0 (without Gradio), for envduels serve"
-  "${VPIP[@]}" install --no-deps "openenv-core==0.3.0"
-  "${VPIP[@]}" install "websockets>=15.0.1" "fastmcp>=3.0.0" "tomli>=2.3.0" "tomli-w>=1.2.0"
+  say "pip install -e .[serve] (openenv), for envduels serve"
+  "${VPIP[@]}" install -e ".[serve]"
 fi
 say "done: .venv/bin/envduels --help"
