@@ -12,13 +12,16 @@ Each dataset row names one (environment, seed): a group. `EpisodeRollouts` plays
 rollouts without the hint (`rl.play_episodes`), asks `HintedRescue` whether to re-roll it, plays
 the hinted re-roll on the same seed when told, and returns the kept rollouts; the hint sits in
 the prompt, which TRL never trains on. `RescueLog` writes the rescue's counters to
-`rescue.jsonl`, one row per optimiser step.
+`rescue.jsonl`, one row per optimiser step. With a `Curriculum`, the rows are placeholders and
+each group's (environment, seed) is drawn from the curriculum when the group is rolled out, so
+that the draw can use what training found so far (`by="trainable"`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
+from envduels.rl._curriculum import Basis, Curriculum, panel_learnability, training_seeds
 from envduels.rl._episodes import (
     EpisodeRequest,
     Rollout,
@@ -70,15 +74,9 @@ class Task:
 
 
 def tasks_of(specs: Sequence[EnvSpec]) -> list[Task]:
-    """One task per (environment, benchmark seed); an environment without benchmark seeds gets
-    the run-independent seeds `envs.benchmark_seeds` derives for it (run seed 0)."""
-    from envduels.envs import benchmark_seeds
-
-    out: list[Task] = []
-    for spec in specs:
-        seeds = spec.benchmark_seeds or tuple(benchmark_seeds(0, spec.id, 4))
-        out += [Task(spec, int(s)) for s in seeds]
-    return out
+    """One task per (environment, training seed): its benchmark seeds, or, without any, the
+    run-independent seeds `envs.benchmark_seeds` derives for it (`training_seeds`)."""
+    return [Task(spec, s) for spec in specs for s in training_seeds(spec.id, spec.benchmark_seeds)]
 
 
 RolloutBatch = dict[str, list[list[int]] | list[float] | list[int] | None]
@@ -93,20 +91,32 @@ class EpisodeRollouts:
     Groups of the step are played together (one batched generation per turn across all of
     them); a group whose (environment, seed) already appears earlier in the step is played in a
     later wave, so the rescue never confuses two groups of one key.
+
+    Without a `curriculum`, each group's prompt is a task's `name`. With one, the prompts are
+    placeholders and each group's task is drawn from `curriculum` with `rng` as it is rolled
+    out; the curriculum then `observe`s every group the rescue closes. `rescue_enabled=False`
+    never re-rolls (GRPO without the rescue: a baseline; the counters still count).
     """
 
     def __init__(self, tasks: Sequence[Task], rescue: HintedRescue, *, max_turns: int | None,
                  max_new_tokens: int, temperature: float, limits: SandboxLimits | None = None,
-                 unsafe_no_sandbox: bool = False) -> None:
+                 unsafe_no_sandbox: bool = False, curriculum: Curriculum | None = None,
+                 rng: random.Random | None = None, rescue_enabled: bool = True) -> None:
         self.tasks = {t.name: t for t in tasks}
         if len(self.tasks) != len(tasks):
             raise ValueError("two tasks share a name: environment ids must be unique")
+        self.by_key = {t.key: t for t in tasks}
         self.rescue = rescue
         self.max_turns = max_turns
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.limits = limits
         self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.curriculum = curriculum
+        self.rng = rng if rng is not None else random.Random(0)
+        self.rescue_enabled = rescue_enabled
+        if curriculum is not None and (missing := set(curriculum.probabilities()) - set(self.by_key)):
+            raise ValueError(f"the curriculum draws groups no task plays: {sorted(missing)[:3]}")
 
     def __call__(self, prompts: list[str], trainer: GRPOTrainer) -> RolloutBatch:
         size = trainer.num_generations
@@ -114,12 +124,7 @@ class EpisodeRollouts:
         if size is None or not isinstance(tokenizer, PreTrainedTokenizerBase):
             raise RuntimeError("rollout_func needs a GRPOTrainer with num_generations and a "
                                f"tokenizer as its processing_class (got {type(tokenizer)})")
-        groups = [prompts[i:i + size] for i in range(0, len(prompts), size)]
-        tasks = []
-        for group in groups:
-            if len(group) != size or any(p != group[0] for p in group):
-                raise RuntimeError(f"rollout_func expects runs of {size} identical prompts; got {group!r}")
-            tasks.append(self.tasks[group[0]])
+        tasks = self.groups_of(prompts, size)
         model = trainer.accelerator.unwrap_model(trainer.model)
         policy = HFPolicy(model, tokenizer, max_new_tokens=self.max_new_tokens,
                           temperature=self.temperature)
@@ -136,10 +141,22 @@ class EpisodeRollouts:
             "hint_level": [r.request.hint_level for r in rollouts],
         }
 
+    def groups_of(self, prompts: Sequence[str], size: int) -> list[Task]:
+        """The task of each group of the step's `prompts` (runs of `size` identical prompts):
+        the task the prompt names, or, with a curriculum, one drawn from it."""
+        groups = [prompts[i:i + size] for i in range(0, len(prompts), size)]
+        for group in groups:
+            if len(group) != size or any(p != group[0] for p in group):
+                raise RuntimeError(f"rollout_func expects runs of {size} identical prompts; got {group!r}")
+        if self.curriculum is None:
+            return [self.tasks[group[0]] for group in groups]
+        return [self.by_key[k] for k in self.curriculum.draw(len(groups), self.rng)]
+
     def roll_out(self, tasks: Sequence[Task], size: int, policy: TokenPolicy
                  ) -> list[list[Rollout]]:
         """The kept rollouts of each group (`size` each), after the rescue; in task order."""
         kept: list[list[Rollout]] = [[] for _ in tasks]
+        closed_before = len(self.rescue.closed)
         for wave in _waves([t.key for t in tasks]):
             level = {i: NO_HINT for i in wave}
             while level:
@@ -149,11 +166,14 @@ class EpisodeRollouts:
                 again: dict[int, int] = {}
                 for n, i in enumerate(level):
                     kept[i] = played[n * size:(n + 1) * size]
+                    offered = hint_levels(tasks[i].spec) if self.rescue_enabled else ()
                     nxt = self.rescue.decide(tasks[i].key, [r.reward for r in kept[i]],
-                                             hint_levels=hint_levels(tasks[i].spec))
+                                             hint_levels=offered)
                     if nxt is not None:
                         again[i] = nxt
                 level = again
+        if self.curriculum is not None:
+            self.curriculum.observe(self.rescue.closed[closed_before:])
         return kept
 
     async def _play(self, requests: list[EpisodeRequest], policy: TokenPolicy
@@ -207,7 +227,11 @@ class TrainSettings:
 
     `group`: rollouts per group (TRL's `num_generations`); `groups_per_step`: groups per
     optimiser step (default: one per environment); `max_turns` lowers each environment's own
-    turn cap; `max_new_tokens` caps one reply; `escalate` turns on the graded `hint_2` re-roll.
+    turn cap; `max_new_tokens` caps one reply; `escalate` turns on the graded `hint_2` re-roll;
+    `rescue=False` trains without the hinted rescue (a baseline). `curriculum` draws each group's
+    (environment, seed) by the specs' panel learnability or by the share of each environment's
+    groups that were trainable so far (`Curriculum`); None plays every (environment, seed) once
+    per epoch in TRL's shuffled order.
     """
 
     specs: tuple[EnvSpec, ...]
@@ -223,6 +247,8 @@ class TrainSettings:
     escalate: bool = False
     seed: int = 0
     unsafe_no_sandbox: bool = False
+    rescue: bool = True
+    curriculum: Basis | None = None
 
 
 @dataclass
@@ -254,10 +280,15 @@ def train(settings: TrainSettings, *, model: PreTrainedModel | None = None,
     tasks = tasks_of(settings.specs)
     per_step = settings.groups_per_step or len(settings.specs)
     rescue = HintedRescue(escalate=settings.escalate)
+    curriculum = None if settings.curriculum is None else curriculum_of(tasks, settings.curriculum)
     rollouts = EpisodeRollouts(tasks, rescue, max_turns=settings.max_turns,
                                max_new_tokens=settings.max_new_tokens,
                                temperature=settings.temperature,
-                               unsafe_no_sandbox=settings.unsafe_no_sandbox)
+                               unsafe_no_sandbox=settings.unsafe_no_sandbox,
+                               curriculum=curriculum, rng=random.Random(settings.seed),
+                               rescue_enabled=settings.rescue)
+    rows = ([{"prompt": t.name} for t in tasks] if curriculum is None else
+            [{"prompt": f"curriculum draw {i}"} for i in range(settings.steps * per_step)])
     config = GRPOConfig(
         output_dir=str(out / "trainer"),
         max_steps=settings.steps,
@@ -271,7 +302,7 @@ def train(settings: TrainSettings, *, model: PreTrainedModel | None = None,
         logging_steps=1,
         save_strategy="no",
         report_to="none",
-        use_cpu=True,
+        use_cpu=not _has_cuda(),
         bf16=False,
         seed=settings.seed,
         disable_tqdm=True,
@@ -281,7 +312,7 @@ def train(settings: TrainSettings, *, model: PreTrainedModel | None = None,
         processing_class=tokenizer,
         reward_funcs=env_reward,
         args=config,
-        train_dataset=Dataset.from_list([{"prompt": t.name} for t in tasks]),
+        train_dataset=Dataset.from_list(rows),
         rollout_func=rollouts,
         callbacks=[RescueLog(rescue, log_path)],
     )
@@ -293,3 +324,20 @@ def train(settings: TrainSettings, *, model: PreTrainedModel | None = None,
     trainer.save_model(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))
     return Trained(trained, tokenizer, model_dir)
+
+
+def curriculum_of(tasks: Sequence[Task], by: Basis) -> Curriculum:
+    """A curriculum over `tasks`' (environment, seed) groups; each environment's learnability is
+    its spec's panel result (an export's `metadata.panel.learnability`)."""
+    seeds: dict[str, list[int]] = {}
+    learnability: dict[str, float | None] = {}
+    for task in tasks:
+        seeds.setdefault(task.spec.id, []).append(task.seed)
+        learnability[task.spec.id] = panel_learnability(task.spec.metadata)
+    return Curriculum(seeds, by=by, learnability=learnability)
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
