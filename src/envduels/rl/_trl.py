@@ -271,16 +271,17 @@ def train(settings: TrainSettings, *, model: PreTrainedModel | None = None,
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    tasks = tasks_of(settings.specs)
+    # before the model loads: a curriculum that cannot draw is the user's to fix at once
+    curriculum = None if settings.curriculum is None else curriculum_of(tasks, settings.curriculum)
     if model is None or tokenizer is None:
         model, tokenizer = load_model(settings.model)
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / RESCUE_LOG
     log_path.write_text("", encoding="utf-8")
-    tasks = tasks_of(settings.specs)
     per_step = settings.groups_per_step or len(settings.specs)
     rescue = HintedRescue(escalate=settings.escalate)
-    curriculum = None if settings.curriculum is None else curriculum_of(tasks, settings.curriculum)
     rollouts = EpisodeRollouts(tasks, rescue, max_turns=settings.max_turns,
                                max_new_tokens=settings.max_new_tokens,
                                temperature=settings.temperature,
