@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ from envduels.rl._episodes import (
     play_episodes,
 )
 from envduels.rl._model import HFPolicy, load_model
-from envduels.rl._rescue import NO_HINT, GroupKey, HintedRescue
+from envduels.rl._rescue import HINT_1, NO_HINT, GroupKey, HintedRescue
 
 if TYPE_CHECKING:
     from transformers import (
@@ -79,6 +79,9 @@ def tasks_of(specs: Sequence[EnvSpec]) -> list[Task]:
     return [Task(spec, s) for spec in specs for s in training_seeds(spec.id, spec.benchmark_seeds)]
 
 
+SelfHint = Callable[[Task, int, TokenPolicy], str]
+"""Writes the hint a re-roll of a task shows at a hint level, with the policy in training."""
+
 RolloutBatch = dict[str, list[list[int]] | list[float] | list[int] | None]
 """What `rollout_func` gives TRL for a step: per rollout, the fields TRL reads
 (`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`) and the extra ones it forwards to
@@ -96,12 +99,16 @@ class EpisodeRollouts:
     placeholders and each group's task is drawn from `curriculum` with `rng` as it is rolled
     out; the curriculum then `observe`s every group the rescue closes. `rescue_enabled=False`
     never re-rolls (GRPO without the rescue: a baseline; the counters still count).
+    `self_hint(task, level, policy)`, when given, writes the hint a re-roll shows (SAGE-style:
+    the model's own, e.g. from the environment's oracle play) in place of the author's, for
+    every environment, with or without an author's hint (docs/training.md).
     """
 
     def __init__(self, tasks: Sequence[Task], rescue: HintedRescue, *, max_turns: int | None,
                  max_new_tokens: int, temperature: float, limits: SandboxLimits | None = None,
                  unsafe_no_sandbox: bool = False, curriculum: Curriculum | None = None,
-                 rng: random.Random | None = None, rescue_enabled: bool = True) -> None:
+                 rng: random.Random | None = None, rescue_enabled: bool = True,
+                 self_hint: SelfHint | None = None) -> None:
         self.tasks = {t.name: t for t in tasks}
         if len(self.tasks) != len(tasks):
             raise ValueError("two tasks share a name: environment ids must be unique")
@@ -115,6 +122,7 @@ class EpisodeRollouts:
         self.curriculum = curriculum
         self.rng = rng if rng is not None else random.Random(0)
         self.rescue_enabled = rescue_enabled
+        self.self_hint = self_hint
         if curriculum is not None and (missing := set(curriculum.probabilities()) - set(self.by_key)):
             raise ValueError(f"the curriculum draws groups no task plays: {sorted(missing)[:3]}")
 
@@ -160,13 +168,14 @@ class EpisodeRollouts:
         for wave in _waves([t.key for t in tasks]):
             level = {i: NO_HINT for i in wave}
             while level:
-                requests = [EpisodeRequest(tasks[i].spec, tasks[i].seed, lvl)
+                shown = {i: self._shown(tasks[i], lvl, policy) for i, lvl in level.items()}
+                requests = [EpisodeRequest(shown[i], tasks[i].seed, lvl)
                             for i, lvl in level.items() for _ in range(size)]
                 played = asyncio.run(self._play(requests, policy))
                 again: dict[int, int] = {}
                 for n, i in enumerate(level):
                     kept[i] = played[n * size:(n + 1) * size]
-                    offered = hint_levels(tasks[i].spec) if self.rescue_enabled else ()
+                    offered = self._offered(tasks[i]) if self.rescue_enabled else ()
                     nxt = self.rescue.decide(tasks[i].key, [r.reward for r in kept[i]],
                                              hint_levels=offered)
                     if nxt is not None:
@@ -175,6 +184,18 @@ class EpisodeRollouts:
         if self.curriculum is not None:
             self.curriculum.observe(self.rescue.closed[closed_before:])
         return kept
+
+    def _offered(self, task: Task) -> tuple[int, ...]:
+        """The hint levels a re-roll of `task` may use: the environment's, or level 1 for
+        every environment when the hint is the model's own."""
+        return (HINT_1,) if self.self_hint is not None else hint_levels(task.spec)
+
+    def _shown(self, task: Task, level: int, policy: TokenPolicy) -> EnvSpec:
+        """The spec a roll at `level` plays: the task's, or with a self-hint, the task's with
+        the hint `self_hint` wrote in place of the author's."""
+        if level == NO_HINT or self.self_hint is None:
+            return task.spec
+        return replace(task.spec, hints={"hint": self.self_hint(task, level, policy)})
 
     async def _play(self, requests: list[EpisodeRequest], policy: TokenPolicy
                     ) -> list[Rollout]:
