@@ -132,3 +132,24 @@ def test_hostile_learnability_values_count_as_unmeasured():
     assert curriculum.unmeasured == ["nan", "big", "neg", "bool", "text"]
     assert curriculum.weights() == {"nan": 0.0, "big": 0.0, "neg": 0.0, "bool": 0.0, "text": 0.0,
                                     "ok": 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_real_grpo_step_plays_only_what_the_curriculum_draws(smollm2, tmp_path):
+    import copy
+    import json
+    from dataclasses import replace
+
+    from envduels.envs import library_env
+    from envduels.rl.grpo import TrainSettings, train
+
+    model, tokenizer = smollm2
+    specs = tuple(replace(library_env(name), benchmark_seeds=(seed,),
+                          metadata={"panel": {"learnability": learn}})
+                  for name, seed, learn in [("number_guess", 1, 0.25), ("nim", 2, 0.0)])
+    settings = TrainSettings(specs=specs, out=tmp_path, steps=1, group=2, groups_per_step=2,
+                             max_turns=1, max_new_tokens=8, curriculum="learnability")
+    train(settings, model=copy.deepcopy(model), tokenizer=tokenizer, save=False)
+    rows = [json.loads(line) for line in (tmp_path / "rescue.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["groups"], r["environments"]) for r in rows] == [(1, 2, {"number_guess": 2})]

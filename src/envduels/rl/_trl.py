@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -229,7 +230,9 @@ def env_reward(completions: list[object], env_reward: list[float], **_: object
 
 
 class RescueLog(TrainerCallback):
-    """Appends the rescue's counters of each optimiser step to `path` (one JSON row per step)."""
+    """Appends the rescue's counters of each optimiser step to `path` (one JSON row per step),
+    with `environments`: how many of the step's groups each environment had (what a curriculum
+    drew)."""
 
     def __init__(self, rescue: HintedRescue, path: Path) -> None:
         self.rescue = rescue
@@ -237,7 +240,9 @@ class RescueLog(TrainerCallback):
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState,
                     control: TrainerControl, **kwargs: object) -> None:
-        row = self.rescue.end_step(state.global_step).to_json()
+        played = Counter(record.key[0] for record in self.rescue.closed)
+        row = {**self.rescue.end_step(state.global_step).to_json(),
+               "environments": dict(sorted(played.items()))}
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
 
