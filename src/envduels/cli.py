@@ -241,8 +241,10 @@ def export(
     min_pass: Annotated[float | None, typer.Option(metavar="RATE", help="Lowest panel no-hint pass rate kept.")] = None,
     max_pass: Annotated[float | None, typer.Option(metavar="RATE", help="Highest panel no-hint pass rate kept.")] = None,
     target: Annotated[str | None, typer.Option(metavar="NAME", help="Keep what this model fails without the hint and passes with it.")] = None,
+    unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
 ) -> None:
-    """Write a run's valid environments as RL training data."""
+    """Write a run's valid environments as RL training data (jsonl and hf: one self-distillation
+    row per environment and seed, its first turn read in the sandbox)."""
     from envduels.export import export_command
 
     raise typer.Exit(
@@ -256,6 +258,7 @@ def export(
             min_pass=min_pass,
             max_pass=max_pass,
             target=target,
+            unsafe_no_sandbox=unsafe_no_sandbox,
         )
     )
 

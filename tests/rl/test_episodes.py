@@ -198,6 +198,30 @@ def test_the_same_environment_and_seed_twice_in_a_step_are_played_in_separate_wa
     assert rescue.end_step(1).exhausted_group_fraction == 1.0
 
 
+def test_a_self_hint_replaces_the_author_s_and_rescues_an_environment_without_one():
+    pytest.importorskip("trl", reason="needs the train extra: pip install 'envduels[train]'")
+    from dataclasses import replace
+
+    from envduels.rl.grpo import EpisodeRollouts, Task
+
+    bare = replace(SPEC, hints={})   # no author's hint: the plain rescue keeps it unhinted
+    policy = CharPolicy({11: ["\\boxed{x}"]}, hinted={11: ["\\boxed{open}"]})
+    written = []
+
+    def self_hint(task, level, pol):
+        written.append((task.key, level, pol is policy))
+        return "try the word open"
+
+    rescue = HintedRescue()
+    rollouts = EpisodeRollouts([Task(bare, 11)], rescue, max_turns=1, max_new_tokens=8,
+                               temperature=1.0, self_hint=self_hint)
+    kept = rollouts.roll_out([Task(bare, 11)], 2, policy)
+    assert written == [(("lock", 11), 1, True)]   # one hint for the whole re-rolled group
+    assert [r.reward for r in kept[0]] == [1.0, 1.0]
+    assert kept[0][0].messages[1]["content"].startswith("Hint: try the word open\n\nObservation: lock 11")
+    assert rescue.end_step(1).rescued_group_fraction == 1.0
+
+
 @pytest.mark.slow
 def test_smollm2_turn_tokens_are_exactly_the_chat_template_of_the_whole_conversation():
     pytest.importorskip("trl", reason="needs the train extra: pip install 'envduels[train]'")

@@ -1,10 +1,12 @@
 """The ASGI app of `envduels serve`: OpenEnv's own server app around `DuelEnvironment`, plus
 `GET /environments`, a body-size cap, a Host check and one-line errors.
 
-OpenEnv's `create_app` builds the app (`/reset`, `/step`, `/state`, `/schema`, `/metadata`,
-`/health`, `/ws`); with its web interface off, which is its default and what envduels uses
-(the Gradio UI is not installed), `create_app` is `create_fastapi_app`, called here directly so
-that an `ENABLE_WEB_INTERFACE` in the caller's environment cannot swap the app.
+OpenEnv's `create_fastapi_app` builds the app (`/reset`, `/step`, `/state`, `/schema`,
+`/metadata`, `/health`, `/ws`, `/mcp`): what OpenEnv's `create_app` returns with its Gradio web
+interface off. It is called directly, in simulation mode, so that neither an
+`ENABLE_WEB_INTERFACE` (a web playground, with no login, beside the routes the protocol defines)
+nor an `OPENENV_MODE=production` (no HTTP `/reset` and `/step`) in the caller's environment
+changes what is served.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.types import ServerMode
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -25,7 +28,14 @@ from starlette.websockets import WebSocketDisconnect
 
 from envduels.serve._catalog import Served
 from envduels.serve._connection import CONNECTION, Connection
-from envduels.serve._env import TRANSPORT, DuelAction, DuelEnvironment, DuelObservation, Panel
+from envduels.serve._env import (
+    TRANSPORT,
+    DuelAction,
+    DuelEnvironment,
+    DuelObservation,
+    DuelState,
+    Panel,
+)
 from envduels.serve._session import Hub
 
 MAX_BODY_BYTES = 1 << 20
@@ -172,7 +182,8 @@ def build_app(served: dict[str, Served], *, max_sessions: int = 32,
     hub = Hub(served, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
               unsafe_no_sandbox=unsafe_no_sandbox)
     app = create_fastapi_app(functools.partial(DuelEnvironment, hub), DuelAction,
-                             DuelObservation, max_concurrent_envs=max_sessions)
+                             DuelObservation, max_concurrent_envs=max_sessions,
+                             state_cls=DuelState, mode=ServerMode.SIMULATION)
     app.title = "envduels serve"
     app.state.hub = hub
 
