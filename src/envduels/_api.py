@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from envduels.config import RunConfig
     from envduels.engine.run import Session
     from envduels.envs import EnvSpec
-    from envduels.store import EnvRecord, EpisodeRow, Store, Tables
+    from envduels.store import EnvRecord, EpisodeRow, RunReader, Tables
 
     ConfigLike: TypeAlias = str | Path | Mapping[str, object] | RunConfig
     """What `run` and `arun` accept as a config: a YAML path, a mapping, a `RunConfig`."""
@@ -50,7 +50,7 @@ class Run:
                             "which holds run.db)")
         self.path = path
         self.session = session
-        with self._store() as store:
+        with self._reader() as store:
             self.config: RunConfig | None = store.run_config()
         self.name: str = (self.config.name if self.config is not None else "") or path.name
 
@@ -58,32 +58,29 @@ class Run:
         return f"Run({str(self.path)!r}, name={self.name!r})"
 
     @contextmanager
-    def _store(self) -> Iterator[Store]:
-        # the store turns a missing, unreadable or non-SQLite run.db into one-line UserErrors
-        from envduels.store import Store
+    def _reader(self) -> Iterator[RunReader]:
+        # the reader turns a missing, unreadable or non-SQLite run.db into one-line UserErrors
+        from envduels.store import RunReader
 
-        store = Store.open_readonly(self.path, live=False)
-        try:
-            yield store
-        finally:
-            store.close()
+        with RunReader(self.path) as reader:
+            yield reader
 
     def tables(self) -> Tables:
         """Players, environments and episodes as pandas DataFrames: exactly what the report
         analyses (`envduels.store.Tables` documents the columns)."""
-        with self._store() as store:
+        with self._reader() as store:
             return store.tables()
 
     def environments(self) -> list[EnvRecord]:
         """Every environment the run recorded (valid or not, authored or from a fixed pool),
         in the order first recorded; `record.spec` is the environment as played."""
-        with self._store() as store:
+        with self._reader() as store:
             return store.environments()
 
     def episodes(self) -> list[EpisodeRow]:
         """Every finished episode as recorded (any outcome, `error` included), oldest first,
         with its transcript."""
-        with self._store() as store:
+        with self._reader() as store:
             return store.episodes()
 
     def report(self, *, bootstrap: int = 1000, seed: int = 0) -> RunReport:

@@ -442,10 +442,10 @@ def export_command(
         raise UserError(f"--format {fmt!r} is unknown; use one of: {', '.join(FORMATS)}")
     if not Path(run_dir).is_dir():
         raise UserError(f"run folder {run_dir} does not exist; pass the output_dir of an `envduels run`")
-    from envduels.store import Store
+    from envduels.store import RunReader
 
     filters = Filters(list(authors), list(rounds), list(flags), min_pass, max_pass, target)
-    with Store.open_readonly(run_dir, live=False) as store:
+    with RunReader(run_dir) as store:
         envs = store.environments()
         tables = store.tables()
         cfg = store.run_config()

@@ -13,7 +13,7 @@ from envduels.config import Price, parse_config
 from envduels.engine.estimate import bill_conversation, estimate_for
 from envduels.engine.run import run_command
 from envduels.errors import UserError
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-test-secret-123"
@@ -27,7 +27,7 @@ def _write(tmp_path, cfg: dict, name: str = "run.yaml"):
 
 
 def _actual(run_dir) -> dict[str, dict[str, float]]:
-    store = Store(run_dir, create=False)
+    store = RunReader(run_dir)
     usage = store.usage_by_player()
     store.close()
     return {n: {"calls": usage[n].calls, "input_tokens": usage[n].input_tokens,

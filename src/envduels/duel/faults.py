@@ -103,6 +103,13 @@ def author_faults(audits: Iterable[tuple[str, str, str | None]],
     return out
 
 
+def audit_caught(detail: str) -> tuple[Outcome, str]:
+    """(outcome, reason) of the played episode whose own replay did not reproduce it: its
+    environment's fault, `detail` the first difference (the run database judges it so with
+    the audit)."""
+    return Outcome.INCOMPLETE, f"{AUDIT_REASON}: {detail}"
+
+
 def judged(outcome: str, reason: str, fault: AuthorFault | None) -> tuple[str, str]:
     """(outcome, reason) of an episode once its environment's fault is counted: a success or
     failure of an environment at fault is `incomplete` with the fault's reason; any other

@@ -36,7 +36,7 @@ from envduels.players import cost_usd
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
-    from envduels.store import Store
+    from envduels.store import RunReader
 
 CHARS_PER_TOKEN = (6.0, 3.0)
 """Characters per token at the low and the high end: English prose runs about 4.5 on current
@@ -262,7 +262,7 @@ class _Plan:
     unwritten_envs: dict[str, int]                 # solver -> environments not yet written
 
 
-def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Plan:
+def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: RunReader | None) -> _Plan:
     """What the design (`duel.design.Design`) still holds, given what `store` recorded."""
     design = Design.of(cfg)
     recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
@@ -314,7 +314,7 @@ class _History:
     valid_share: float | None
 
 
-def _history(store: Store) -> _History:
+def _history(store: RunReader) -> _History:
     units: dict[tuple[str, str], dict[str, Figures]] = defaultdict(dict)
     spent: dict[tuple[str, str], Figures] = defaultdict(Figures)
     for player, role, call_id, t, latency in store.call_usage():
@@ -360,7 +360,7 @@ def _spread(units: list[Figures], count: float, calls_per_unit: tuple[float, flo
 
 # -- the estimate ----------------------------------------------------------------------------------
 
-def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None = None) -> Estimate:
+def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: RunReader | None = None) -> Estimate:
     """The estimate of the whole run of `cfg` (what `store`, a run database of it, already
     spent included); `fixed_envs` are its fixed-pool environments (`checks.load_fixed_envs`)."""
     from envduels.engine.authoring import author_prompt, library_examples, repair_prompt
@@ -414,7 +414,7 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None =
     return Estimate(roles, spent_usd=spent_total)
 
 
-def _digest_sizes(cfg: RunConfig, store: Store) -> dict[str, tuple[int, float]]:
+def _digest_sizes(cfg: RunConfig, store: RunReader) -> dict[str, tuple[int, float]]:
     """Per author: (the first round not yet started, the characters of the history digest its
     prompt will carry): exact, from the recorded results."""
     from envduels.engine.history import history_digest
@@ -503,11 +503,11 @@ def _author_library(p: PlayerConfig, t: TournamentConfig, jobs: int, chars: dict
 
 def estimate_for(cfg: RunConfig, fixed_envs: list[EnvSpec]) -> Estimate:
     """The estimate of `cfg`, from its run folder's history when one exists (read only)."""
-    from envduels.store import DB_NAME, Store
+    from envduels.store import DB_NAME, RunReader
 
     store = None
     if (Path(cfg.run_dir) / DB_NAME).is_file():
-        store = Store.open_readonly(cfg.run_dir, live=False)
+        store = RunReader(cfg.run_dir)
     try:
         return estimate(cfg, fixed_envs=fixed_envs, store=store)
     finally:

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +30,7 @@ from envduels.engine._keys import changed_setting, fingerprint, result_settings
 from envduels.engine.checks import check_estimate, check_players, load_fixed_envs
 from envduels.engine.progress import LiveView, Progress
 from envduels.errors import UserError
-from envduels.store import Store, run_lock
+from envduels.store.writer import RunWriter
 
 if TYPE_CHECKING:
     from envduels.engine.scheduler import RunResult, Sandboxes
@@ -64,22 +63,21 @@ class Session:
         return not self.budget_reached and not self.errors
 
 
-def open_run(cfg: RunConfig) -> tuple[Store, str]:
-    """Open (or create) the run database and refuse a config that would change its results."""
+def record_config(writer: RunWriter, cfg: RunConfig) -> str:
+    """Record `cfg` as the run's config and return its fingerprint; refuse (UserError) a config
+    that would change the results the run folder already holds."""
     settings = result_settings(cfg)
-    store = Store(cfg.run_dir)
-    old = store.get_meta("settings")
-    if old is not None and (store.totals().calls or store.environments()):
+    old = writer.reader.meta("settings")
+    if old is not None and (writer.totals().calls or writer.reader.environments()):
         changed = changed_setting(old, settings)
         if changed is not None:
-            store.close()
             raise UserError(
                 f"{cfg.run_dir} was run with a different '{changed}'; restore it to resume, or set "
                 "output_dir to a new folder for a new run")
-    store.set_meta("settings", settings)
-    store.set_meta("fingerprint", fingerprint(settings))
-    store.set_meta("config", cfg.model_dump(mode="json"))
-    return store, fingerprint(settings)
+    writer.set_meta("settings", settings)
+    writer.set_meta("fingerprint", fingerprint(settings))
+    writer.set_meta("config", cfg.model_dump(mode="json"))
+    return fingerprint(settings)
 
 
 def _nothing(*_: object) -> None:
@@ -122,32 +120,28 @@ async def run_session_async(cfg: RunConfig, fixed_envs: list[EnvSpec], *,
                             on_start: Callable[[], None] = _nothing) -> Session:
     """`run_session` in the running event loop (cancelling it stops the run as Ctrl-C does)."""
     progress = Progress(rounds=cfg.tournament.rounds)
-    with run_lock(cfg.run_dir), _opened(cfg, no_cache=no_cache) as (store, fp, players):
+    with RunWriter.locked(cfg.run_dir) as writer:
+        fp = record_config(writer, cfg)
+        players = _players(cfg, writer, no_cache=no_cache)
         on_start()
-        result = await _play(cfg, fixed_envs, store=store, fp=fp, players=players,
+        result = await _play(cfg, fixed_envs, writer=writer, fp=fp, players=players,
                              progress=progress, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet)
-        counts = store.episode_counts()
+        counts = writer.reader.episode_counts()
     return Session(name=cfg.name, run_dir=cfg.run_dir, outcomes=counts, tokens=progress.tokens,
                    cost_usd=progress.cost_usd, budget_reached=result.budget_reached,
                    errors=result.errors)
 
 
-@contextmanager
-def _opened(cfg: RunConfig, *, no_cache: bool) -> Iterator[tuple[Store, str, dict[str, AnsweredGuard]]]:
-    """The run database (open for writing) and the players; the database closes afterwards."""
+def _players(cfg: RunConfig, writer: RunWriter, *, no_cache: bool) -> dict[str, AnsweredGuard]:
+    """The run's players, answering from (and recording into) the run database."""
     from envduels.players import build_players
 
-    store, fp = open_run(cfg)
-    try:
-        players = guard_bad_requests(
-            build_players(cfg, cache=store.recorder() if no_cache else store, run_seed=cfg.seed),
-            answered={name for name, u in store.usage_by_player().items() if u.calls})
-        yield store, fp, players
-    finally:
-        store.close()
+    return guard_bad_requests(
+        build_players(cfg, cache=writer.recorder() if no_cache else writer, run_seed=cfg.seed),
+        answered={name for name, u in writer.reader.usage_by_player().items() if u.calls})
 
 
-async def _play(cfg: RunConfig, fixed_envs: list[EnvSpec], *, store: Store, fp: str,
+async def _play(cfg: RunConfig, fixed_envs: list[EnvSpec], *, writer: RunWriter, fp: str,
                 players: dict[str, AnsweredGuard], progress: Progress, unsafe_no_sandbox: bool,
                 quiet: bool) -> RunResult:
     from envduels.engine.scheduler import Tournament
@@ -170,7 +164,7 @@ async def _play(cfg: RunConfig, fixed_envs: list[EnvSpec], *, store: Store, fp: 
         if cluster is not None:
             await cluster.start()   # a host per node, each checking its sandbox
         with LiveView(progress, quiet=quiet):
-            return await Tournament(cfg, store=store, players=players, sandboxes=sandboxes,
+            return await Tournament(cfg, writer=writer, players=players, sandboxes=sandboxes,
                                     fingerprint=fp, fixed_envs=fixed_envs,
                                     progress=progress).run()
     finally:

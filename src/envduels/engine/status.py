@@ -12,7 +12,7 @@ from rich.table import Table
 from envduels._text import plural, printable
 from envduels.duel.design import Design
 from envduels.duel.usage import Usage
-from envduels.store import Store
+from envduels.store import RunReader
 
 if TYPE_CHECKING:
     from envduels.config import RunConfig
@@ -38,7 +38,7 @@ def _instance_mode(cfg: object) -> str:
 
 def status_command(run_dir: Path) -> int:
     """Print what a run has done, left and failed, and its tokens and cost, from its database."""
-    store = Store.open_readonly(run_dir, live=False)
+    store = RunReader(run_dir)
     cfg = store.run_config()
     envs = store.environments()
     counts = store.episode_counts()
@@ -46,7 +46,7 @@ def status_command(run_dir: Path) -> int:
     expected = expected_episodes(cfg, envs)
     authoring_errors = store.authoring_errors()
     rounds_seen = max([e.round for e in envs if not e.fixed_pool]
-                      + [int(v.get("round", 0)) for v in authoring_errors.values()], default=0)
+                      + [e.round for e in authoring_errors.values()], default=0)
     totals = store.totals()
     console = Console()
     table = Table(title=f"run {cfg.name if cfg is not None else run_dir} ({run_dir})",
@@ -65,9 +65,8 @@ def status_command(run_dir: Path) -> int:
                   f"{counts.get('error', 0)} to retry (error)")
     table.add_row("outcomes", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-")
     audits = store.audit_counts()
-    pending = store.unaudited_count()
-    table.add_row("replay audits", f"{audits.get('passed', 0)} passed, "
-                  f"{audits.get('mismatch', 0)} mismatch, {pending} pending")
+    table.add_row("replay audits", f"{audits.passed} passed, {audits.mismatch} mismatch, "
+                  f"{audits.pending} pending")
     for env_id, detail in store.nondeterministic_environments().items():
         table.add_row(f"  {escape(printable(env_id))}",
                       f"nondeterministic: {escape(printable(detail))}")

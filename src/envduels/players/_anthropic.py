@@ -27,7 +27,7 @@ from envduels.players._base import (
     sdk_http_client,
     token_count,
 )
-from envduels.players._cache import ResponseCache
+from envduels.players._cache import Request, ResponseCache
 from envduels.players._openai import is_overflow, one_line
 from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
 
@@ -120,7 +120,7 @@ class AnthropicPlayer(Player):
                                                  http_client=http)
         return self._sdk
 
-    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> Request:
         cfg = self.config
         system, turns = split_system(messages)
         # The Messages API of current models fixes sampling (the SDK no longer takes temperature
@@ -136,7 +136,7 @@ class AnthropicPlayer(Player):
             request["system"] = system
         return request
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> Answer:
         system, messages = request.get("system", ""), request["messages"]
         if conversation is not None:   # `cache: true`
             system, messages = cache_breakpoints(system, messages)

@@ -28,7 +28,13 @@ from envduels._text import plural, valid_text
 from envduels.config import PlayerConfig
 from envduels.duel.usage import Usage
 from envduels.errors import UserError
-from envduels.players._cache import ResponseCache, request_key
+from envduels.players._cache import (
+    RECORDED_TOKENS,
+    CallRecord,
+    Request,
+    ResponseCache,
+    request_key,
+)
 from envduels.players._cost import billed
 from envduels.players._ratelimit import RateLimiter
 from envduels.players._retry import Retryable, RetryPolicy
@@ -213,21 +219,15 @@ def check_finish(finish_reason: str) -> str:
     return finish_reason
 
 
-def _from_record(record: dict, key: str) -> ChatResult:
+def _from_record(record: CallRecord, key: str) -> ChatResult:
     """A cache hit: the original answer, tokens and latency; nothing new to pay. Records
     written before the prompt-cache split read as all input uncached."""
-    tokens = record["usage"]
-    usage = Usage(calls=1, cached=1, call_s=float(record["latency_s"]),
-                  **{name: int(tokens.get(name, 0)) for name in _RECORDED_TOKENS})
-    return ChatResult(text=valid_text(record["reply"]["text"]),  # a record cached before replies were cleaned
-                      finish_reason=record["reply"]["finish_reason"], request_key=key,
-                      usage=usage)
-
-
-_RECORDED_TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens",
-                    "cache_write_tokens")
-"""The token counts a response-cache record keeps under `usage` (the first two always; the
-others 0 when absent, in records written before they were counted)."""
+    u = record.usage
+    usage = Usage(calls=1, cached=1, call_s=u.call_s, input_tokens=u.input_tokens,
+                  output_tokens=u.output_tokens, reasoning_tokens=u.reasoning_tokens,
+                  cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens)
+    return ChatResult(text=valid_text(record.text),  # a record cached before replies were cleaned
+                      finish_reason=record.finish_reason, request_key=key, usage=usage)
 
 
 _TURN_SUFFIX = re.compile(r":(turn|attempt):\d+$")
@@ -329,7 +329,7 @@ class Player:
         self._limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
         self._usage: dict[str, Usage] = defaultdict(Usage)   # frozen: replaced with +=
         self._secrets: list[str] = []
-        self._inflight: dict[str, asyncio.Future[dict]] = {}
+        self._inflight: dict[str, asyncio.Future[CallRecord]] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.provider}:{self.config.model}>"
@@ -383,7 +383,7 @@ class Player:
                 raise
             self._usage[role] += _HIT
             return _from_record(record, key)
-        future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[CallRecord] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
             result, record = await self._answer_fresh(request, key, messages, role, call_id)
@@ -399,8 +399,8 @@ class Player:
             del self._inflight[key]
         return result
 
-    async def _answer_fresh(self, request: dict, key: str, messages: list[dict[str, str]],
-                            role: str, call_id: str) -> tuple[ChatResult, dict]:
+    async def _answer_fresh(self, request: Request, key: str, messages: list[dict[str, str]],
+                            role: str, call_id: str) -> tuple[ChatResult, CallRecord]:
         estimate = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 16
         # Prompt-cache hints go with the request but not into it: they never change the
         # answer, so the request key (and every call recorded before them) stays valid.
@@ -414,19 +414,15 @@ class Player:
         self._usage[role] += usage
         result = ChatResult(text=answer.text, finish_reason=answer.finish_reason,
                             request_key=key, usage=usage)
-        # The record's shape is the run database's (calls.record): keep it as it is, so
-        # every response cached before stays readable (`_from_record`).
-        record = {
-            "request": request,
-            "reply": {"text": answer.text, "finish_reason": answer.finish_reason},
-            "usage": {name: int(getattr(tokens, name)) for name in _RECORDED_TOKENS},
-            "cost_usd": usage.cost_usd, "saved_usd": usage.saved_usd, "latency_s": latency,
-            "retries": retries, "player": self.name, "role": role, "call_id": call_id}
+        record = CallRecord(request=request, text=answer.text, finish_reason=answer.finish_reason,
+                            usage=replace(usage, **{n: int(getattr(tokens, n))
+                                                    for n in RECORDED_TOKENS}),
+                            player=self.name, role=role, call_id=call_id)
         if self.cache is not None:
             self.cache.put(key, record)
         return result, record
 
-    async def _send_with_retries(self, request: dict, estimate: int, conversation: str | None
+    async def _send_with_retries(self, request: Request, estimate: int, conversation: str | None
                                  ) -> tuple[Answer, float, int]:
         attempt = 0
         while True:
@@ -458,14 +454,14 @@ class Player:
             text = re.sub(rf"(?<![\w./-]){re.escape(secret)}(?![\w-]|\.\w)", "***", text)
         return text
 
-    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> Request:
         """The full request as a secret-free dict; its canonical JSON is the cache key."""
         raise NotImplementedError
 
     async def _ready(self) -> None:
         """Prepare to send (e.g. start a model server), outside the latency measurement."""
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> Answer:
         """Send `request` once. Raise `Retryable`, `ContextOverflow` or `UserError`.
 
         `conversation` (None when `cache` is off) names the conversation the call belongs to

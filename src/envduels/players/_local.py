@@ -42,7 +42,7 @@ import openai
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import Answer, ProviderError
-from envduels.players._cache import ResponseCache
+from envduels.players._cache import Request, ResponseCache
 from envduels.players._openai import OpenAIPlayer
 from envduels.players._retry import Retryable, RetryPolicy
 
@@ -383,7 +383,7 @@ class LocalPlayer(OpenAIPlayer):
         # llama.cpp reuses its KV cache by itself and bills nothing: no key to send.
         return None
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> Answer:
         server = self.server
         async with server.slot():
             try:

@@ -28,7 +28,7 @@ from envduels.players._base import (
     sdk_http_client,
     token_count,
 )
-from envduels.players._cache import ResponseCache
+from envduels.players._cache import Request, ResponseCache
 from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -111,7 +111,7 @@ class OpenAIPlayer(Player):
             self._sdk = self._make_client(self.endpoint)
         return self._sdk
 
-    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> Request:
         cfg = self.config
         params: dict[str, object] = {"seed": seed}
         if cfg.reasoning_effort is not None:
@@ -138,7 +138,7 @@ class OpenAIPlayer(Player):
         digest = hashlib.sha256(f"{self.name}\x00{conversation}".encode("utf-8", "surrogatepass"))
         return "envduels-" + digest.hexdigest()[:32]
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> Answer:
         sdk = await self.client()
         body = {"model": request["model"], "messages": request["messages"], **request["params"]}
         cache_key = self.prompt_cache_key(conversation)

@@ -29,13 +29,13 @@ def schema_command() -> int:
 
 def _load(run_dir: Path) -> tuple[Tables, str, str | None]:
     """The run's tables, its name and history mode; UserError when it is not a finished-enough run."""
-    from envduels.store import DB_NAME, Store
+    from envduels.store import DB_NAME, RunReader
 
     run_dir = Path(run_dir)
     if not (run_dir / DB_NAME).is_file():
         raise UserError(f"{run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
                         "started with `envduels run CONFIG`")
-    store = Store.open_readonly(run_dir, live=False)
+    store = RunReader(run_dir)
     try:
         tables = store.tables()
         config = store.run_config()

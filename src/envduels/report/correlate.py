@@ -124,9 +124,9 @@ def load_run_tables(run_dir: Path) -> Any:
         raise UserError(f"run folder {run_dir} does not exist; pass the folder that holds run.db")
     if not (run_dir / "run.db").is_file():
         raise UserError(f"{run_dir} holds no run.db; pass the output_dir of an `envduels run`")
-    from envduels.store import Store
+    from envduels.store import RunReader
 
-    with Store.open_readonly(run_dir, live=False) as store:
+    with RunReader(run_dir) as store:
         return store.tables()
 
 

@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from envduels.duel.outcomes import Outcome
-from envduels.view._reader import RunReader, analysis_pool
+from envduels.view._reader import ViewedRun, analysis_pool
 
 HERE = Path(__file__).parent
 PAGE_ROWS = 500
@@ -163,7 +163,7 @@ def create_app(run_dirs: Sequence[str | Path], *, allowed_hosts: list[str] | Non
     in one worker process; `close_app(app)` ends it and the database connections.
     """
     kwargs: dict[str, Any] = {} if bootstrap is None else {"bootstrap": bootstrap}
-    readers = [RunReader(d, **kwargs) for d in run_dirs]
+    readers = [ViewedRun(d, **kwargs) for d in run_dirs]
     pool = analysis_pool()
     for r in readers:
         r.pool = pool
@@ -181,7 +181,7 @@ def create_app(run_dirs: Sequence[str | Path], *, allowed_hosts: list[str] | Non
     env.globals["flag_meaning"] = lambda f: GLOSSARY.get(str(f), "")
     css = pygments_css()
 
-    def reader(request: Request) -> tuple[int, RunReader]:
+    def reader(request: Request) -> tuple[int, ViewedRun]:
         i = request.path_params["run"]
         if not 0 <= i < len(readers):
             raise HTTPException(404, f"no run {i}")
