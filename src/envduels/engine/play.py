@@ -20,6 +20,7 @@ from rich.text import Text
 
 from envduels._text import printable
 from envduels.config import load_config
+from envduels.duel.faults import ENVIRONMENT_FAULT
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import Entry, turn_cap
 from envduels.engine.checks import check_reachable
@@ -117,7 +118,7 @@ def _printer(console: Console) -> Event:
             line("solver -> ", "bold green", entry["content"])
         elif role == "env":
             if "fault" in entry:
-                line("environment fault: ", "red", entry["fault"], "red")
+                line(f"{ENVIRONMENT_FAULT}: ", "red", entry["fault"], "red")
             else:
                 line("step ", "dim", f"{entry['action']}: reward {entry['reward']:g}, terminated "
                      f"{entry['terminated']}, truncated {entry['truncated']}", "dim")

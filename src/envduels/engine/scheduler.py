@@ -52,15 +52,10 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from envduels.config import RunConfig
 from envduels.duel.design import LIBRARY_AUTHOR, Design
-from envduels.duel.faults import AUDIT_REASON
-from envduels.duel.outcomes import Outcome
+from envduels.duel.faults import Phase, describe, ending, not_played
+from envduels.duel.outcomes import Flag, Outcome
 from envduels.engine._keys import episode_key
-from envduels.engine.audit import (
-    REPLAY_FAULT_PREFIX,
-    AuditResult,
-    ReplayHostError,
-    replay_episode,
-)
+from envduels.engine.audit import ReplayHostError, replay_episode
 from envduels.engine.authoring import (
     AuthoringJob,
     SandboxDown,
@@ -75,10 +70,9 @@ from envduels.engine.solving import (
     EpisodeResult,
     EpisodeTask,
     PlayerLike,
-    _exc,
     play_episode,
 )
-from envduels.envs._battery import BATTERY_FLAGS, BATTERY_REASON
+from envduels.envs._battery import BATTERY_FLAGS
 from envduels.errors import UserError
 from envduels.store import EnvRecord, EpisodeRow, ValidationRecord
 from envduels.store.writer import RunWriter
@@ -410,7 +404,7 @@ class Tournament:
                 except UserError:
                     raise   # the player's configuration: the run stops with its one line
                 except Exception as err:  # last resort: never cancels the other jobs
-                    log.error("authoring %s failed unexpectedly: %s", job.env_id, _exc(err))
+                    log.error("authoring %s failed unexpectedly: %s", job.env_id, describe(err))
                     self._errors += 1
                     with contextlib.suppress(Exception):   # `status` says it; never raises here
                         self.writer.put_authoring_error(job.env_id, author=job.author, round=rnd)
@@ -464,16 +458,14 @@ class Tournament:
         Raises only `UserError` (the run must stop) and cancellation."""
         try:
             result = await self._play_one(task)
-        except UserError:
-            raise   # the player's configuration: the run stops with its one line
-        except Exception as err:  # last resort: the host's fault, retried on resume
-            log.error("episode %s failed unexpectedly: %s", task.key, _exc(err))
-            result = EpisodeResult(Outcome.ERROR, f"harness error: {_exc(err)}", 0)
+        except Exception as err:  # last resort, the host's (`faults`: a UserError stops the run)
+            result = EpisodeResult(*ending(err, Phase.HARNESS), 0)
+            log.error("episode %s failed unexpectedly: %s", task.key, describe(err))
             self._errors += 1
             try:
                 self._record(task, result)
             except Exception as store_err:
-                log.error("episode %s not recorded: %s", task.key, _exc(store_err))
+                log.error("episode %s not recorded: %s", task.key, describe(store_err))
             self.progress.episode_finished(result.outcome)
             return result
         if result is not None and self.audit and result.outcome in (Outcome.SUCCESS, Outcome.FAILURE):
@@ -487,11 +479,9 @@ class Tournament:
                 return None
             env = task.env
             if env.id in self._caught:
-                result = EpisodeResult(
-                    Outcome.INCOMPLETE, f"{AUDIT_REASON}: the environment is nondeterministic; "
-                    "not played", 0)
+                result = EpisodeResult(*not_played(Flag.NONDETERMINISTIC), 0)
             elif flag := self._battery_flag(env.id):   # its author's fault already: no token spent
-                result = EpisodeResult(Outcome.INCOMPLETE, f"{BATTERY_REASON}: {flag}: not played", 0)
+                result = EpisodeResult(*not_played(Flag(flag)), 0)
             else:
                 result = await play_episode(task, self.players[task.solver], self._opener(env))
         self._record(task, result)
@@ -536,22 +526,20 @@ class Tournament:
                 verdict = await replay_episode(transcript, seed=seed,
                                                hint=env.hint if hinted else None,
                                                open_env=self._opener(env, replay=True))
-                if not verdict.passed and verdict.detail.startswith(REPLAY_FAULT_PREFIX):
+                if verdict.faulted:
                     # a fault where the play had none may be the host's (a deadline missed
                     # under load): condemn the environment only if a second replay agrees
                     verdict = await replay_episode(transcript, seed=seed,
                                                    hint=env.hint if hinted else None,
                                                    open_env=self._opener(env, replay=True))
-        except ReplayHostError as err:
-            log.error("episode %s not audited: the sandbox could not start (%s)", key, err)
+        except ReplayHostError as err:   # the host's: no verdict, audited again on resume
+            log.error("episode %s not audited: %s", key, err)
             self._errors += 1
             return
-        except Exception as err:  # a value the parent could not take: the environment's
-            verdict = AuditResult(False, f"the replay failed: {_exc(err)}")
         try:
             self.writer.put_audit(key, env.id, passed=verdict.passed, detail=verdict.detail)
         except Exception as err:
-            log.error("episode %s: audit not recorded: %s", key, _exc(err))
+            log.error("episode %s: audit not recorded: %s", key, describe(err))
             self._errors += 1
             return
         if not verdict.passed and env.id not in self._caught:

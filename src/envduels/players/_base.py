@@ -26,6 +26,7 @@ from typing import TypeVar, cast
 
 from envduels._text import plural, valid_text
 from envduels.config import PlayerConfig
+from envduels.duel.faults import ContentRefusal, ContextFull, ProviderFault
 from envduels.duel.usage import Usage
 from envduels.errors import UserError
 from envduels.players._cache import (
@@ -104,7 +105,7 @@ class ChatResult:
         return self.usage.call_s
 
 
-class ContextOverflow(Exception):
+class ContextOverflow(ContextFull):
     """The conversation no longer fits the model's context: a solver failure, not an error."""
 
 
@@ -120,7 +121,7 @@ class BadRequest(UserError):
         self.status = status
 
 
-class ContentRefused(BadRequest):
+class ContentRefused(BadRequest, ContentRefusal):
     """The server refused this request for what the conversation says (a content filter or
     moderation policy), not for how it was asked. In an episode the conversation is the
     environment's text (docs/engine.md): the engine records `incomplete`, the author's fault,
@@ -156,7 +157,7 @@ def refusal(who: str, status: int, message: str, *, overflow: bool,
                       status)
 
 
-class ProviderError(Exception):
+class ProviderError(ProviderFault):
     """The provider still failed after every retry: the episode is an `error` (played again on resume)."""
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from envduels import _sandbox_defaults as _defaults
+from envduels.duel.faults import EnvironmentFault, HostFault
 from envduels.errors import UserError
 
 if TYPE_CHECKING:   # never at run time: the sandbox imports under a bare system interpreter
@@ -91,18 +92,14 @@ class SandboxLimits:
 DEFAULT_LIMITS = SandboxLimits()
 
 
-class EnvFault(Exception):
+class EnvFault(EnvironmentFault):
     """The environment misbehaved: it raised, timed out, broke a limit, violated the protocol
     or exited. `reason` is one line meant for the environment's author; `detail` keeps a short
-    traceback or output tail for diagnostics. The instance that raised it is dead."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
+    traceback or output tail for diagnostics. The instance that raised it is dead. What it
+    means for an episode: `duel.faults` (an `EnvironmentFault`)."""
 
 
-class SandboxStartError(EnvFault):
+class SandboxStartError(EnvFault, HostFault):
     """The sandbox failed before any environment code ran: the worker could not be forked
     (EAGAIN), its interpreter or bubblewrap could not be executed, a cgroup could not be
     created, the worker died before its greeting, or the pool was closed. The host's fault,

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, TypedDict
 from fastapi import HTTPException
 
 from envduels._text import valid_text
+from envduels.duel.faults import Phase, fail, session_ended
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
-from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
+from envduels.sandbox import EnvInstance, EnvPool, SandboxLimits
 from envduels.serve._connection import Connection
 
 if TYPE_CHECKING:
@@ -67,11 +68,6 @@ class ServeError(HTTPException):
 
     def __str__(self) -> str:
         return self.line
-
-
-def _exc(err: BaseException) -> str:
-    text = " ".join(f"{type(err).__name__}: {err}".split())
-    return text if len(text) <= 200 else text[:199] + "…"
 
 
 class Hub:
@@ -123,24 +119,28 @@ class Hub:
         else:
             loop.call_soon_threadsafe(start)
 
-    async def open(self, session: Session, served: Served) -> EnvInstance:
-        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed).
-        ServeError 503 at capacity or when no sandbox could start."""
+    def admit(self) -> None:
+        """Hold a place for one more sandbox, which the next `open` fills (or frees). ServeError
+        503 at capacity or while shutting down: no episode begins."""
         if self._closed:
             raise ServeError(503, "the server is shutting down")
         self._start_reaper()
         if self.live() >= self.max_sessions:
             raise ServeError(503, f"the server is at --max-sessions {self.max_sessions}: end "
                                   "another episode or session, or try again later")
-        pool = self._pools.get(served.limits)
-        if pool is None:
-            pool = self._pools[served.limits] = EnvPool(
-                served.limits, unsafe_no_sandbox=self.unsafe_no_sandbox,
-                warm=min(2, self.max_sessions), max_warm=self.max_sessions)
-        self.sessions.add(session)
-        spec = served.spec
         self._opening += 1   # counted from now: concurrent opens cannot pass the cap together
+
+    async def open(self, session: Session, served: Served) -> EnvInstance:
+        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
+        in the place `admit` held; `SandboxStartError` when no sandbox could start."""
         try:
+            pool = self._pools.get(served.limits)
+            if pool is None:
+                pool = self._pools[served.limits] = EnvPool(
+                    served.limits, unsafe_no_sandbox=self.unsafe_no_sandbox,
+                    warm=min(2, self.max_sessions), max_warm=self.max_sessions)
+            self.sessions.add(session)
+            spec = served.spec
             return await pool.open(spec.source, class_name=spec.class_name,
                                    max_turns=spec.max_turns)
         finally:
@@ -244,23 +244,18 @@ class Session:
             self.busy, self.last_active = True, time.monotonic()
             try:
                 await self._close_instance()
+                episode = Episode(turn_cap(served.max_turns, max_turns),
+                                  hint=served.hint_text(hint))
+                self.episode = None
+                self.hub.admit()   # at capacity: ServeError 503, and no episode begins
                 self.served, self.seed, self.hint, self.ended = served, seed, hint, None
-                self.episode = Episode(turn_cap(served.max_turns, max_turns),
-                                       hint=served.hint_text(hint))
+                self.episode = episode
                 try:
                     self.instance = await self.hub.open(self, served)
                     observation, _info = await self.instance.reset(seed)
-                except SandboxStartError as fault:
-                    self.episode.end(Outcome.ERROR, f"sandbox error: {fault.reason}")
-                    await self._close_instance()
-                    raise ServeError(503, f"no sandbox could start ({fault.reason}); try again"
-                                     ) from None
-                except EnvFault as fault:
-                    return await self._fault(f"environment failed to start: {fault.reason}")
-                except ServeError:
-                    self.episode.end(Outcome.ERROR, "no sandbox")
-                    raise
-                return self.fields(self.episode.start(observation)) | {"system": SYSTEM_PROMPT}
+                except Exception as err:
+                    return await self._fault(err, Phase.START)
+                return self.fields(episode.start(observation)) | {"system": SYSTEM_PROMPT}
             finally:
                 self.busy, self.last_active = False, time.monotonic()
 
@@ -291,15 +286,8 @@ class Session:
         assert self.instance is not None
         try:
             result = await self.instance.step(action)
-        except SandboxStartError as fault:   # the host's, not the environment's
-            episode.step_failed(fault.reason)
-            return await self._fault(f"sandbox error: {fault.reason}", outcome=Outcome.ERROR)
-        except EnvFault as fault:
-            episode.step_failed(fault.reason)
-            return await self._fault(f"environment fault: {fault.reason}")
-        except Exception as err:  # last resort, as the engine: a value the parent could not take
-            episode.step_failed(_exc(err))
-            return await self._fault(f"environment fault: {_exc(err)}")
+        except Exception as err:
+            return await self._fault(err, Phase.STEP)
         upcoming = episode.observe(result.observation, result.reward, result.terminated,
                                    result.truncated)
         if episode.done:
@@ -307,22 +295,27 @@ class Session:
         text = upcoming if upcoming is not None else result.observation
         return self.fields(text) | {"reward": result.reward, "success": episode.success}
 
-    async def _fault(self, reason: str, *, outcome: Outcome = Outcome.INCOMPLETE) -> Fields:
-        """End the episode for an environment (or sandbox) failure: this client gets the
-        error, no one else notices."""
-        assert self.episode is not None and self.served is not None
-        self.episode.end(outcome, reason)
-        self.ended = reason
-        await self._close_instance()
-        log.warning("session on %s seed %s ended: %s", self.served.id, self.seed, reason)
-        raise ServeError(503 if outcome is Outcome.ERROR else 502,
-                         f"{reason}; the episode ended ({outcome}), reset to start another")
+    async def _fault(self, err: BaseException, phase: Phase) -> Fields:
+        """End the episode for a failure of its environment (or sandbox) in `phase`, as
+        `duel.faults` decides: this client gets the error (503 when it is the host's), no one
+        else notices."""
+        episode = self.episode
+        assert episode is not None and self.served is not None
+        try:
+            fail(episode, err, phase)
+        finally:   # whatever it was, this session's sandbox is gone
+            await self._close_instance()
+        self.ended = episode.reason
+        log.warning("session on %s seed %s ended: %s", self.served.id, self.seed, episode.reason)
+        raise ServeError(503 if episode.outcome is Outcome.ERROR else 502,
+                         f"{episode.reason}; the episode ended ({episode.outcome}), reset to "
+                         "start another")
 
     async def expire(self, why: str) -> None:
         """End this session from outside (idle reaping): a running episode ends, its sandbox
         is killed, and the client's next step hears why (over HTTP, from the hub)."""
         if self.episode is not None and not self.episode.done:
-            self.episode.end(Outcome.FAILURE, f"session ended: {why}")
+            self.episode.end(*session_ended(why))
             self.ended = why
         if self.connection is None and self.episode_id is not None:
             self.hub.remember_expired(self.episode_id, why)
