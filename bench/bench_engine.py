@@ -193,9 +193,29 @@ def _write_config(base_url: str, tmp: Path, args: argparse.Namespace) -> Path:
     return path
 
 
+def _timeline(run_dir: Path) -> tuple[int, list[dict], tuple[float | None, float, float]]:
+    """(episodes recorded, the solver calls' records, (start of the first author call, start
+    of the first solver call, end of the last episode) in Unix seconds) of a finished run, read
+    from its database file as every envduels version has written it (`--compare-src` too)."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True)
+    try:
+        (episodes,), = db.execute("SELECT COUNT(*) FROM episodes").fetchall()
+        calls = [json.loads(r) for r, in db.execute(
+            "SELECT record FROM calls WHERE role = 'solver' ORDER BY rowid")]
+        (author, solver, last), = db.execute(
+            "SELECT (SELECT MIN(created - latency_s) FROM calls WHERE role = 'author'),"
+            " (SELECT MIN(created - latency_s) FROM calls WHERE role = 'solver'),"
+            " (SELECT MAX(created) FROM episodes)").fetchall()
+    finally:
+        db.close()
+    return episodes, calls, (author, solver, last)
+
+
 def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     from envduels.engine.run import run_command
-    from envduels.store import Store
 
     path = _write_config(base_url, tmp, args)
     meter = _CpuMeter()   # after the server started: the engine's process tree only
@@ -211,16 +231,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
         print(f"run failed with exit code {code}", file=sys.stderr)
         return code
 
-    store = Store(tmp / "run", create=False)
-    episodes = store.episodes()
-    solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
-    first_call, last_episode = store.solving_span()
-    if hasattr(store, "first_call_start"):
-        first_author = store.first_call_start("author")
-    else:   # a tree from before it (--compare-src): the same query
-        (first_author,), = store._query(
-            "SELECT MIN(created - latency_s) FROM calls WHERE role = 'author'")
-    store.close()
+    episodes, solver_calls, (first_author, first_call, last_episode) = _timeline(tmp / "run")
     phases = _phases(meter, [("start-up", started_unix),
                              ("authoring", first_author or first_call),   # none: no authoring
                              ("solving", first_call), ("audit tail", last_episode),
@@ -240,7 +251,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     ceiling_cpu = meter.seconds() - cpu0
     meter.close()
     bare_wall = asyncio.run(_bare_ceiling(path, conversations))
-    n = len(episodes)
+    n = episodes
     ratio = (n / solving) / (len(conversations) / ceiling_wall)
     if args.json:
         import json
