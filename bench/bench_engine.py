@@ -109,7 +109,7 @@ def _start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
 def _audit_bench(args: argparse.Namespace) -> int:
     """The audit's cost: per latency, one run with it and one without, side by side."""
     from envduels.engine import scheduler
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
 
     timings: dict[str, list[float]] = {"play": [], "replay": []}
     real_play, real_replay = scheduler.play_episode, scheduler.replay_episode
@@ -215,7 +215,7 @@ def _timeline(run_dir: Path) -> tuple[int, list[dict], tuple[float | None, float
 
 
 def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
 
     path = _write_config(base_url, tmp, args)
     meter = _CpuMeter()   # after the server started: the engine's process tree only

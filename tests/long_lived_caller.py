@@ -43,7 +43,7 @@ def respond(model: str, messages: list[dict[str, str]]) -> str:
 
 
 def run_engine(work: Path, episodes: int, executor: dict | None = None) -> int:
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     from envduels.envs import resolve
     from envduels.store.writer import RunWriter
     from envduels.testing import ScriptedServer

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envduels.export import Filters, export_command, records, select
+from envduels.export import Filters, records, select
+from envduels.export.commands import export_command
 from envduels.report.commands import report_command
 from envduels.store import ENVIRONMENT_COLUMNS, RunReader
 from envduels.store.writer import RunWriter

@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     from envduels.analysis.result import RunReport
     from envduels.config import RunConfig
     from envduels.engine.run import Session
-    from envduels.envs import EnvSpec
     from envduels.store import EnvRecord, EpisodeRow, RunReader, Tables
 
-    ConfigLike: TypeAlias = str | Path | Mapping[str, object] | RunConfig
+    ConfigInput: TypeAlias = str | Path | Mapping[str, object] | RunConfig
     """What `run` and `arun` accept as a config: a YAML path, a mapping, a `RunConfig`."""
 
 
@@ -109,7 +108,7 @@ def open_run(path: str | Path) -> Run:
     return Run(path)
 
 
-def _config(config: ConfigLike,
+def _config(config: ConfigInput,
             run_dir: str | Path | None) -> RunConfig:
     from envduels.config import RunConfig, load_config, parse_config
 
@@ -135,7 +134,7 @@ def _refuse_resume(cfg: RunConfig, resume: bool) -> None:
                         "another run_dir for a new run")
 
 
-def run(config: ConfigLike, *,
+def run(config: ConfigInput, *,
         run_dir: str | Path | None = None, resume: bool = True, no_cache: bool = False,
         unsafe_no_sandbox: bool = False) -> Run:
     """Run (or resume) the tournament of `config` to its end or its budget; the finished run.
@@ -162,12 +161,12 @@ def run(config: ConfigLike, *,
                         "use `await envduels.arun(...)` there")
     cfg = _config(config, run_dir)
     _refuse_resume(cfg, resume)
-    fixed_envs = check_run(cfg, unsafe_no_sandbox=unsafe_no_sandbox)
-    session = run_session(cfg, fixed_envs, unsafe_no_sandbox=unsafe_no_sandbox, no_cache=no_cache)
+    checked = check_run(cfg, unsafe_no_sandbox=unsafe_no_sandbox)
+    session = run_session(cfg, checked, unsafe_no_sandbox=unsafe_no_sandbox, no_cache=no_cache)
     return Run(cfg.run_dir, session=session)
 
 
-async def arun(config: ConfigLike, *,
+async def arun(config: ConfigInput, *,
                run_dir: str | Path | None = None, resume: bool = True, no_cache: bool = False,
                unsafe_no_sandbox: bool = False) -> Run:
     """`run` in the running event loop: the same arguments, result and errors. The checks
@@ -177,8 +176,7 @@ async def arun(config: ConfigLike, *,
 
     cfg = _config(config, run_dir)
     _refuse_resume(cfg, resume)
-    fixed_envs: list[EnvSpec] = await asyncio.to_thread(
-        check_run, cfg, unsafe_no_sandbox=unsafe_no_sandbox)
-    session = await run_session_async(cfg, fixed_envs, unsafe_no_sandbox=unsafe_no_sandbox,
+    checked = await asyncio.to_thread(check_run, cfg, unsafe_no_sandbox=unsafe_no_sandbox)
+    session = await run_session_async(cfg, checked, unsafe_no_sandbox=unsafe_no_sandbox,
                                       no_cache=no_cache)
     return Run(cfg.run_dir, session=session)

@@ -16,9 +16,10 @@ from envduels.analysis.metrics import (
     copied_win,
     environment_flags,
 )
+from envduels.duel.faults import BATTERY_REASON
 from envduels.envs import EnvSpec
-from envduels.envs._battery import BATTERY_REASON, hint_phrases, shown_items
-from envduels.export import FLAGS as EXPORT_FLAGS
+from envduels.envs._battery import hint_phrases, shown_items
+from envduels.export._select import FLAGS as EXPORT_FLAGS
 from envduels.store import EnvRecord, EpisodeRow, ValidationRecord
 from envduels.store.writer import RunWriter
 

@@ -44,7 +44,7 @@ def differences(a: object, b: object, path: str = "") -> list[str]:
 
 
 def run(cfg: dict, path: Path) -> int:
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     path.write_text(yaml.safe_dump(cfg))
     return run_command(path, unsafe_no_sandbox=False, quiet=True)
 

@@ -21,10 +21,9 @@ from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
 from envduels.config import load_config
 from envduels.duel.faults import AUDIT_REASON
+from envduels.engine.commands import run_command, status_command
 from envduels.engine.progress import Progress
-from envduels.engine.run import run_command
 from envduels.engine.scheduler import Tournament, condition_order
-from envduels.engine.status import status_command
 from envduels.envs import EnvSpec, write_export
 from envduels.envs._validate import probe_actions
 from envduels.store.writer import RunWriter

@@ -13,7 +13,7 @@ import yaml
 from scipy.stats import kendalltau
 
 from envduels.engine import scheduler
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, write_export
 from envduels.store import AuditCounts, RunReader
 from envduels.testing import ScriptedServer

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, write_export
 from envduels.store import RunReader
 from envduels.testing import ScriptedServer

@@ -12,8 +12,7 @@ from duel_script import config, respond
 from run_records import call
 
 from envduels.config import PlayerConfig
-from envduels.engine.run import run_command
-from envduels.engine.status import status_command
+from envduels.engine.commands import run_command, status_command
 from envduels.players import build_player
 from envduels.report.commands import report_command
 from envduels.store import RunReader

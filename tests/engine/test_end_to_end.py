@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 from duel_script import CRASHY_HINT, EXPECTED, LOCK_HINT, config, respond
 
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.engine.solving import SYSTEM_PROMPT
 from envduels.store import RunReader
 from envduels.testing import ScriptedServer

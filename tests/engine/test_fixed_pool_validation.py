@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, write_export
 from envduels.envs._verdict_cache import cache_dir
 from envduels.store import RunReader

@@ -21,9 +21,9 @@ import yaml
 
 from envduels.analysis import analyze
 from envduels.analysis.metrics import HINT_IS_KEY, TRIVIAL, copied_win
-from envduels.engine.run import run_command
+from envduels.duel.faults import BATTERY_REASON
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, benchmark_seeds, write_export
-from envduels.envs._battery import BATTERY_REASON
 from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 

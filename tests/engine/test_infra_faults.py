@@ -9,7 +9,7 @@ from __future__ import annotations
 import yaml
 from duel_script import EXPECTED, config, respond
 
-from envduels.engine.run import EXIT_ERRORS, run_command
+from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.envs import library_env
 from envduels.sandbox import _launcher
 from envduels.store import RunReader

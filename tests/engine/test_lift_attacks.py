@@ -25,7 +25,7 @@ import yaml
 
 from envduels.analysis import analyze
 from envduels.duel.protocol import Episode
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, benchmark_seeds, write_export
 from envduels.store import RunReader
 from envduels.store.writer import RunWriter

@@ -18,7 +18,7 @@ from run_records import call_records
 from typer.testing import CliRunner
 
 from envduels.cli import app
-from envduels.engine.run import EXIT_ERRORS, run_command
+from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.envs import EnvSpec, write_export
 from envduels.store import RunReader
 from envduels.testing import ScriptedServer

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from envduels.config import parse_config
+from envduels.engine.commands import expected_episodes
 from envduels.engine.progress import Progress
 from envduels.engine.scheduler import Tournament, planned_episodes
-from envduels.engine.status import expected_episodes
 from envduels.envs import EnvSpec
 from envduels.store import EnvRecord
 from envduels.store.writer import RunWriter

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from duel_script import config
 
-from envduels.engine.run import EXIT_ERRORS, run_command
+from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.envs import library_env
 from envduels.errors import UserError
 from envduels.store import RunReader

@@ -9,9 +9,7 @@ import sys
 import yaml
 from duel_script import EXPECTED, LOCK_HINT, LOCK_SOURCE, config, lock_code, respond
 
-from envduels.engine.play import play_command
-from envduels.engine.run import EXIT_BUDGET, run_command
-from envduels.engine.status import status_command
+from envduels.engine.commands import EXIT_BUDGET, play_command, run_command, status_command
 from envduels.envs import library_env
 from envduels.store import RunReader
 from envduels.store.writer import RunWriter
@@ -149,7 +147,7 @@ def test_live_view_only_on_a_terminal():
 
 
 def test_provider_failures_exit_4_and_the_next_run_retries_them(tmp_path, monkeypatch):
-    from envduels.engine.run import EXIT_ERRORS
+    from envduels.engine.commands import EXIT_ERRORS
 
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     with ScriptedServer(respond, api_key=KEY, faults=["500"]) as server:

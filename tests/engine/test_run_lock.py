@@ -12,8 +12,7 @@ import pytest
 import yaml
 from duel_script import config, respond
 
-from envduels.engine.run import run_command
-from envduels.engine.status import status_command
+from envduels.engine.commands import run_command, status_command
 from envduels.errors import UserError
 from envduels.store import RunReader
 from envduels.testing import ScriptedServer

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from duel_script import AUTHOR_SYSTEM_START, config
 
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.store import RunReader
 from envduels.store.writer import RunWriter
 from envduels.testing import ScriptedServer
@@ -137,7 +137,7 @@ def test_validation_and_play_stop_at_the_same_cap_as_the_episodes(tmp_path, monk
     """The sandbox plays both: validation's oracle gets the cap's turns, `play` the solver."""
     import asyncio
 
-    from envduels.engine.play import play_command
+    from envduels.engine.commands import play_command
     from envduels.envs import validate_env
     from envduels.sandbox import EnvPool
 

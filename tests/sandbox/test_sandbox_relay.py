@@ -20,7 +20,7 @@ import yaml
 
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, write_export
 from envduels.store import RunReader
 from envduels.testing import ScriptedServer

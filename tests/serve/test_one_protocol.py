@@ -18,7 +18,8 @@ import yaml
 from rich.console import Console
 
 from envduels.duel.outcomes import Outcome
-from envduels.engine.play import _printer, play_command
+from envduels.engine.commands import play_command
+from envduels.engine.play import _printer
 from envduels.engine.solving import EpisodeTask, play_episode
 from envduels.envs import EnvSpec, library_env
 from envduels.gym import make

@@ -13,7 +13,7 @@ from transfer_tables import env_row, pair_rows, write_run
 
 from envduels.envs import library_env, load_export
 from envduels.errors import UserError
-from envduels.export import export_command
+from envduels.export.commands import export_command
 from envduels.gym import register_export
 from envduels.store import EnvRecord, RunReader
 
@@ -85,7 +85,7 @@ def test_export_validate_and_fixed_pool_round_trip_keeps_sources_and_hashes(run_
     assert [e["id"] for e in verdict["environments"]] == [s.id for s in specs]
 
     # the engine plays the export as a fixed pool and records the very same environments
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     from envduels.testing import ScriptedServer
 
     monkeypatch.setenv("ENVDUELS_TEST_KEY", "sk-test")

@@ -19,7 +19,7 @@ the Gym adapter; `envduels serve`; the training rollout; the replay audit):
 | any other exception asking the solver | | `error`, "solver call failed: E" |
 | any other exception in the harness around an episode | | `error`, "harness error: E" |
 | `OutOfTime`: the harness's wall budget for the episode ran out | the training rollout | `incomplete`, its reason |
-| `StopRun`: the user's configuration or machine | `errors.UserError` | none: raised again, the run stops |
+| a failure whose class says `stops_run = True`: the user's configuration or machine | `errors.UserError` | none: raised again, the run stops |
 
 A `BaseException` that is no `Exception` (Ctrl-C, cancellation, `play --human` closing its
 input) is never an outcome either: it passes through every driver. `fail(episode, err, phase)`
@@ -46,11 +46,6 @@ from envduels.duel.outcomes import BATTERY_FLAGS, AuditState, Flag, Outcome
 from envduels.duel.protocol import Episode
 
 # -- the families of failure ------------------------------------------------------------------
-
-
-class StopRun(Exception):
-    """Not an episode's to decide: the user's input or machine (`errors.UserError` is one).
-    Every driver lets it through; the run (or the call) stops with its one line."""
 
 
 class EpisodeFault(Exception):
@@ -157,15 +152,16 @@ def describe(err: BaseException) -> str:
 def ending(err: BaseException, phase: Phase, *, turn: int = 0) -> Ending:
     """What `err`, raised in `phase` of an episode, means for it (the table in the module
     docstring); `turn` is the replay's turn (`Phase.REPLAY`). Raises `err` again when it is no
-    episode's to decide: a `StopRun` that is not a content refusal, or a `BaseException` that is
+    episode's to decide: one whose class says `stops_run` (`errors.UserError`: the user's input or
+    machine; a content refusal is still the environment's), or a `BaseException` that is
     no `Exception`."""
     if isinstance(err, HostFault):
         return Ending(Outcome.ERROR, f"{SANDBOX_ERROR}: {err.reason}")
     if isinstance(err, OutOfTime):
         return Ending(Outcome.INCOMPLETE, err.reason)
-    if isinstance(err, ContentRefusal):   # before StopRun: a refusal is also a bad request
+    if isinstance(err, ContentRefusal):   # before stops_run: a refusal is also a bad request
         return Ending(Outcome.INCOMPLETE, f"{CONTENT_REFUSED}: {err}")
-    if isinstance(err, StopRun) or not isinstance(err, Exception):
+    if getattr(err, "stops_run", False) is True or not isinstance(err, Exception):
         raise err
     what = err.reason if isinstance(err, EnvironmentFault) else describe(err)
     if phase is Phase.REPLAY:
@@ -189,7 +185,7 @@ def ending(err: BaseException, phase: Phase, *, turn: int = 0) -> Ending:
 def fail(episode: Episode, err: BaseException, phase: Phase) -> str:
     """End `episode` for `err`, raised in `phase`, as `ending` decides (a failed step is logged
     first, with its fault: `Episode.step_failed`); returns the fault in one line. Raises `err`
-    again when no episode decides it (a `StopRun`, Ctrl-C, cancellation)."""
+    again when no episode decides it (a `UserError`, Ctrl-C, cancellation)."""
     outcome, reason = ending(err, phase)
     fault = err.reason if isinstance(err, EpisodeFault) else describe(err)
     if phase is Phase.STEP:

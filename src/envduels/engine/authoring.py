@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
 from envduels.config import RunConfig
+from envduels.duel.design import AuthoringSlot
 from envduels.envs._spec import EnvSpec
 from envduels.prompts import render
 from envduels.store import EnvRecord, ValidationRecord
@@ -144,16 +145,6 @@ def repair_prompt(reasons: list[str]) -> str:
     return render("author_repair.j2", reasons=reasons)
 
 
-@dataclass(frozen=True)
-class AuthoringJob:
-    """One environment to author: who, which round and slot, under which id."""
-
-    env_id: str
-    author: str
-    round: int
-    slot: int
-
-
 def own_max_turns(source: str | None) -> int:
     """An authored environment's own turn limit: the literal default of its `__init__(max_turns=
     ...)`, else 20 (the contract's), as for an environment file. It is constructed with it, and
@@ -183,7 +174,7 @@ class Validator(Protocol):
     async def __call__(self, spec: EnvSpec, *, seeds: list[int]) -> Verdict: ...
 
 
-async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, writer: RunWriter,
+async def author_env(job: AuthoringSlot, player: PlayerLike, *, cfg: RunConfig, writer: RunWriter,
                      validate: Validator, seeds: list[int], prompt: str) -> EnvRecord | None:
     """Author, validate and repair one environment; record every attempt and the final record.
 
@@ -238,7 +229,7 @@ async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, w
     return record
 
 
-def _spec(job: AuthoringJob, parsed: AuthorReply, seeds: list[int]) -> EnvSpec:
+def _spec(job: AuthoringSlot, parsed: AuthorReply, seeds: list[int]) -> EnvSpec:
     """The environment an author's reply describes (empty source when it held none)."""
     return EnvSpec(id=job.env_id, source=parsed.source or "", max_turns=own_max_turns(parsed.source),
                    domain=parsed.domain, author=job.author, title=parsed.title,

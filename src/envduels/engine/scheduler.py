@@ -51,13 +51,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from envduels.config import RunConfig
-from envduels.duel.design import LIBRARY_AUTHOR, Design
+from envduels.duel.design import LIBRARY_AUTHOR, AuthoringSlot, Design
 from envduels.duel.faults import Phase, describe, ending, not_played
-from envduels.duel.outcomes import Flag, Outcome
+from envduels.duel.outcomes import BATTERY_FLAGS, Flag, Outcome
 from envduels.engine._keys import episode_key
 from envduels.engine.audit import ReplayHostError, replay_episode
 from envduels.engine.authoring import (
-    AuthoringJob,
     SandboxDown,
     author_env,
     author_prompt,
@@ -72,7 +71,6 @@ from envduels.engine.solving import (
     PlayerLike,
     play_episode,
 )
-from envduels.envs._battery import BATTERY_FLAGS
 from envduels.errors import UserError
 from envduels.store import EnvRecord, EpisodeRow, ValidationRecord
 from envduels.store.writer import RunWriter
@@ -359,8 +357,7 @@ class Tournament:
         from envduels.envs import benchmark_seeds, validate_env
 
         t = self.cfg.tournament
-        jobs = [AuthoringJob(j.env_id, j.author, j.round, j.slot)
-                for j in self.design.authoring_jobs_of_round(rnd)]
+        jobs = self.design.authoring_jobs_of_round(rnd)
         done = {j.env_id: self.reader.environment(j.env_id) for j in jobs}
         todo = [j for j in jobs if done[j.env_id] is None]
         if todo:
@@ -385,7 +382,7 @@ class Tournament:
                 except SandboxStartError as err:  # the host's failure: the attempt stays unjudged
                     raise SandboxDown(err.reason) from None
 
-            async def one(job: AuthoringJob) -> EnvRecord | None:
+            async def one(job: AuthoringSlot) -> EnvRecord | None:
                 if self.budget_reached():
                     return None
                 async with self._player_slots[job.author]:
@@ -398,7 +395,7 @@ class Tournament:
                     self.writer.put_authoring_error(job.env_id, author=job.author, round=rnd)
                 return row
 
-            async def guarded(job: AuthoringJob) -> EnvRecord | None:
+            async def guarded(job: AuthoringSlot) -> EnvRecord | None:
                 try:
                     return await one(job)
                 except UserError:

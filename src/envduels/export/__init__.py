@@ -22,7 +22,6 @@ these flags), `[min_pass, max_pass]` on the panel's no-hint pass rate (environme
 data are dropped when a band is given), and `target`: per (environment, seed) keep only the seeds
 the target model failed on every no-hint trial and passed on some hinted trial; an environment
 keeps those seeds as its benchmark seeds and is dropped when none is left.
-"""
 
 The selection is `_select` (`select`, `records`, `with_first_observations`), writing an export
 folder `_write` (`write`, `export_items`), the command `commands.export_command`.

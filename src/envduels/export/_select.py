@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypedDict
 import pandas as pd
 
 from envduels.analysis.metrics import AUTHOR_FAULT_FLAGS, FLAGS, TablesLike
-from envduels.analysis.transfer import env_solver_rates, matched_pairs
+from envduels.analysis.transfer import env_solver_rates, panel_pairs
 from envduels.envs import EnvSpec
 from envduels.errors import UserError
 from envduels.rl._distill import first_observations, solver_prompt
@@ -162,7 +162,7 @@ def select(
         from envduels.analysis.metrics import environment_flags
 
         flags = environment_flags(tables)
-    pairs = matched_pairs(tables.episodes)
+    pairs = panel_pairs(tables.episodes)
     rates = env_solver_rates(pairs)
     rescued = rescued_seeds(pairs, filters.target) if filters.target else {}
     kept = []

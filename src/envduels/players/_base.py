@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TypeVar, cast
 
-from envduels._text import plural, valid_text
+from envduels._text import one_line, plural, valid_text
 from envduels.config import PlayerConfig
 from envduels.duel.faults import ContentRefusal, ContextFull, ProviderFault
 from envduels.duel.usage import Usage
@@ -42,7 +42,7 @@ from envduels.players._retry import Retryable, RetryPolicy
 
 log = logging.getLogger("envduels.players")
 
-ROLES = ("author", "solver")
+_ROLES = ("author", "solver")
 
 _HIT = Usage(calls=1, cached=1)
 """What a response-cache hit adds to a role's usage: an answered call, nothing paid."""
@@ -162,7 +162,7 @@ class ProviderError(ProviderFault):
 
 
 @dataclass(frozen=True)
-class Answer:
+class ProviderAnswer:
     """What a provider returns for one successful attempt: the text, why it stopped, and its
     token counts as a `Usage` (from `answer_tokens`; calls, cost and seconds left at 0)."""
 
@@ -207,7 +207,7 @@ def token_count(value: object, field: str) -> int:
     elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
         count = int(value)
     if count is None or not 0 <= count <= MAX_TOKENS_PER_CALL:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        shown = one_line(repr(value), 40)
         raise Retryable(f"malformed response (usage {field} is {shown}, not a token count)")
     return count
 
@@ -358,8 +358,8 @@ class Player:
         key, a rejected key, an unknown model or a bad request. Lone surrogates in `messages`
         are sent, keyed and recorded as U+FFFD; the answer's text never holds one.
         """
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+        if role not in _ROLES:
+            raise ValueError(f"role must be one of {_ROLES}, not {role!r}")
         # Observations come from untrusted environment code: a lone surrogate could be neither
         # sent, hashed nor stored. Ordinary text is unchanged, so existing cache keys still hit.
         messages = [{k: valid_text(v) if isinstance(v, str) else v for k, v in m.items()}
@@ -424,7 +424,7 @@ class Player:
         return result, record
 
     async def _send_with_retries(self, request: Request, estimate: int, conversation: str | None
-                                 ) -> tuple[Answer, float, int]:
+                                 ) -> tuple[ProviderAnswer, float, int]:
         attempt = 0
         while True:
             await self._limiter.acquire(estimate)  # every attempt is a request the server counts
@@ -462,7 +462,7 @@ class Player:
     async def _ready(self) -> None:
         """Prepare to send (e.g. start a model server), outside the latency measurement."""
 
-    async def _send(self, request: Request, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> ProviderAnswer:
         """Send `request` once. Raise `Retryable`, `ContextOverflow` or `UserError`.
 
         `conversation` (None when `cache` is off) names the conversation the call belongs to

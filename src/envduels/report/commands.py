@@ -1,4 +1,5 @@
-"""`envduels report` and `envduels leaderboard`: read run databases, analyse, write and print."""
+"""The report's commands: `envduels report`, `leaderboard`, `demo` and `correlate`, as the CLI
+calls them: read run databases (through `store.RunReader`), analyse, write and print."""
 
 from __future__ import annotations
 
@@ -175,4 +176,32 @@ def demo_command(*, json_path: Path | None, html_path: Path | None, bootstrap: i
         _write(Path(html_path), render_html([analysis], preface=lines))
         written.append(str(html_path))
     print_summary(lines + headline(analysis.result), written)
+    return 0
+
+
+def correlate_command(run_dir: Path, gains: Path, *, out: Path | None, bootstrap: int) -> int:
+    """The CLI command: print the correlations, save JSON and the scatter plot; returns 0."""
+    if bootstrap < 0:
+        raise UserError(f"--bootstrap {bootstrap} is negative; give 0 (no intervals) or e.g. 2000")
+    from rich.console import Console
+
+    from envduels.report.correlate import (
+        correlate_tables,
+        load_run_tables,
+        print_result,
+        save_scatter,
+    )
+
+    tables = load_run_tables(run_dir)
+    result = correlate_tables(tables, gains, bootstrap=bootstrap)
+    out_dir = out if out is not None else run_dir / "correlate"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        doc = result.to_json() | {"run_dir": str(run_dir), "gains_file": str(gains)}
+        (out_dir / "correlate.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        save_scatter(result, out_dir)
+    except OSError as err:
+        raise UserError(f"cannot write to {out_dir} ({err.strerror}); pass a writable --out folder") from None
+    print_result(result)
+    Console().print(f"saved {out_dir / 'correlate.json'}, {out_dir / 'scatter.png'}, {out_dir / 'scatter.svg'}")
     return 0

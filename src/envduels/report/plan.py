@@ -183,7 +183,7 @@ def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from envduels._pool import load_fixed_envs
+    from envduels._fixed_envs import load_fixed_envs
     from envduels.analysis.plan import plan
 
     if replicates < 1:

@@ -82,8 +82,8 @@ class Hub:
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
         self.unsafe_no_sandbox = unsafe_no_sandbox
-        self.sessions: set[Session] = set()
-        self.http: dict[str, Session] = {}
+        self.sessions: set[ServedSession] = set()
+        self.http: dict[str, ServedSession] = {}
         self.connections: set[Connection] = set()
         self._expired: OrderedDict[str, str] = OrderedDict()   # HTTP episode id -> why
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -130,7 +130,7 @@ class Hub:
                                   "another episode or session, or try again later")
         self._opening += 1   # counted from now: concurrent opens cannot pass the cap together
 
-    async def open(self, session: Session, served: Served) -> EnvInstance:
+    async def open(self, session: ServedSession, served: Served) -> EnvInstance:
         """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
         in the place `admit` held; `SandboxStartError` when no sandbox could start."""
         try:
@@ -206,7 +206,7 @@ class Hub:
             await pool.aclose()
 
 
-class Session:
+class ServedSession:
     """One client's episodes, one at a time, each in a fresh sandbox; see the module docstring.
 
     Calls are serialized. `reset` and `step` return the observation's fields as a dict; bad

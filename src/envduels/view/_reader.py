@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from envduels._text import one_line
 from envduels.analysis.result import RatingRow
 from envduels.config import RunConfig
 from envduels.duel.outcomes import Flag, Outcome
@@ -72,7 +73,7 @@ class PageAnalysis:
 
 def failed_analysis(version: int, err: BaseException, seconds: float) -> PageAnalysis:
     """An empty analysis saying, in one line, why computing it failed."""
-    why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+    why = one_line(f"{type(err).__name__}: {err}", 300)
     return PageAnalysis(version=version, computed_at=time.time(), seconds=seconds, episodes=0,
                     ratings={"duel": [], "author": [], "solver": []}, headline=[], envs={},
                     error=why)
