@@ -84,6 +84,7 @@ from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
 if TYPE_CHECKING:
     from envduels.duel.protocol import Entry
     from envduels.envs import EnvSpec, Verdict
+    from envduels.envs._verdict_cache import VerdictCache
     from envduels.players import ChatResult
     from envduels.sandbox import EnvPool
     from envduels.sandbox.ray_pool import RayEnvPool
@@ -302,16 +303,20 @@ class Tournament:
         source, seeds, options and validator comes from the verdict cache
         (`envs._verdict_cache`). A sandbox that cannot start leaves the environment unrecorded
         (an error: a resumed run validates it again)."""
+        from envduels.envs._verdict_cache import VerdictCache
+
         todo = [s for s in self.fixed_envs if self.store.environment(s.id) is None]
         if not todo:
             return
+        # checked once per run: an untrusted folder is one warning line, then never read
+        cache = None if self.sandboxes.unsafe_no_sandbox else VerdictCache.open()
 
         async def one(spec: EnvSpec) -> None:
             record = fixed_env_record(spec, run_seed=self.cfg.seed,
                                       seeds_per_env=self.cfg.tournament.seeds_per_env)
             try:
                 async with self._env_slots:   # one sandbox at a time per validation
-                    verdict = await self._fixed_verdict(record.spec)
+                    verdict = await self._fixed_verdict(record.spec, cache)
             except SandboxDown as err:
                 log.error("validating %s failed: a sandbox could not start (%s)", spec.id, err)
                 self._errors += 1
@@ -325,9 +330,9 @@ class Tournament:
 
         await asyncio.gather(*(one(spec) for spec in todo))
 
-    async def _fixed_verdict(self, spec: EnvSpec) -> Verdict:
+    async def _fixed_verdict(self, spec: EnvSpec, cache: VerdictCache | None) -> Verdict:
         """`spec`'s verdict on its benchmark seeds: cached, or judged in the run's sandboxes
-        (and cached, unless no sandbox confines it). Raises `SandboxDown`."""
+        (and cached in `cache`; None where no sandbox confines it). Raises `SandboxDown`."""
         from envduels.envs import _verdict_cache, validate_env
         from envduels.sandbox import SandboxStartError
 
@@ -338,9 +343,8 @@ class Tournament:
         # always been played under the run's cap, winnable in it or not)
         options = {"require_oracle": t.require_oracle, "hint_max_chars": t.hint_max_chars,
                    "fixed_pool": True}
-        cacheable = not self.sandboxes.unsafe_no_sandbox
-        key = _verdict_cache.verdict_key(spec, seeds=seeds, options=options) if cacheable else ""
-        cached = _verdict_cache.load(key) if key else None
+        key = _verdict_cache.verdict_key(spec, seeds=seeds, options=options) if cache is not None else ""
+        cached = cache.load(key, seeds=seeds) if cache is not None else None
         if cached is not None:
             return cached
         try:
@@ -350,8 +354,8 @@ class Tournament:
                                          probe_seed=self._draw_salt)
         except SandboxStartError as err:   # the host's failure: no verdict on the environment
             raise SandboxDown(err.reason) from None
-        if key:
-            _verdict_cache.store(key, verdict)
+        if cache is not None:
+            cache.store(key, verdict)
         return verdict
 
     async def _author_round(self, rnd: int) -> list[EnvRecord]:
