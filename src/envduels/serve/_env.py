@@ -177,7 +177,12 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
         else:
             session = self._session
             if session is None:
-                raise ServeError(409, "no episode is running: reset first")
+                # OpenEnv's client reconnects silently once the server closed its socket: a
+                # trainer that sat idle meets this on its next step, so say why it may be here
+                raise ServeError(409, "no episode is running: reset first (a session idle for "
+                                      f"more than {self._hub.idle_timeout_s:g} s is ended and "
+                                      "its WebSocket closed; OpenEnv's client then connects "
+                                      "afresh)")
         message = action.message
         if not isinstance(message, str):   # pydantic checked it; a caller in Python may not
             raise ServeError(400, "step needs {\"message\": REPLY} with the reply as a string")

@@ -72,6 +72,14 @@ class DuelClient:
             self.done, self.success = True, False
             why = err.rcvd.reason if err.rcvd is not None and err.rcvd.reason else str(err)
             raise RuntimeError(f"the server closed the session: {why}") from None
+        except RuntimeError as err:
+            # OpenEnv's client (0.10) reconnects by itself after the server closed the socket,
+            # so a reaped session shows as a fresh connection with no episode
+            if "no episode is running" not in str(err):
+                raise
+            self.done, self.success = True, False
+            why = str(err).removeprefix("Server error: ")
+            raise RuntimeError(f"the server closed the session: {why}") from None
         self.observation = dict(result.observation)
         self.text = str(self.observation["text"])
         self.reward = float(result.reward or 0.0)
