@@ -6,7 +6,7 @@ HarnessPool (the same surface over harness worker processes, docs/workers.md),
 RemoteEnvInstance, sandbox_pool, check_sandbox, open_env_sync, SyncEnvInstance. Design and what each layer stops: docs/sandbox.md.
 """
 
-from ._harness import HarnessPool, sandbox_pool
+from ._harness import HarnessPool, SandboxPool, sandbox_pool
 from ._instance import EnvInstance, StepResult, truncate_observation
 from ._limits import (
     EnvFault,
@@ -28,6 +28,7 @@ __all__ = [
     "HarnessPool",
     "RemoteEnvInstance",
     "SandboxLost",
+    "SandboxPool",
     "sandbox_pool",
     "SandboxLimits",
     "SandboxStartError",

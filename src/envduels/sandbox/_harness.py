@@ -46,7 +46,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._launcher import require_runtime
 from ._limits import DEFAULT_LIMITS, SandboxLimits, SandboxLost, SandboxStartError
@@ -374,6 +374,10 @@ class HarnessPool:
             worker.process.wait()
         if worker.reading is not None:
             await asyncio.gather(worker.reading, return_exceptions=True)
+
+
+SandboxPool: TypeAlias = "HarnessPool | EnvPool"
+"""A pool on this machine: in harness workers, or in the caller's process."""
 
 
 def sandbox_pool(limits: SandboxLimits = DEFAULT_LIMITS, *, workers: int | None = None,
