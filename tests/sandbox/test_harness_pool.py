@@ -228,3 +228,19 @@ def test_sigkill_of_the_caller_ends_its_workers_and_their_sandboxes() -> None:
             break
         time.sleep(0.05)
     assert left == []
+
+
+async def test_a_kill_from_outside_is_unexplained_never_a_cpu_limit() -> None:
+    # The channel once named every SIGKILL it could not explain the CPU limit (issue 32's
+    # "CPU time limit exceeded (60 s)" for a guessing game that had used milliseconds).
+    async with EnvPool(FAST, warm=0) as pool:
+        inst = await pool.open(env_source("time.sleep(5)", prelude="import time"))
+        await inst.reset(0)
+        stepping = asyncio.ensure_future(inst.step("x"))
+        await asyncio.sleep(0.3)
+        os.kill(inst._channel.init_pid or inst.pid, signal.SIGKILL)
+        with pytest.raises(EnvFault) as caught:
+            await stepping
+        assert caught.value.reason.startswith(
+            "worker killed by SIGKILL, unexplained (not the CPU limit: 0.")
+        assert caught.value.reason.endswith(" s used of 20 s; no out-of-memory kill) during step")
