@@ -21,6 +21,7 @@ from sandbox_helpers import (
     assert_pool_still_works,
     env_source,
     namespace_pids,
+    needs_in_process_pool,
     sandbox_uid_processes,
 )
 
@@ -424,6 +425,8 @@ async def test_dangerous_syscalls_are_denied_but_ordinary_python_works(pool: Env
 
 async def test_detached_double_forked_daemon_is_gone_after_close(pool: EnvPool,
                                                                  sandbox_runtime: str) -> None:
+    if sandbox_runtime != "gvisor":
+        needs_in_process_pool()
     reset = """
     if os.fork() == 0:   # no setsid: seccomp refuses it (autogroup ids, docs/sandbox.md)
         if os.fork() == 0:
@@ -514,6 +517,7 @@ async def test_forged_frame_with_the_right_id_is_caught_by_the_extra_reply(
 
 
 async def test_frame_written_by_a_background_thread_is_unsolicited(canary: Path) -> None:
+    needs_in_process_pool()
     # The protocol layer on its own (the freezer would keep the thread from running at all)
     reset = ("threading.Timer(0.05, forge, args=({'id': 3, 'ok': True},)).start()\n"
              "return 'start', {}")
