@@ -140,8 +140,12 @@ class HarnessPool:
         self.replaced = 0         # workers started in place of one that died
 
     async def __aenter__(self) -> HarnessPool:
-        await self._start_all()
+        await self.start()
         return self
+
+    async def start(self) -> None:
+        """Start the workers now (else the first `open` or `expect` does)."""
+        await self._start_all()
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
