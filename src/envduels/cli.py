@@ -359,12 +359,13 @@ def serve(
     port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on; 0 picks a free one.")] = 0,
     max_sessions: Annotated[int, typer.Option("--max-sessions", metavar="N", help="Most sessions (sandboxes) at once.")] = 32,
     idle_timeout: Annotated[float, typer.Option("--idle-timeout", metavar="S", help="End a session idle this many seconds.")] = 300.0,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", help="Server processes, each with its own sandboxes [default: one per core].", show_default=False)] = None,
 ) -> None:
     """Serve environments to RL trainers over OpenEnv (HTTP and WebSocket), each session in its own sandbox."""
     from envduels.serve.commands import serve_command
 
     raise typer.Exit(serve_command(names, host=host, port=port, max_sessions=max_sessions,
-                                   idle_timeout_s=idle_timeout))
+                                   idle_timeout_s=idle_timeout, workers=workers))
 
 
 def _plain_usage(*apps: typer.Typer) -> None:

@@ -27,6 +27,7 @@ from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
 from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
 from envduels.serve._connection import Connection
+from envduels.serve._shared import Held, Place
 
 if TYPE_CHECKING:
     from envduels.serve._catalog import Served
@@ -75,15 +76,17 @@ def _exc(err: BaseException) -> str:
 
 
 class Hub:
-    """Every session's sandbox: one `EnvPool` per distinct limits, at most `max_sessions`
-    instances alive at once, every WebSocket connection, and a reaper that ends a session or
-    connection idle for `idle_timeout_s`. Bound to the event loop of its first `open` or
-    `connect` (the server's)."""
+    """Every session's sandbox in this server process: one `EnvPool` per distinct limits, at
+    most `max_sessions` instances alive at once in all the server's processes together
+    (`place`), every WebSocket connection, and a reaper that ends a session or connection idle
+    for `idle_timeout_s`. Bound to the event loop of its first `open` or `connect` (the
+    server's)."""
 
     def __init__(self, served: dict[str, Served], *, max_sessions: int, idle_timeout_s: float,
-                 unsafe_no_sandbox: bool = False) -> None:
+                 unsafe_no_sandbox: bool = False, place: Place | None = None) -> None:
         self.served = served
         self.max_sessions = max_sessions
+        self.place = place or Place.alone(max_sessions)
         self.idle_timeout_s = idle_timeout_s
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.sessions: set[Session] = set()
@@ -94,12 +97,11 @@ class Hub:
         self._pools: dict[SandboxLimits, EnvPool] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._opening = 0
         self._closed = False
 
     def live(self) -> int:
-        """Sandboxes alive or being opened now."""
-        return self._opening + sum(1 for s in self.sessions if s.instance is not None)
+        """Sandboxes alive or being opened now in this server process."""
+        return self.place.held(Held.SANDBOXES)
 
     def spawn(self, close: Coroutine[object, None, None]) -> None:
         """Run `close` on the hub's loop, from any thread, keeping the task referenced until
@@ -124,14 +126,18 @@ class Hub:
             loop.call_soon_threadsafe(start)
 
     async def open(self, session: Session, served: Served) -> EnvInstance:
-        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed).
-        ServeError 503 at capacity or when no sandbox could start."""
+        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
+        which holds one of the `max_sessions` places until `release`d. ServeError 503 at
+        capacity or when no sandbox could start."""
         if self._closed:
             raise ServeError(503, "the server is shutting down")
         self._start_reaper()
-        if self.live() >= self.max_sessions:
-            raise ServeError(503, f"the server is at --max-sessions {self.max_sessions}: end "
-                                  "another episode or session, or try again later")
+        if not self.place.claim(Held.SANDBOXES):
+            everywhere = f" (its {self.place.count} processes together)" \
+                if self.place.count > 1 else ""
+            raise ServeError(503, f"the server is at --max-sessions {self.max_sessions} "
+                                  f"sandboxes{everywhere}: end another episode or session, or "
+                                  "try again later")
         pool = self._pools.get(served.limits)
         if pool is None:
             pool = self._pools[served.limits] = EnvPool(
@@ -139,12 +145,16 @@ class Hub:
                 warm=min(2, self.max_sessions), max_warm=self.max_sessions)
         self.sessions.add(session)
         spec = served.spec
-        self._opening += 1   # counted from now: concurrent opens cannot pass the cap together
         try:
             return await pool.open(spec.source, class_name=spec.class_name,
                                    max_turns=spec.max_turns)
-        finally:
-            self._opening -= 1
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Give back the place of a sandbox that `open` returned, once it is closed."""
+        self.place.release(Held.SANDBOXES)
 
     def connect(self, connection: Connection) -> None:
         """Track a new WebSocket `connection` (reaped when idle, reset or not)."""
@@ -331,6 +341,7 @@ class Session:
     async def _close_instance(self) -> None:
         instance, self.instance = self.instance, None
         if instance is not None:
+            self.hub.release()
             with contextlib.suppress(Exception):
                 await instance.close(wait=False)
         # an HTTP episode that ended is forgotten: its id answers 404 from now on
