@@ -76,6 +76,9 @@ def main() -> int:
     ap.add_argument("--compare-src", metavar="SRC",
                     help="at 50 and 500 ms, this tree against the envduels at SRC (e.g. "
                          "/work/main/src), alternated, side by side")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="harness worker processes (sandbox.workers; default: one per core, "
+                         "0: sandbox work in the engine process)")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.concurrency is None:
@@ -188,6 +191,8 @@ def _write_config(base_url: str, tmp: Path, args: argparse.Namespace) -> Path:
                       "max_turns": 4, "history": "none"}
     cfg = {"name": "bench", "seed": 1, "output_dir": str(tmp / "run"), "players": players,
            "tournament": tournament, "sandbox": {"warm_workers": 4}}
+    if getattr(args, "workers", None) is not None:
+        cfg["sandbox"]["workers"] = args.workers
     path = tmp / "bench.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

@@ -85,11 +85,12 @@ if TYPE_CHECKING:
     from envduels.duel.protocol import Entry
     from envduels.envs import EnvSpec, Verdict
     from envduels.players import ChatResult
-    from envduels.sandbox import EnvPool
+    from envduels.sandbox import SandboxPool
     from envduels.sandbox.ray_pool import RayEnvPool
 
-    Sandboxes: TypeAlias = EnvPool | RayEnvPool
-    """The sandbox pool a run's environments run in: on this machine, or on a Ray cluster."""
+    Sandboxes: TypeAlias = SandboxPool | RayEnvPool
+    """The sandbox pool a run's environments run in: on this machine (in harness workers or
+    in-process), or on a Ray cluster."""
 
 log = logging.getLogger("envduels.engine")
 
@@ -340,7 +341,8 @@ class Tournament:
                    "fixed_pool": True}
         cacheable = not self.sandboxes.unsafe_no_sandbox
         key = _verdict_cache.verdict_key(spec, seeds=seeds, options=options) if cacheable else ""
-        cached = _verdict_cache.load(key) if key else None
+        cache = _verdict_cache.VerdictCache.open() if key else None
+        cached = cache.load(key, seeds=seeds) if cache is not None else None
         if cached is not None:
             return cached
         try:
@@ -350,8 +352,8 @@ class Tournament:
                                          probe_seed=self._draw_salt)
         except SandboxStartError as err:   # the host's failure: no verdict on the environment
             raise SandboxDown(err.reason) from None
-        if key:
-            _verdict_cache.store(key, verdict)
+        if cache is not None:
+            cache.store(key, verdict)
         return verdict
 
     async def _author_round(self, rnd: int) -> list[EnvRecord]:

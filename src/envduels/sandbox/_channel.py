@@ -450,13 +450,25 @@ class WorkerChannel:
         if sig == signal.SIGXCPU:
             return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
         if sig == signal.SIGKILL:
-            if group is not None:   # no OOM in the group: the hard CPU limit (SIGXCPU ignored)
-                return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
-            return (f"worker killed by SIGKILL (CPU time limit of {self.limits.cpu_s} s or "
-                    "out of memory)")
+            return self._sigkill_reason()
         if sig:
             return f"worker killed by {_signal_name(sig)}"
         return f"worker exited with status {rc}"
+
+    def _sigkill_reason(self) -> str:
+        """Why a SIGKILL that no limit of ours announced came: the hard CPU limit only where
+        the sandbox's own CPU account shows it reached the limit (RLIMIT_CPU kills one process
+        at cpu_s + 1 s of its own CPU, after SIGXCPU at cpu_s), else "unexplained", with the
+        CPU it had used: never a limit that cannot be shown."""
+        group = self.launched.cgroup
+        used = group.cpu_seconds() if group is not None else None
+        if used is not None and used >= self.limits.cpu_s:
+            return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
+        if used is None:
+            return ("worker killed by SIGKILL, unexplained (no out-of-memory kill; its CPU "
+                    "time cannot be read here)")
+        return (f"worker killed by SIGKILL, unexplained (not the CPU limit: {used:.2f} s used "
+                f"of {self.limits.cpu_s} s; no out-of-memory kill)")
 
     async def fail(self, reason: str) -> EnvFault:
         """Kill the worker, remember `reason`, and return the EnvFault to raise."""

@@ -88,6 +88,19 @@ class SandboxStartError(EnvFault):
     never the environment author's: an episode it stops is an `error`, retried on resume."""
 
 
+class SandboxLost(SandboxStartError):
+    """The process that held a sandbox is gone (a harness worker that died, a Ray node or
+    host that was lost): the host's fault, never the environment's (an episode in flight ends
+    `error`, validation stays unjudged)."""
+
+
+class HarnessCapacity(SandboxStartError):
+    """The harness ran out of something of its own (processes or memory for another sandbox,
+    descriptors, uid slots, a full queue): no instance could be given, and nothing about the
+    environment is known. Never an environment's fault: a run records it as the harness's
+    (`error`, retried on resume), `serve` answers 503."""
+
+
 class SandboxUnavailable(UserError):
     """bubblewrap (or, with runtime gvisor, runsc) is missing or cannot sandbox here."""
 

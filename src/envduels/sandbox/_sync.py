@@ -12,9 +12,11 @@ from collections.abc import Coroutine
 from types import TracebackType
 from typing import TypeVar
 
+from ._harness import HarnessPool
 from ._instance import EnvInstance, StepResult
 from ._limits import DEFAULT_LIMITS, SandboxLimits
 from ._pool import EnvPool
+from ._remote import RemoteEnvInstance
 
 T = TypeVar("T")
 
@@ -41,7 +43,8 @@ def _run(coro: Coroutine[object, None, T]) -> T:
 class SyncEnvInstance:
     """EnvInstance with blocking methods; a context manager that closes it."""
 
-    def __init__(self, pool: EnvPool, instance: EnvInstance, *, owns_pool: bool = True) -> None:
+    def __init__(self, pool: EnvPool | HarnessPool, instance: EnvInstance | RemoteEnvInstance, *,
+                 owns_pool: bool = True) -> None:
         self._pool = pool
         self._owns_pool = owns_pool
         self._instance = instance
@@ -87,15 +90,17 @@ class SyncEnvInstance:
         self.close()
 
 
-_SHARED: dict[tuple[SandboxLimits, bool], EnvPool] = {}
+_SHARED: dict[tuple[SandboxLimits, bool], HarnessPool] = {}
 
 
-async def _shared_pool(limits: SandboxLimits, unsafe_no_sandbox: bool) -> EnvPool:
-    """One pool per (limits, unsafe) for this process, on the background loop: its templates
-    outlive each instance, so the next `open` forks instead of starting a sandbox."""
+async def _shared_pool(limits: SandboxLimits, unsafe_no_sandbox: bool) -> HarnessPool:
+    """One pool per (limits, unsafe) for this process, on the background loop, in harness
+    workers (one per core: instances opened from several threads spread over them): its
+    templates outlive each instance, so the next `open` forks instead of starting a sandbox."""
     key = (limits, unsafe_no_sandbox)
     if key not in _SHARED:
-        _SHARED[key] = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
+        _SHARED[key] = HarnessPool(limits, unsafe_no_sandbox=unsafe_no_sandbox,
+                                   replays_apart=False, warm=0)
     return _SHARED[key]
 
 
@@ -110,7 +115,7 @@ def open_env_sync(source: str, *, class_name: str | None = None, max_turns: int 
     Raises SandboxUnavailable without bubblewrap, EnvFault when the source does not load.
     """
     if shared:
-        async def _open_shared() -> EnvInstance:
+        async def _open_shared() -> RemoteEnvInstance:
             pool = await _shared_pool(limits, unsafe_no_sandbox)
             return await pool.open(source, class_name=class_name, max_turns=max_turns)
         instance = _run(_open_shared())
