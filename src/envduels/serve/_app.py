@@ -213,18 +213,19 @@ async def _too_large(send: Send, limit: int) -> None:
 def build_app(served: dict[str, Served], *, max_sessions: int = 32,
               idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, allowed_hosts: list[str] | None = None,
               unsafe_no_sandbox: bool = False, max_body: int = MAX_BODY_BYTES,
-              place: Place | None = None) -> FastAPI:
+              place: Place | None = None, harness_workers: int = 0) -> FastAPI:
     """The app serving `served`; `app.state.hub` holds the sessions (closed at shutdown).
 
     `max_sessions` caps both the WebSocket sessions OpenEnv accepts and the sandboxes alive at
     once (HTTP episodes included), in all the server's processes together when `place` is one
     of several (`serve._shared`; default: a server of one process); a session idle for
     `idle_timeout_s` is ended, and its WebSocket closed (`serve._connection`), whether or not
-    it ever reset.
+    it ever reset. `harness_workers` N > 0 puts the sandboxes in N harness worker processes
+    behind this one instead of in it (a measurement of the other design: bench_serve.py).
     """
     place = place or Place.alone(max_sessions)
     hub = Hub(served, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
-              unsafe_no_sandbox=unsafe_no_sandbox, place=place)
+              unsafe_no_sandbox=unsafe_no_sandbox, place=place, harness_workers=harness_workers)
     forwarder = Forwarder(place)
     app = create_fastapi_app(functools.partial(DuelEnvironment, hub), DuelAction,
                              DuelObservation, max_concurrent_envs=max_sessions,

@@ -48,6 +48,7 @@ class ServeOptions:
     idle_timeout_s: float
     allowed_hosts: list[str] | None
     unsafe_no_sandbox: bool = False
+    harness_workers: int = 0   # > 0: sandboxes in harness worker processes (bench_serve.py)
 
 
 def run_process(options: ServeOptions, place: Place, listening: socket.socket,
@@ -67,7 +68,8 @@ def run_process(options: ServeOptions, place: Place, listening: socket.socket,
 
     app = build_app(options.served, max_sessions=options.max_sessions,
                     idle_timeout_s=options.idle_timeout_s, allowed_hosts=options.allowed_hosts,
-                    unsafe_no_sandbox=options.unsafe_no_sandbox, place=place)
+                    unsafe_no_sandbox=options.unsafe_no_sandbox, place=place,
+                    harness_workers=options.harness_workers)
     sockets = [listening]
     if place.sockets_dir is not None:
         path = place.socket_of(place.index)

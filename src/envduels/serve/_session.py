@@ -25,7 +25,16 @@ from fastapi import HTTPException
 from envduels._text import valid_text
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
-from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
+from envduels.sandbox import (
+    EnvFault,
+    EnvInstance,
+    EnvPool,
+    HarnessPool,
+    RemoteEnvInstance,
+    SandboxLimits,
+    SandboxStartError,
+    sandbox_pool,
+)
 from envduels.serve._connection import Connection
 from envduels.serve._shared import Held, Place
 
@@ -83,10 +92,14 @@ class Hub:
     server's)."""
 
     def __init__(self, served: dict[str, Served], *, max_sessions: int, idle_timeout_s: float,
-                 unsafe_no_sandbox: bool = False, place: Place | None = None) -> None:
+                 unsafe_no_sandbox: bool = False, place: Place | None = None,
+                 harness_workers: int = 0) -> None:
         self.served = served
         self.max_sessions = max_sessions
         self.place = place or Place.alone(max_sessions)
+        # 0: the sandboxes in this process (what `serve` runs); N: in N harness worker
+        # processes behind this one (one front routing to them: measured in bench_serve.py)
+        self.harness_workers = harness_workers
         self.idle_timeout_s = idle_timeout_s
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.sessions: set[Session] = set()
@@ -94,7 +107,7 @@ class Hub:
         self.connections: set[Connection] = set()
         self._expired: OrderedDict[str, str] = OrderedDict()   # HTTP episode id -> why
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._pools: dict[SandboxLimits, EnvPool] = {}
+        self._pools: dict[SandboxLimits, EnvPool | HarnessPool] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -125,7 +138,7 @@ class Hub:
         else:
             loop.call_soon_threadsafe(start)
 
-    async def open(self, session: Session, served: Served) -> EnvInstance:
+    async def open(self, session: Session, served: Served) -> EnvInstance | RemoteEnvInstance:
         """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
         which holds one of the `max_sessions` places until `release`d. ServeError 503 at
         capacity or when no sandbox could start."""
@@ -140,9 +153,10 @@ class Hub:
                                   "try again later")
         pool = self._pools.get(served.limits)
         if pool is None:
-            pool = self._pools[served.limits] = EnvPool(
-                served.limits, unsafe_no_sandbox=self.unsafe_no_sandbox,
-                warm=min(2, self.max_sessions), max_warm=self.max_sessions)
+            pool = self._pools[served.limits] = sandbox_pool(
+                served.limits, workers=self.harness_workers, replays_apart=False,
+                unsafe_no_sandbox=self.unsafe_no_sandbox, warm=min(2, self.max_sessions),
+                max_warm=self.max_sessions)
         self.sessions.add(session)
         spec = served.spec
         try:
@@ -228,7 +242,7 @@ class Session:
         self.hub = hub
         self.episode_id = episode_id
         self.connection = connection   # its WebSocket; None over HTTP
-        self.instance: EnvInstance | None = None
+        self.instance: EnvInstance | RemoteEnvInstance | None = None
         self.episode: Episode | None = None
         self.served: Served | None = None
         self.seed: int | None = None
