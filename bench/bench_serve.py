@@ -137,10 +137,9 @@ def front_server(name: str, harness_workers: int, max_sessions: int) -> None:
     options = ServeOptions(served=catalog([name]), max_sessions=max_sessions,
                            idle_timeout_s=300.0, allowed_hosts=allowed_hosts("127.0.0.1"),
                            harness_workers=harness_workers)
-    sock = bind("127.0.0.1", 0)
-    sock.listen(4096)
-    print(f"envduels serve: {url_of(sock)}", flush=True)
-    Supervisor(options, sock, 1).run()
+    held = bind("127.0.0.1", 0, reuse_port=True)
+    Supervisor(options, held, 1,
+               on_ready=lambda: print(f"envduels serve: {url_of(held)}", flush=True)).run()
 
 
 @dataclass

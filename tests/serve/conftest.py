@@ -62,6 +62,38 @@ class Server:
         return out
 
 
+    def holder(self, marker: str) -> str:
+        """The name of the server process (`envduels-srvK`) whose sandbox holds /tmp/`marker`
+        (a session of the `marker` fixture: its reset wrote it)."""
+        for pid in self.descendants():
+            try:
+                if not os.path.exists(f"/proc/{pid}/root/tmp/{marker}"):
+                    continue
+                while pid > 1:   # up from the sandbox to the server process that started it
+                    with open(f"/proc/{pid}/comm") as fh:
+                        comm = fh.read().strip()
+                    if comm.startswith("envduels-srv"):
+                        return comm
+                    with open(f"/proc/{pid}/stat") as fh:
+                        pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+        raise AssertionError(f"no sandbox under the server holds /tmp/{marker}")
+
+    def processes(self) -> dict[str, int]:
+        """The server's processes by name (`envduels-srvK`): their host pids."""
+        found = {}
+        for pid in self.descendants():
+            try:
+                with open(f"/proc/{pid}/comm") as fh:
+                    comm = fh.read().strip()
+            except OSError:
+                continue
+            if comm.startswith("envduels-srv"):
+                found[comm] = pid
+        return found
+
+
 def start_server(*args: str, timeout_s: float = 90.0) -> Server:
     env = {**os.environ, "PYTHONPATH": SRC}
     log = Path(tempfile.mkstemp(prefix="envduels-serve-", suffix=".log")[1])

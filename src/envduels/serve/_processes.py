@@ -1,13 +1,13 @@
 """The server processes of `envduels serve --workers N`, and the supervisor that keeps N alive.
 
 Each server process is a whole server: OpenEnv's app, its own event loop, its own sandboxes
-(docs/training.md, "Serving at scale", says why not one front process). All of them accept on
-the one listening socket the supervisor bound, so the kernel hands each new connection to one
-of them; what they share is in `serve._shared` (the counts against `--max-sessions`, where an
-HTTP episode lives). A process that stops ends only the sessions it held (its sandboxes die
-with it) and the supervisor starts another in its place, whose HTTP episodes answer that they
-were lost; one that fails before it ever served stops the server, since its successors would
-fail the same way.
+(docs/training.md, "Serving at scale", says why not one front process). Each listens on a
+socket of its own at the server's one address (SO_REUSEPORT), so the kernel spreads new
+connections evenly over the live processes; what they share is in `serve._shared` (the counts
+against `--max-sessions`, where an HTTP episode lives). A process that stops ends only the
+sessions it held (its sandboxes die with it) and the supervisor starts another in its place,
+whose HTTP episodes answer that they were lost; one that fails before it ever served stops the
+server, since its successors would fail the same way.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.synchronize import Event
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envduels._signals import terminate_as_interrupt
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from envduels.serve._catalog import Served
 
 STOP_TIMEOUT_S = 60.0   # a process closing its sandboxes at shutdown; then it is killed
+BACKLOG = 2048          # connections waiting for each process's accept (the kernel caps it)
 
 
 @dataclass(frozen=True)
@@ -51,11 +54,26 @@ class ServeOptions:
     harness_workers: int = 0   # > 0: sandboxes in harness worker processes (bench_serve.py)
 
 
-def run_process(options: ServeOptions, place: Place, listening: socket.socket,
-                ready: Event) -> None:
-    """The body of one server process (spawned by `Supervisor`): serve on `listening` and on
+def listen_at(family: int, address: tuple[object, ...]) -> socket.socket:
+    """This process's own listening socket at the server's address (which the supervisor
+    holds with SO_REUSEPORT)."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # inherited by connections
+    sock.bind(address)
+    sock.listen(BACKLOG)
+    return sock
+
+
+def run_process(options: ServeOptions, place: Place, family: int,
+                address: tuple[object, ...], ready: Event) -> None:
+    """The body of one server process (spawned by `Supervisor`): serve at `address` and on
     this process's own unix socket (forwarded HTTP requests) until told to stop, or until the
-    supervisor is gone. `ready` is set once it accepts."""
+    supervisor is gone. `ready` is set once it accepts. Its name (`ps`, /proc/PID/comm) is
+    `envduels-srvK` for process K."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(process_name(place.index))
     import uvicorn  # the serve extra's, in the process that serves
 
     from envduels.serve._app import MAX_BODY_BYTES, build_app
@@ -70,7 +88,7 @@ def run_process(options: ServeOptions, place: Place, listening: socket.socket,
                     idle_timeout_s=options.idle_timeout_s, allowed_hosts=options.allowed_hosts,
                     unsafe_no_sandbox=options.unsafe_no_sandbox, place=place,
                     harness_workers=options.harness_workers)
-    sockets = [listening]
+    sockets = [listen_at(family, address)]
     if place.sockets_dir is not None:
         path = place.socket_of(place.index)
         with contextlib.suppress(FileNotFoundError):
@@ -91,6 +109,11 @@ def run_process(options: ServeOptions, place: Place, listening: socket.socket,
         server.run(sockets=sockets)
 
 
+def process_name(index: int) -> str:
+    """What server process `index` is called in `ps` (15 characters at most: comm's limit)."""
+    return f"envduels-srv{index}"
+
+
 def _how_it_ended(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         with contextlib.suppress(ValueError):
@@ -100,13 +123,18 @@ def _how_it_ended(exitcode: int | None) -> str:
 
 
 class Supervisor:
-    """Runs `count` server processes on `listening` until interrupted (Ctrl-C or SIGTERM),
-    replacing any that stops. `run()` returns the command's exit status."""
+    """Runs `count` server processes at the address `held` holds (a socket bound with
+    SO_REUSEPORT, not listening) until interrupted (Ctrl-C or SIGTERM), replacing any that
+    stops. `on_ready()` is called once every process accepts. `run()` returns the command's
+    exit status."""
 
-    def __init__(self, options: ServeOptions, listening: socket.socket, count: int) -> None:
+    def __init__(self, options: ServeOptions, held: socket.socket, count: int,
+                 on_ready: Callable[[], None] = lambda: None) -> None:
         self.options = options
-        self.listening = listening
+        self.family = int(held.family)
+        self.address = held.getsockname()
         self.count = count
+        self.on_ready = on_ready
         self._context = multiprocessing.get_context("spawn")
         self._processes: dict[int, tuple[SpawnProcess, Event]] = {}
         self._dir: str | None = None
@@ -127,6 +155,9 @@ class Supervisor:
                 try:
                     for index in range(self.count):
                         self._start(index, lost=None)
+                    if not self._wait_ready():
+                        return 1
+                    self.on_ready()
                     return self._watch()
                 except KeyboardInterrupt:
                     return 0
@@ -139,8 +170,9 @@ class Supervisor:
         assert self._place is not None
         place = dataclasses.replace(self._place, index=index, lost=lost)
         ready = self._context.Event()
-        process = self._context.Process(target=run_process, name=f"envduels-serve-{index}",
-                                        args=(self.options, place, self.listening, ready))
+        process = self._context.Process(target=run_process, name=process_name(index),
+                                        args=(self.options, place, self.family, self.address,
+                                              ready))
         # a Ctrl-C while the new process imports would print its traceback: it ignores SIGINT
         # until its server installs its own handlers (SIGTERM still stops it)
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -149,6 +181,18 @@ class Supervisor:
         finally:
             signal.signal(signal.SIGINT, previous)
         self._processes[index] = (process, ready)
+
+    def _wait_ready(self) -> bool:
+        """Wait until every process accepts; False (said on stderr) if one stopped first."""
+        for index, (process, ready) in list(self._processes.items()):
+            while not ready.wait(0.2):
+                if not process.is_alive():
+                    self._processes.pop(index)
+                    print(f"envduels serve: server process {index} "
+                          f"{_how_it_ended(process.exitcode)} before it could serve; stopping "
+                          "(its log is above)", file=sys.stderr, flush=True)
+                    return False
+        return True
 
     def _watch(self) -> int:
         """Replace each process that stops; 1 if one stopped before it ever served."""

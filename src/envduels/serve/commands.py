@@ -33,8 +33,8 @@ def serve_command(names: list[str], *, host: str = "127.0.0.1", port: int = 0,
                   max_sessions: int = 32, idle_timeout_s: float = 300.0,
                   workers: int | None = None, unsafe_no_sandbox: bool = False) -> int:
     """Serve `names` (see `serve._catalog`) on host:port from `workers` server processes
-    (default: one per core); the first stdout line is `envduels serve: http://HOST:PORT/`.
-    Bound to loopback unless `host` says otherwise, with a warning (on stderr) that there is no
+    (default: one per core); the first stdout line is `envduels serve: http://HOST:PORT/`,
+    printed once every process accepts. Bound to loopback unless `host` says otherwise, with a warning (on stderr) that there is no
     login. UserError for bad names or options, or when no sandbox can run here."""
     if importlib.util.find_spec("openenv") is None or \
             importlib.util.find_spec("openenv.core.env_server") is None:
@@ -61,10 +61,10 @@ def serve_command(names: list[str], *, host: str = "127.0.0.1", port: int = 0,
     options = ServeOptions(served=served, max_sessions=max_sessions,
                            idle_timeout_s=idle_timeout_s, allowed_hosts=allowed_hosts(host),
                            unsafe_no_sandbox=unsafe_no_sandbox)
-    sock = bind(host, port)
-    sock.listen(min(max_sessions, 4096))   # a burst of connections waits, unrefused
-    try:
-        print(f"envduels serve: {url_of(sock)}", flush=True)
+    held = bind(host, port, reuse_port=True)   # each server process listens at its address
+
+    def ready() -> None:   # the URL once every process accepts: it answers when it is printed
+        print(f"envduels serve: {url_of(held)}", flush=True)
         if not is_loopback(host):
             print(f"WARNING: serving on {host}, not loopback: anyone who can reach it can play "
                   "these environments and read their hints (there is no login)", file=sys.stderr,
@@ -72,8 +72,10 @@ def serve_command(names: list[str], *, host: str = "127.0.0.1", port: int = 0,
         print(f"serving {len(served)} environment(s) from {workers} server process(es), at "
               f"most {max_sessions} session(s) at once, {open_files} descriptors per process "
               "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+
+    try:
         # SIGTERM does what Ctrl-C does, and either ends the server with exit 0 once every
         # process has closed its sessions' sandboxes
-        return Supervisor(options, sock, workers).run()
+        return Supervisor(options, held, workers, on_ready=ready).run()
     finally:
-        sock.close()
+        held.close()
