@@ -29,6 +29,7 @@ from envduels.sandbox import (
     EnvFault,
     EnvInstance,
     EnvPool,
+    HarnessCapacity,
     HarnessPool,
     RemoteEnvInstance,
     SandboxLimits,
@@ -36,6 +37,7 @@ from envduels.sandbox import (
     sandbox_pool,
 )
 from envduels.serve._connection import Connection
+from envduels.serve._descriptors import Descriptors
 from envduels.serve._shared import Held, Place
 
 if TYPE_CHECKING:
@@ -110,6 +112,7 @@ class Hub:
         self._pools: dict[SandboxLimits, EnvPool | HarnessPool] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.descriptors = Descriptors()
         self._closed = False
 
     def live(self) -> int:
@@ -141,10 +144,14 @@ class Hub:
     async def open(self, session: Session, served: Served) -> EnvInstance | RemoteEnvInstance:
         """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
         which holds one of the `max_sessions` places until `release`d. ServeError 503 at
-        capacity or when no sandbox could start."""
+        `max_sessions`; HarnessCapacity when this process is short of descriptors; the pool's
+        faults when no sandbox could start."""
         if self._closed:
             raise ServeError(503, "the server is shutting down")
         self._start_reaper()
+        if not self.descriptors.room():
+            raise HarnessCapacity("the harness is out of capacity and started no sandbox: "
+                                  + self.descriptors.why())
         if not self.place.claim(Held.SANDBOXES):
             everywhere = f" (its {self.place.count} processes together)" \
                 if self.place.count > 1 else ""
