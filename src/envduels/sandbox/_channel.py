@@ -154,6 +154,7 @@ class WorkerChannel:
         self.limits = limits
         self.loop = loop
         self.pid = launched.popen.pid
+        self._born = time.monotonic()
         self.init_pid: int | None = None
         self.output = bytearray()
         self.dead: str | None = None          # the reason, once the worker is gone
@@ -461,6 +462,15 @@ class WorkerChannel:
         at cpu_s + 1 s of its own CPU, after SIGXCPU at cpu_s), else "unexplained", with the
         CPU it had used: never a limit that cannot be shown."""
         group = self.launched.cgroup
+        if self.launched.runtime == "gvisor":
+            # gVisor's Sentry kills at the limit by its own count of the app's CPU, which the
+            # host's account of the sandbox does not match (it ran out ahead of it: measured
+            # 0.89 s of host CPU at a 1 s limit on a loaded machine); a process cannot have
+            # used cpu_s of CPU in less wall time than that
+            if time.monotonic() - self._born >= self.limits.cpu_s:
+                return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
+            return ("worker killed by SIGKILL, unexplained (not the CPU limit: the sandbox "
+                    f"lived less than {self.limits.cpu_s} s; no out-of-memory kill)")
         used = group.cpu_seconds() if group is not None else None
         if used is not None and used >= self.limits.cpu_s:
             return f"CPU time limit exceeded ({self.limits.cpu_s} s)"

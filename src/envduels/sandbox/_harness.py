@@ -274,9 +274,9 @@ class HarnessPool:
     async def host_close(self, holder: HarnessWorker, iid: int, *, wait: bool) -> None:
         if holder.dead is not None:
             return
-        if wait:
+        if wait:   # as EnvInstance.close: no process of it left on return
             with contextlib.suppress(SandboxLost):
-                await self._request(holder, "close", iid)
+                await self._request(holder, "close", iid, True)
         else:
             with contextlib.suppress(OSError, RuntimeError):
                 self._send(holder, "close", [iid])

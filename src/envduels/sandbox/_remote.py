@@ -124,10 +124,11 @@ class InstanceHost:
             return fault_reply(fault)
         raise ValueError(f"unknown op {op!r} (or a wrong argument for it: {type(arg).__name__})")
 
-    async def close(self, iid: int) -> None:
+    async def close(self, iid: int, wait: bool = False) -> None:
+        """Kill instance `iid`; with `wait`, return once no process of it is left."""
         instance = self._instances.pop(iid, None)
         if instance is not None:
-            await instance.close(wait=False)
+            await instance.close(wait=wait)
 
     async def shutdown(self) -> None:
         self._instances.clear()

@@ -181,12 +181,11 @@ class ForkedProcess:
 
     def _collect(self) -> None:
         data = b""
-        if self._status is not None:
+        if self._status is not None:   # one message per write of the worker's (SEQPACKET)
             with contextlib.suppress(OSError):
-                data = self._status.recv(32)
-        text = data.decode("ascii", "replace").strip()
-        # no status: the init was killed (by us, or with the whole template)
-        self.returncode = int(text) if text.isdigit() else -signal.SIGKILL
+                while len(data) < 256 and (part := self._status.recv(64)):
+                    data += part
+        self.returncode = exit_status(data)
 
     def kill(self) -> None:
         """SIGKILL to the instance's init (ending its pid namespace), if it is still there."""
@@ -217,6 +216,28 @@ class ForkedProcess:
     @property
     def alive(self) -> bool:
         return self.pidfd is not None and self.poll() is None
+
+
+# faulthandler's first line in an instance whose worker died of a fatal signal
+_FATAL = {b"Segmentation fault": signal.SIGSEGV, b"Floating point exception": signal.SIGFPE,
+          b"Aborted": signal.SIGABRT, b"Bus error": signal.SIGBUS,
+          b"Illegal instruction": signal.SIGILL}
+
+
+def exit_status(data: bytes) -> int:
+    """An instance's exit status from what its worker (pid 1) wrote on the status socket: its
+    `os._exit` code (0-255), or 128 + n for a fatal signal faulthandler named, as bwrap
+    reports them; -SIGKILL when nothing was written (killed: by the harness, a limit, or with
+    its template; the channel finds which). The environment can write there too: what it
+    writes changes only the reason given for its own exit."""
+    text = data.strip()
+    if text.isdigit() and len(text) <= 3:
+        return int(text)
+    if text.startswith(b"Fatal Python error: "):
+        name = text.removeprefix(b"Fatal Python error: ").split(b"\n", 1)[0].strip()
+        if name in _FATAL:
+            return 128 + _FATAL[name]
+    return -signal.SIGKILL
 
 
 def _pidfd_pid(pidfd: int) -> int:
