@@ -21,7 +21,8 @@ and the cores other processes took meanwhile (as root: per-process-tree cpuacct 
 Then the targets: two processes against one at 32 clients, envduels against OpenEnv at the same
 number of processes, each beside the ceiling this machine allows (below). Then `--held`
 sessions held open at once through one server: each reset, then each stepped once while all
-stay open; memory per idle session (PSS of the server's process tree), step p50/p99, errors.
+stay open (64 in flight), then each once more one at a time; memory per idle session (PSS of
+the server's process tree), step p50/p99 of both rounds, errors.
 
 The ceilings: on a machine whose cores the clients share, a server that needs more CPU per
 session serves fewer sessions once the cores are busy, however it is built. With both servers
@@ -373,14 +374,24 @@ async def held_open(url: str, env_id: str, sessions: int, root: int, at_once: in
     t1 = time.perf_counter()
     await asyncio.gather(*(step_one(env) for env in clients))
     stepped_s = time.perf_counter() - t1
+    in_turn: list[float] = []
+    for env in clients:   # then each once more, one at a time: a step's own wall time
+        t = time.perf_counter()
+        try:
+            await env.step({"message": "\\boxed{25}"})
+            in_turn.append(time.perf_counter() - t)
+        except Exception as err:
+            errors[f"step in turn: {str(err)[:140]}"] += 1
     held = len(clients)
     await asyncio.gather(*(env.close() for env in clients), return_exceptions=True)
-    steps.sort()
     print(f"  held open: {held} of {sessions} sessions reset in {opened_s:.1f} s, all open, "
-          f"then {len(steps)} stepped once each in {stepped_s:.1f} s ({at_once} in flight)")
-    if steps:
-        print(f"  step wall time p50 {1000 * statistics.median(steps):.1f} ms, p99 "
-              f"{1000 * steps[min(len(steps) - 1, int(0.99 * len(steps)))]:.1f} ms")
+          f"then {len(steps)} stepped once each in {stepped_s:.1f} s ({at_once} in flight), "
+          f"then {len(in_turn)} once more, one at a time")
+    for label, times in ((f"{at_once} in flight", steps), ("one at a time", in_turn)):
+        times.sort()
+        if times:
+            print(f"  step wall time, {label}: p50 {1000 * statistics.median(times):.1f} ms, "
+                  f"p99 {1000 * times[min(len(times) - 1, int(0.99 * len(times)))]:.1f} ms")
     per = (pss1 - pss0) / max(held, 1)
     print(f"  memory: server tree PSS {pss0:.0f} MiB ({procs0} processes) idle, {pss1:.0f} "
           f"MiB ({procs1} processes) with the sessions open: {per:.2f} MiB per idle session")
