@@ -123,9 +123,11 @@ def baseline_server(name: str, processes: int) -> None:
     probe.close()
     os.environ["BENCH_SERVE_ENV"] = name
     print(f"baseline: http://127.0.0.1:{port}/", flush=True)
+    # uvicorn replaces a worker that does not answer its supervisor's ping in 5 s: under load,
+    # a worker still importing, again and again
     uvicorn.run("bench_serve:baseline_app", factory=True, host="127.0.0.1", port=port,
                 workers=processes, app_dir=str(HERE), log_level="warning", access_log=False,
-                backlog=4096)
+                backlog=4096, timeout_worker_healthcheck=120)
 
 
 def front_server(name: str, harness_workers: int, max_sessions: int) -> None:
@@ -190,11 +192,18 @@ def start(label: str, processes: int, cmd: list[str]) -> Server:
     if group is not None:   # the server joins the group before it starts: its tree is in it
         cmd = ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$0" "$@"', *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PYTHONPATH": str(SRC)})
+                            env={**os.environ, "PYTHONPATH": str(SRC)}, process_group=0)
     assert proc.stdout is not None
+
+    def fail(why: str) -> SystemExit:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return SystemExit(f"{label} {why}")
+
     line = proc.stdout.readline()
     if "http://" not in line:
-        raise SystemExit(f"{label} did not start: {line!r}")
+        raise fail(f"did not start: {line!r}")
     url = "http://" + line.split("http://", 1)[1].strip().rstrip("/")
     deadline = time.monotonic() + 120
     while True:   # the line comes before the server listens
@@ -202,7 +211,7 @@ def start(label: str, processes: int, cmd: list[str]) -> Server:
             if httpx.get(f"{url}/health", timeout=5).status_code == 200:
                 break
         if time.monotonic() > deadline or proc.poll() is not None:
-            raise SystemExit(f"{label} did not answer /health")
+            raise fail("did not answer /health")
         time.sleep(0.2)
     return Server(label, processes, proc, url, group)
 
