@@ -289,6 +289,7 @@ class Row:
     p50_ms: float
     p99_ms: float
     server_ms: float | None     # server CPU per session (its sandboxes included)
+    own_ms: float               # of which the server processes' own (protocol and harness)
     client_ms: float | None     # this process's CPU per session
     others_cores: float | None  # cores every other process took meanwhile
     busiest: float              # the busiest server process's share of one core
@@ -326,7 +327,8 @@ def measure(server: Server, env_id: str, clients: int, seconds: float) -> Row:
     took = time.perf_counter() - t0
     cpu1, mine1, busy1 = server.cpu_s(), time.process_time(), busy_s()
     own1 = server.busiest_s()
-    busiest = max((own1[p] - own0.get(p, 0.0) for p in own1), default=0.0) / took
+    used = [own1[p] - own0.get(p, 0.0) for p in own1]
+    busiest = max(used, default=0.0) / took
     per = max(sessions, 1)
     server_ms = None if cpu0 is None or cpu1 is None else 1000 * (cpu1 - cpu0) / per
     client_ms = 1000 * (mine1 - mine0) / per
@@ -336,8 +338,8 @@ def measure(server: Server, env_id: str, clients: int, seconds: float) -> Row:
     steps.sort()
     p50 = 1000 * statistics.median(steps) if steps else float("nan")
     p99 = 1000 * steps[min(len(steps) - 1, int(0.99 * len(steps)))] if steps else float("nan")
-    return Row(sessions / took, len(steps) / took, p50, p99, server_ms, client_ms, others,
-               busiest, errors)
+    return Row(sessions / took, len(steps) / took, p50, p99, server_ms,
+               1000 * sum(used) / per, client_ms, others, busiest, errors)
 
 
 def fmt(value: float | None, spec: str = ".1f") -> str:
@@ -370,21 +372,25 @@ async def held_open(url: str, env_id: str, sessions: int, root: int, at_once: in
     await asyncio.sleep(2)   # every sandbox idle (frozen) before memory is read
     pss1, procs1 = pss_mib(root)
     steps: list[float] = []
+    going: list[GenericEnvClient] = []   # still mid-episode after the first step
 
     async def step_one(env: GenericEnvClient) -> None:
         async with gate:
             t = time.perf_counter()
             try:
-                await env.step({"message": "\\boxed{50}"})
+                done = (await env.step({"message": "\\boxed{50}"})).done
                 steps.append(time.perf_counter() - t)
             except Exception as err:
                 errors[f"step: {str(err)[:140]}"] += 1
+                return
+            if not done:   # (a secret of 50 was just found)
+                going.append(env)
 
     t1 = time.perf_counter()
     await asyncio.gather(*(step_one(env) for env in clients))
     stepped_s = time.perf_counter() - t1
     in_turn: list[float] = []
-    for env in clients:   # then each once more, one at a time: a step's own wall time
+    for env in going:   # then each once more, one at a time: a step's own wall time
         t = time.perf_counter()
         try:
             await env.step({"message": "\\boxed{25}"})
@@ -395,7 +401,7 @@ async def held_open(url: str, env_id: str, sessions: int, root: int, at_once: in
     await asyncio.gather(*(env.close() for env in clients), return_exceptions=True)
     print(f"  held open: {held} of {sessions} sessions reset in {opened_s:.1f} s, all open, "
           f"then {len(steps)} stepped once each in {stepped_s:.1f} s ({at_once} in flight), "
-          f"then {len(in_turn)} once more, one at a time")
+          f"then the {len(in_turn)} still mid-episode once more, one at a time")
     for label, times in ((f"{at_once} in flight", steps), ("one at a time", in_turn)):
         times.sort()
         if times:
@@ -459,8 +465,8 @@ def main() -> None:
               f"{os.getloadavg()[0]:.2f} on {cores} CPUs"
               + ("" if client_group else " (not root: no CPU per session)"))
         print(f"  {'clients':>7}  {'server':<22} {'sessions/s':>10} {'steps/s':>8} "
-              f"{'step p50':>8} {'p99 ms':>7}  {'CPU/session: server':>19} {'client':>6}  "
-              f"{'busiest':>7} {'others':>6}")
+              f"{'step p50':>8} {'p99 ms':>7}  {'CPU/session: server':>19} {'(own)':>6} "
+              f"{'client':>6}  {'busiest':>7} {'others':>6}")
         rows: dict[tuple[str, int], Row] = {}
         for clients in levels:
             for server in servers:
@@ -468,13 +474,15 @@ def main() -> None:
                 rows[server.label, clients] = row
                 print(f"  {clients:>7}  {server.label:<22} {row.sessions_s:>10.1f} "
                       f"{row.steps_s:>8.1f} {row.p50_ms:>8.2f} {row.p99_ms:>7.2f}  "
-                      f"{fmt(row.server_ms):>16} ms {fmt(row.client_ms):>6}  "
+                      f"{fmt(row.server_ms):>16} ms {row.own_ms:>6.1f} "
+                      f"{fmt(row.client_ms):>6}  "
                       f"{row.busiest:>7.2f} {fmt(row.others_cores, '.2f'):>6}"
                       + (f"  ERRORS {dict(row.errors.most_common(2))}" if row.errors else ""),
                       flush=True)
         print("  CPU/session: ms of CPU per finished session (server: its whole tree, sandboxes "
-              "included); busiest: the busiest server process's share of one core; others: "
-              "cores every other process on the machine took meanwhile")
+              "included; own: its server processes alone, the rest is the sandboxes); busiest: "
+              "the busiest server process's share of one core; others: cores every other "
+              "process on the machine took meanwhile")
         report_targets(rows, levels, cores)
     finally:
         for server in servers:

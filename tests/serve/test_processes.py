@@ -25,6 +25,8 @@ GenericEnvClient = pytest.importorskip(
 ).GenericEnvClient
 from envduels.serve.client import DuelClient  # noqa: E402  (needs the serve extra)
 
+pytestmark = pytest.mark.slow   # a server of its own: seconds of CPU to start
+
 CAP = 6
 LOST = ("the connection ended without a word from the server (the server process that held "
         "the session stopped, or the network failed: not the environment's fault); reset to "
@@ -120,7 +122,6 @@ def test_max_sessions_counts_the_connections_of_both_processes(pair):
         "together: close another session or try again later (code: CAPACITY_REACHED)")
 
 
-@pytest.mark.slow
 def test_a_killed_server_process_ends_only_its_sessions_and_another_takes_its_place(pair):
     before = pair.processes()
     assert sorted(before) == ["envduels-srv0", "envduels-srv1"]
@@ -185,7 +186,6 @@ def test_a_killed_server_process_ends_only_its_sessions_and_another_takes_its_pl
             client.close()
 
 
-@pytest.mark.slow
 def test_the_server_processes_and_their_sandboxes_go_when_the_supervisor_is_killed(pair):
     eid = ids_of(1, 1, "orphan")[0]
     assert reset(pair.url, eid, 170).status_code == 200
