@@ -190,24 +190,35 @@ def main() -> None:
     result["on_two_nodes"] = scripted_run(urls)
     result["health"] = [httpx.get(f"{u.rstrip('/')}/health").json()["status"]
                         for u in urls.split()]
+    ours = _servers_under(os.getpid())   # every node's server processes (the raylets are ours)
+    result["servers_seen"] = len(ours)
     result["ray_exit"], log = stop(proc)
     result["ray_log_tracebacks"] = log.count("Traceback")
     for workers in ("1", "2"):
         local, url = start(MARKER, "number_guess", "--workers", workers)
+        ours |= _servers_under(local.pid)
         result[f"on_{workers}_process"] = scripted_run(url)
         stop(local)
     time.sleep(2)
-    result["left_running"] = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-                              if _is_server(pid)]
+    result["left_running"] = sorted(pid for pid in ours if _is_server(pid))
     cluster.shutdown()
     print("RESULT " + json.dumps(result))
 
 
 def _is_server(pid: int) -> bool:
+    """Whether `pid` is a server process still running (not a zombie)."""
     try:
-        return comm(pid).startswith("envduels-srv")
+        with open(f"/proc/{pid}/stat") as fh:
+            running = fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+        return running and comm(pid).startswith("envduels-srv")
     except OSError:
         return False
+
+
+def _servers_under(root: int) -> set[int]:
+    """The server processes below `root` now."""
+    return {pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if _is_server(pid) and any(p == root for p, _ in ancestry(pid))}
 
 
 if __name__ == "__main__":

@@ -80,4 +80,5 @@ def test_a_run_gives_the_same_results_on_one_process_two_and_two_nodes(scenario)
 def test_the_command_stops_every_nodes_server(scenario):
     assert scenario["ray_exit"] == 0
     assert scenario["ray_log_tracebacks"] == 0
+    assert scenario["servers_seen"] == 2                    # one per node (--workers 1)
     assert scenario["left_running"] == []
