@@ -187,9 +187,13 @@ class LocalVectorEnv(PoolVectorEnv):
     def _make_pool(self) -> HarnessPool:
         from envduels.sandbox import HarnessPool, SandboxLimits
 
-        return HarnessPool(self._options.get("limits") or SandboxLimits(),
-                           unsafe_no_sandbox=self._options.get("unsafe_no_sandbox", False),
-                           workers=self._workers, replays_apart=False, warm=0)
+        self._harness = HarnessPool(self._options.get("limits") or SandboxLimits(),
+                                    unsafe_no_sandbox=self._options.get("unsafe_no_sandbox", False),
+                                    workers=self._workers, replays_apart=False, warm=0)
+        return self._harness
+
+    async def _start_pool(self) -> None:
+        await self._harness.start()
 
 
 class RayVectorEnv(PoolVectorEnv):

@@ -6,14 +6,13 @@ launcher is pointed at a bubblewrap that does not exist (in this process) or tha
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from broken_sandbox import break_bwrap
 
 from envduels.envs.commands import validate_command
 from envduels.errors import UserError
-from envduels.sandbox import _launcher
 
 ARGS = {"seeds": 2, "require_oracle": False, "hint_max_chars": 600, "unsafe_no_sandbox": False}
 MESSAGE = "the sandbox could not start ("
@@ -21,11 +20,7 @@ MESSAGE = "the sandbox could not start ("
 
 @pytest.fixture
 def broken_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(_launcher.host(), "bwrap", "/nonexistent/envduels-test/bwrap")
-    fake = tmp_path / "bwrap"
-    fake.write_text("#!/bin/sh\necho 'bwrap: broken for this test' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    break_bwrap(monkeypatch, tmp_path / "broken")
 
 
 @pytest.mark.usefixtures("broken_bwrap")

@@ -244,3 +244,20 @@ async def test_a_kill_from_outside_is_unexplained_never_a_cpu_limit() -> None:
         assert caught.value.reason.startswith(
             "worker killed by SIGKILL, unexplained (not the CPU limit: 0.")
         assert caught.value.reason.endswith(" s used of 20 s; no out-of-memory kill) during step")
+
+
+async def test_a_worker_that_cannot_start_is_a_start_error_not_a_loop_of_restarts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", "/bin/false")   # exits at once, answering nothing
+    pool = HarnessPool(FAST, workers=2)
+    try:
+        with pytest.raises(SandboxStartError) as caught:
+            for _ in range(3):
+                await pool.open(TRIVIAL)
+        assert caught.value.reason.startswith(("the harness worker process ",   # in flight
+                                               "the harness could not start a worker process"))
+        with pytest.raises(SandboxStartError, match="could not start a worker process"):
+            await pool.open(TRIVIAL)
+        assert pool.replaced == 0
+    finally:
+        await pool.aclose()

@@ -105,6 +105,7 @@ class HarnessWorker:
     open: int = 0                 # instances it holds for this pool
     ready: int = 0                # warm sandboxes it last reported
     dead: str | None = None       # why it is gone
+    answered: bool = False        # it has replied at least once
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     reading: asyncio.Task[None] | None = None
 
@@ -137,11 +138,16 @@ class HarnessPool:
         self._ids = 0
         self._closed = False
         self._expected: int | None = None
+        self._broken: str | None = None   # a worker died before it ever answered
         self.replaced = 0         # workers started in place of one that died
 
     async def __aenter__(self) -> HarnessPool:
-        await self._start_all()
+        await self.start()
         return self
+
+    async def start(self) -> None:
+        """Start the workers now (else the first `open` or `expect` does)."""
+        await self._start_all()
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -149,7 +155,11 @@ class HarnessPool:
 
     # ----- workers --------------------------------------------------------------------------
     async def _start_all(self) -> None:
-        """Every worker slot holds a live worker (started now where none does)."""
+        """Every worker slot holds a live worker (started now where none does).
+        SandboxStartError once a worker died before it ever answered: starting another would
+        only fail the same way, in a loop."""
+        if self._broken is not None:
+            raise SandboxStartError(self._broken)
         starts = []
         for index, worker in enumerate(self._slots):
             if worker is None or worker.dead is not None:
@@ -198,6 +208,7 @@ class HarnessPool:
         try:
             while (message := await read_frame(reader)) is not None:
                 rid, reply = message
+                worker.answered = True
                 future = worker.pending.pop(rid, None)
                 if future is not None and not future.done():
                     future.set_result(reply)
@@ -228,6 +239,11 @@ class HarnessPool:
             if not future.done():
                 future.set_exception(SandboxLost(worker.dead))
         worker.pending.clear()
+        if not worker.answered and not self._closed:
+            self._broken = (f"the harness could not start a worker process: it {how} before "
+                            "it answered (see its output above)")
+            log.error("%s", self._broken)
+            return
         if not self._closed and self._slots[worker.index] is worker:
             log.warning("harness worker process %d %s (%d instance(s) ended with it); a new "
                         "worker takes its place", worker.pid, how, worker.open)

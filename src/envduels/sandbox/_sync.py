@@ -7,6 +7,8 @@ whether or not the caller's thread already runs a loop.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import threading
 from collections.abc import Coroutine
 from types import TracebackType
@@ -99,9 +101,21 @@ async def _shared_pool(limits: SandboxLimits, unsafe_no_sandbox: bool) -> Harnes
     templates outlive each instance, so the next `open` forks instead of starting a sandbox."""
     key = (limits, unsafe_no_sandbox)
     if key not in _SHARED:
+        if not _SHARED:
+            atexit.register(_close_shared)
         _SHARED[key] = HarnessPool(limits, unsafe_no_sandbox=unsafe_no_sandbox,
                                    replays_apart=False, warm=0)
     return _SHARED[key]
+
+
+def _close_shared() -> None:
+    """At exit: the shared pools' workers close their sandboxes and stop (they would anyway,
+    when this process's end closes their sockets; this ends their readers here cleanly)."""
+    pools = list(_SHARED.values())
+    _SHARED.clear()
+    for pool in pools:
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(pool.aclose(), _loop()).result(timeout=15)
 
 
 def open_env_sync(source: str, *, class_name: str | None = None, max_turns: int | None = None,
