@@ -173,8 +173,7 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         if self.group is not None:
-            with contextlib.suppress(OSError):
-                self.group.rmdir()
+            remove_group(self.group)
 
 
 def new_group(name: str) -> Path | None:
@@ -185,6 +184,24 @@ def new_group(name: str) -> Path | None:
     except OSError:
         return None
     return group
+
+
+def remove_group(group: Path) -> None:
+    """Remove a cgroup of ours once the last of its processes (a server's stragglers: its
+    resource tracker, its uvicorn workers) has exited."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                print(f"bench_serve: {group} still holds processes; left in place",
+                      file=sys.stderr)
+                return
+            time.sleep(0.2)
 
 
 def start(label: str, processes: int, cmd: list[str]) -> Server:
@@ -456,50 +473,56 @@ def main() -> None:
         (client_group / "cgroup.procs").write_text(str(os.getpid()))
     servers: list[Server] = []
     try:
-        for label, processes, cmd in plans:
-            servers.append(start(label, processes, cmd))
-        for server in servers:   # warm each: imports, first templates
-            asyncio.run(load(server.url, args.env, 2, 1.0, [], Counter()))
-        cores = len(os.sched_getaffinity(0))
-        print(f"bench_serve: {args.env}, {args.seconds:g} s per row, load average "
-              f"{os.getloadavg()[0]:.2f} on {cores} CPUs"
-              + ("" if client_group else " (not root: no CPU per session)"))
-        print(f"  {'clients':>7}  {'server':<22} {'sessions/s':>10} {'steps/s':>8} "
-              f"{'step p50':>8} {'p99 ms':>7}  {'CPU/session: server':>19} {'(own)':>6} "
-              f"{'client':>6}  {'busiest':>7} {'others':>6}")
-        rows: dict[tuple[str, int], Row] = {}
-        for clients in levels:
-            for server in servers:
-                row = measure(server, args.env, clients, args.seconds)
-                rows[server.label, clients] = row
-                print(f"  {clients:>7}  {server.label:<22} {row.sessions_s:>10.1f} "
-                      f"{row.steps_s:>8.1f} {row.p50_ms:>8.2f} {row.p99_ms:>7.2f}  "
-                      f"{fmt(row.server_ms):>16} ms {row.own_ms:>6.1f} "
-                      f"{fmt(row.client_ms):>6}  "
-                      f"{row.busiest:>7.2f} {fmt(row.others_cores, '.2f'):>6}"
-                      + (f"  ERRORS {dict(row.errors.most_common(2))}" if row.errors else ""),
-                      flush=True)
-        print("  CPU/session: ms of CPU per finished session (server: its whole tree, sandboxes "
-              "included; own: its server processes alone, the rest is the sandboxes); busiest: "
-              "the busiest server process's share of one core; others: cores every other "
-              "process on the machine took meanwhile")
-        report_targets(rows, levels, cores)
+        run(args, levels, envduels, plans, servers, client_group is not None)
     finally:
         for server in servers:
             server.stop()
+        if client_group is not None:
+            (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+            remove_group(client_group)
+
+
+def run(args: argparse.Namespace, levels: list[int], envduels: str,
+        plans: list[tuple[str, int, list[str]]], servers: list[Server], cpu_known: bool) -> None:
+    """The rows and targets, then the held-open sessions (`servers` holds what is running,
+    for the caller to stop whatever happens)."""
+    for label, processes, cmd in plans:
+        servers.append(start(label, processes, cmd))
+    for server in servers:   # warm each: imports, first templates
+        asyncio.run(load(server.url, args.env, 2, 1.0, [], Counter()))
+    cores = len(os.sched_getaffinity(0))
+    print(f"bench_serve: {args.env}, {args.seconds:g} s per row, load average "
+          f"{os.getloadavg()[0]:.2f} on {cores} CPUs"
+          + ("" if cpu_known else " (not root: no CPU per session)"))
+    print(f"  {'clients':>7}  {'server':<22} {'sessions/s':>10} {'steps/s':>8} "
+          f"{'step p50':>8} {'p99 ms':>7}  {'CPU/session: server':>19} {'(own)':>6} "
+          f"{'client':>6}  {'busiest':>7} {'others':>6}")
+    rows: dict[tuple[str, int], Row] = {}
+    for clients in levels:
+        for server in servers:
+            row = measure(server, args.env, clients, args.seconds)
+            rows[server.label, clients] = row
+            print(f"  {clients:>7}  {server.label:<22} {row.sessions_s:>10.1f} "
+                  f"{row.steps_s:>8.1f} {row.p50_ms:>8.2f} {row.p99_ms:>7.2f}  "
+                  f"{fmt(row.server_ms):>16} ms {row.own_ms:>6.1f} "
+                  f"{fmt(row.client_ms):>6}  "
+                  f"{row.busiest:>7.2f} {fmt(row.others_cores, '.2f'):>6}"
+                  + (f"  ERRORS {dict(row.errors.most_common(2))}" if row.errors else ""),
+                  flush=True)
+    print("  CPU/session: ms of CPU per finished session (server: its whole tree, sandboxes "
+          "included; own: its server processes alone, the rest is the sandboxes); busiest: "
+          "the busiest server process's share of one core; others: cores every other "
+          "process on the machine took meanwhile")
+    report_targets(rows, levels, cores)
+    while servers:
+        servers.pop().stop()
     if args.held:
         held = start("held", 2, [envduels, "serve", args.env, "--workers", "2",
                                  "--max-sessions", str(args.held + 64)])
-        try:
-            print(f"held-open sessions: envduels serve --workers 2, load average "
-                  f"{os.getloadavg()[0]:.2f}")
-            asyncio.run(held_open(held.url, args.env, args.held, held.proc.pid))
-        finally:
-            held.stop()
-    if client_group is not None:
-        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
-        with contextlib.suppress(OSError):
-            client_group.rmdir()
+        servers.append(held)
+        print(f"held-open sessions: envduels serve --workers 2, load average "
+              f"{os.getloadavg()[0]:.2f}")
+        asyncio.run(held_open(held.url, args.env, args.held, held.proc.pid))
 
 
 def report_targets(rows: dict[tuple[str, int], Row], levels: list[int], cores: int) -> None:
