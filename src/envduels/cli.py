@@ -371,16 +371,18 @@ def view(
 @app.command()
 def serve(
     names: Annotated[list[str], typer.Argument(metavar="NAME", help="Environments: library names, .py files, export folders, FOLDER/ENV_ID, or run folders (their valid, unflagged environments).")],
-    host: Annotated[str, typer.Option(metavar="HOST", help="Address to listen on; loopback unless you mean it (there is no login).")] = "127.0.0.1",
+    host: Annotated[str | None, typer.Option(metavar="HOST", help="Address to listen on; loopback unless you mean it (there is no login) [default: 127.0.0.1].", show_default=False)] = None,
     port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on; 0 picks a free one.")] = 0,
-    max_sessions: Annotated[int, typer.Option("--max-sessions", metavar="N", help="Most sessions (sandboxes) at once.")] = 32,
+    max_sessions: Annotated[int, typer.Option("--max-sessions", metavar="N", help="Most sessions (sandboxes) at once (with --ray: on each node).")] = 32,
     idle_timeout: Annotated[float, typer.Option("--idle-timeout", metavar="S", help="End a session idle this many seconds.")] = 300.0,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", help="Server processes, each with its own sandboxes (with --ray: on each node) [default: one per core].", show_default=False)] = None,
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Serve on every node of the Ray cluster at ADDRESS ('auto': this machine's); prints one URL per node.")] = None,
 ) -> None:
     """Serve environments to RL trainers over OpenEnv (HTTP and WebSocket), each session in its own sandbox."""
     from envduels.serve.commands import serve_command
 
     raise typer.Exit(serve_command(names, host=host, port=port, max_sessions=max_sessions,
-                                   idle_timeout_s=idle_timeout))
+                                   idle_timeout_s=idle_timeout, workers=workers, ray=ray))
 
 
 def _plain_usage(*apps: typer.Typer) -> None:

@@ -25,8 +25,20 @@ from fastapi import HTTPException
 from envduels._text import valid_text
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
-from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
+from envduels.sandbox import (
+    EnvFault,
+    EnvInstance,
+    EnvPool,
+    HarnessCapacity,
+    HarnessPool,
+    RemoteEnvInstance,
+    SandboxLimits,
+    SandboxStartError,
+    sandbox_pool,
+)
 from envduels.serve._connection import Connection
+from envduels.serve._descriptors import Descriptors
+from envduels.serve._shared import Held, Place
 
 if TYPE_CHECKING:
     from envduels.serve._catalog import Served
@@ -75,15 +87,21 @@ def _exc(err: BaseException) -> str:
 
 
 class Hub:
-    """Every session's sandbox: one `EnvPool` per distinct limits, at most `max_sessions`
-    instances alive at once, every WebSocket connection, and a reaper that ends a session or
-    connection idle for `idle_timeout_s`. Bound to the event loop of its first `open` or
-    `connect` (the server's)."""
+    """Every session's sandbox in this server process: one `EnvPool` per distinct limits, at
+    most `max_sessions` instances alive at once in all the server's processes together
+    (`place`), every WebSocket connection, and a reaper that ends a session or connection idle
+    for `idle_timeout_s`. Bound to the event loop of its first `open` or `connect` (the
+    server's)."""
 
     def __init__(self, served: dict[str, Served], *, max_sessions: int, idle_timeout_s: float,
-                 unsafe_no_sandbox: bool = False) -> None:
+                 unsafe_no_sandbox: bool = False, place: Place | None = None,
+                 harness_workers: int = 0) -> None:
         self.served = served
         self.max_sessions = max_sessions
+        self.place = place or Place.alone(max_sessions)
+        # 0: the sandboxes in this process (what `serve` runs); N: in N harness worker
+        # processes behind this one (one front routing to them: measured in bench_serve.py)
+        self.harness_workers = harness_workers
         self.idle_timeout_s = idle_timeout_s
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.sessions: set[Session] = set()
@@ -91,15 +109,15 @@ class Hub:
         self.connections: set[Connection] = set()
         self._expired: OrderedDict[str, str] = OrderedDict()   # HTTP episode id -> why
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._pools: dict[SandboxLimits, EnvPool] = {}
+        self._pools: dict[SandboxLimits, EnvPool | HarnessPool] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._opening = 0
+        self.descriptors = Descriptors()
         self._closed = False
 
     def live(self) -> int:
-        """Sandboxes alive or being opened now."""
-        return self._opening + sum(1 for s in self.sessions if s.instance is not None)
+        """Sandboxes alive or being opened now in this server process."""
+        return self.place.held(Held.SANDBOXES)
 
     def spawn(self, close: Coroutine[object, None, None]) -> None:
         """Run `close` on the hub's loop, from any thread, keeping the task referenced until
@@ -123,28 +141,41 @@ class Hub:
         else:
             loop.call_soon_threadsafe(start)
 
-    async def open(self, session: Session, served: Served) -> EnvInstance:
-        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed).
-        ServeError 503 at capacity or when no sandbox could start."""
+    async def open(self, session: Session, served: Served) -> EnvInstance | RemoteEnvInstance:
+        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
+        which holds one of the `max_sessions` places until `release`d. ServeError 503 at
+        `max_sessions`; HarnessCapacity when this process is short of descriptors; the pool's
+        faults when no sandbox could start."""
         if self._closed:
             raise ServeError(503, "the server is shutting down")
         self._start_reaper()
-        if self.live() >= self.max_sessions:
-            raise ServeError(503, f"the server is at --max-sessions {self.max_sessions}: end "
-                                  "another episode or session, or try again later")
+        if not self.descriptors.room():
+            raise HarnessCapacity("the harness is out of capacity and started no sandbox: "
+                                  + self.descriptors.why())
+        if not self.place.claim(Held.SANDBOXES):
+            everywhere = f" (its {self.place.count} processes together)" \
+                if self.place.count > 1 else ""
+            raise ServeError(503, f"the server is at --max-sessions {self.max_sessions} "
+                                  f"sandboxes{everywhere}: end another episode or session, or "
+                                  "try again later")
         pool = self._pools.get(served.limits)
         if pool is None:
-            pool = self._pools[served.limits] = EnvPool(
-                served.limits, unsafe_no_sandbox=self.unsafe_no_sandbox,
-                warm=min(2, self.max_sessions), max_warm=self.max_sessions)
+            pool = self._pools[served.limits] = sandbox_pool(
+                served.limits, workers=self.harness_workers, replays_apart=False,
+                unsafe_no_sandbox=self.unsafe_no_sandbox, warm=min(2, self.max_sessions),
+                max_warm=self.max_sessions)
         self.sessions.add(session)
         spec = served.spec
-        self._opening += 1   # counted from now: concurrent opens cannot pass the cap together
         try:
             return await pool.open(spec.source, class_name=spec.class_name,
                                    max_turns=spec.max_turns)
-        finally:
-            self._opening -= 1
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Give back the place of a sandbox that `open` returned, once it is closed."""
+        self.place.release(Held.SANDBOXES)
 
     def connect(self, connection: Connection) -> None:
         """Track a new WebSocket `connection` (reaped when idle, reset or not)."""
@@ -218,7 +249,7 @@ class Session:
         self.hub = hub
         self.episode_id = episode_id
         self.connection = connection   # its WebSocket; None over HTTP
-        self.instance: EnvInstance | None = None
+        self.instance: EnvInstance | RemoteEnvInstance | None = None
         self.episode: Episode | None = None
         self.served: Served | None = None
         self.seed: int | None = None
@@ -331,6 +362,7 @@ class Session:
     async def _close_instance(self) -> None:
         instance, self.instance = self.instance, None
         if instance is not None:
+            self.hub.release()
             with contextlib.suppress(Exception):
                 await instance.close(wait=False)
         # an HTTP episode that ended is forgotten: its id answers 404 from now on
