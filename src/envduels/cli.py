@@ -77,6 +77,14 @@ app.add_typer(library_app, name="library")
 app.add_typer(models_app, name="models")
 
 UNSAFE_HELP = "Run environment code WITHOUT the bubblewrap sandbox. Only for code you trust."
+WORKERS_HELP = ("Harness worker processes that hold the sandboxes (0: none, all in this "
+                "process) [default: one per core]")
+
+
+def _workers_option(value: int | None) -> int | None:
+    if value is not None and value < 0:
+        raise typer.BadParameter(f"must be 0 or more, got {value}")
+    return value
 
 
 def _version(value: bool) -> None:
@@ -108,12 +116,16 @@ def run(
         "--no-cache", help="Send every model call to the provider, even one this run has "
         "recorded; calls are still recorded. Resuming this way pays again for the calls of "
         "unfinished work.")] = False,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", metavar="N", callback=_workers_option,
+        help="Harness worker processes that hold the sandboxes (0: none, all in this process) "
+        "[default: the config's sandbox.workers, else one per core]", show_default=False)] = None,
 ) -> None:
     """Run or resume a tournament; a kill or Ctrl-C loses nothing finished."""
     from envduels.engine.commands import run_command
 
     raise typer.Exit(run_command(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
-                                 no_cache=no_cache))
+                                 no_cache=no_cache, workers=workers))
 
 
 @app.command()
@@ -186,6 +198,7 @@ def validate(
     hint_max_chars: Annotated[int | None, typer.Option(metavar="N", help="Longest hint allowed [default: that of a run config's tournament.hint_max_chars].", show_default=False)] = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
     revalidate: Annotated[bool, typer.Option("--revalidate", help="Judge library and export environments again instead of reusing the verdict cached for the same source, seeds, options and validator.")] = False,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=_workers_option, help=WORKERS_HELP, show_default=False)] = None,
 ) -> None:
     """Validate an environment file or an EnvDuels export folder; exit 0 only if valid."""
     from envduels.config import HINT_MAX_CHARS  # here, not at the top: --help stays fast
@@ -200,6 +213,7 @@ def validate(
             hint_max_chars=HINT_MAX_CHARS if hint_max_chars is None else hint_max_chars,
             unsafe_no_sandbox=unsafe_no_sandbox,
             revalidate=revalidate,
+            workers=workers,
         )
     )
 
@@ -213,6 +227,7 @@ def play(
     hint: Annotated[bool, typer.Option("--hint", help="Show the privileged hint.")] = False,
     seed: Annotated[int, typer.Option(metavar="N", help="Environment seed.")] = 0,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=_workers_option, help="Harness worker processes that hold the sandbox (0: none, in this process) [default: 1; an episode lives in one worker]", show_default=False)] = None,
 ) -> None:
     """Play one episode in the terminal, printing the transcript as it goes."""
     from envduels.engine.commands import play_command
@@ -226,6 +241,7 @@ def play(
             hint=hint,
             seed=seed,
             unsafe_no_sandbox=unsafe_no_sandbox,
+            workers=workers,
         )
     )
 
@@ -355,16 +371,18 @@ def view(
 @app.command()
 def serve(
     names: Annotated[list[str], typer.Argument(metavar="NAME", help="Environments: library names, .py files, export folders, FOLDER/ENV_ID, or run folders (their valid, unflagged environments).")],
-    host: Annotated[str, typer.Option(metavar="HOST", help="Address to listen on; loopback unless you mean it (there is no login).")] = "127.0.0.1",
+    host: Annotated[str | None, typer.Option(metavar="HOST", help="Address to listen on; loopback unless you mean it (there is no login) [default: 127.0.0.1].", show_default=False)] = None,
     port: Annotated[int, typer.Option(metavar="PORT", help="Port to listen on; 0 picks a free one.")] = 0,
-    max_sessions: Annotated[int, typer.Option("--max-sessions", metavar="N", help="Most sessions (sandboxes) at once.")] = 32,
+    max_sessions: Annotated[int, typer.Option("--max-sessions", metavar="N", help="Most sessions (sandboxes) at once (with --ray: on each node).")] = 32,
     idle_timeout: Annotated[float, typer.Option("--idle-timeout", metavar="S", help="End a session idle this many seconds.")] = 300.0,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", help="Server processes, each with its own sandboxes (with --ray: on each node) [default: one per core].", show_default=False)] = None,
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS", help="Serve on every node of the Ray cluster at ADDRESS ('auto': this machine's); prints one URL per node.")] = None,
 ) -> None:
     """Serve environments to RL trainers over OpenEnv (HTTP and WebSocket), each session in its own sandbox."""
     from envduels.serve.commands import serve_command
 
     raise typer.Exit(serve_command(names, host=host, port=port, max_sessions=max_sessions,
-                                   idle_timeout_s=idle_timeout))
+                                   idle_timeout_s=idle_timeout, workers=workers, ray=ray))
 
 
 def _plain_usage(*apps: typer.Typer) -> None:

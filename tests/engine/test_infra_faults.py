@@ -1,17 +1,18 @@
 """A sandbox that cannot start is the host's fault: the work it stops is `error` (exit 4),
 never `incomplete` or invalid against the author, and the next run retries it in full.
 
-The start failure is real: the pool's launcher is pointed at a bubblewrap that does not exist.
+The start failure is real: the pool's launcher is pointed at a bubblewrap that does not exist,
+and its harness workers at one that cannot start (`broken_sandbox.break_bwrap`).
 """
 
 from __future__ import annotations
 
 import yaml
+from broken_sandbox import break_bwrap
 from duel_script import EXPECTED, config, respond
 
 from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.envs import library_env
-from envduels.sandbox import _launcher
 from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
@@ -40,7 +41,7 @@ def test_an_episode_whose_sandbox_cannot_start_is_an_error_and_is_replayed(
         cfg["output_dir"] = str(tmp_path / "run")
         path = _write(tmp_path, cfg)
         with monkeypatch.context() as broken:
-            broken.setattr(_launcher.host(), "bwrap", "/nonexistent/envduels-test/bwrap")
+            break_bwrap(broken, tmp_path / "broken")
             assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
         store = RunReader(tmp_path / "run")
         first = store.episodes()
@@ -62,7 +63,7 @@ def test_validation_stopped_by_a_sandbox_that_cannot_start_never_judges_the_auth
     with ScriptedServer(respond, api_key=KEY) as server:
         path = _write(tmp_path, config(server.base_url, str(tmp_path / "run")))
         with monkeypatch.context() as broken:
-            broken.setattr(_launcher.host(), "bwrap", "/nonexistent/envduels-test/bwrap")
+            break_bwrap(broken, tmp_path / "broken")
             assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
         store = RunReader(tmp_path / "run")
         # judged without a sandbox: dave's replies hold no code, bob's first a syntax error;

@@ -5,7 +5,8 @@ the library's `number_guess`, the `marker` fixture, a run folder's valid, unflag
 environments (`maze`, `r1-bob-0`: listed, their sources are placeholders) and an export of
 `graded` (a graded hint pair), with room for 32 concurrent sessions;
 `short_server` serves `marker` alone with 3 sessions and a 2 s idle timeout (the fuzzer, idle
-reaping). Every server started is stopped at the end, and its log must hold no traceback.
+reaping). Both run two server processes, whatever the machine's cores, so that every test
+also goes through the routing and the counts the processes share. Every server started is stopped at the end, and its log must hold no traceback.
 """
 
 from __future__ import annotations
@@ -60,6 +61,38 @@ class Server:
                 out.append(child)
                 todo.append(child)
         return out
+
+
+    def holder(self, marker: str) -> str:
+        """The name of the server process (`envduels-srvK`) whose sandbox holds /tmp/`marker`
+        (a session of the `marker` fixture: its reset wrote it)."""
+        for pid in self.descendants():
+            try:
+                if not os.path.exists(f"/proc/{pid}/root/tmp/{marker}"):
+                    continue
+                while pid > 1:   # up from the sandbox to the server process that started it
+                    with open(f"/proc/{pid}/comm") as fh:
+                        comm = fh.read().strip()
+                    if comm.startswith("envduels-srv"):
+                        return comm
+                    with open(f"/proc/{pid}/stat") as fh:
+                        pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+        raise AssertionError(f"no sandbox under the server holds /tmp/{marker}")
+
+    def processes(self) -> dict[str, int]:
+        """The server's processes by name (`envduels-srvK`): their host pids."""
+        found = {}
+        for pid in self.descendants():
+            try:
+                with open(f"/proc/{pid}/comm") as fh:
+                    comm = fh.read().strip()
+            except OSError:
+                continue
+            if comm.startswith("envduels-srv"):
+                found[comm] = pid
+        return found
 
 
 def start_server(*args: str, timeout_s: float = 90.0) -> Server:
@@ -131,9 +164,10 @@ def graded_export(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def server(serve: Callable[..., Server], graded_export: str) -> Server:
-    return serve("number_guess", MARKER, RUN, graded_export, "--max-sessions", "40")
+    return serve("number_guess", MARKER, RUN, graded_export, "--max-sessions", "40",
+                 "--workers", "2")
 
 
 @pytest.fixture(scope="session")
 def short_server(serve: Callable[..., Server]) -> Server:
-    return serve(MARKER, "--max-sessions", "3", "--idle-timeout", "2")
+    return serve(MARKER, "--max-sessions", "3", "--idle-timeout", "2", "--workers", "2")

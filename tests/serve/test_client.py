@@ -41,3 +41,17 @@ def test_the_rows_of_one_group_replay_one_environment_and_seed(server):
             assert (env.done, env.get_reward()) == (True, 0.0)
     assert len(set(firsts)) == 1 and "seed 11" in firsts[0]
 
+
+
+def test_the_clients_made_from_several_urls_take_them_in_turn():
+    from envduels.serve.client import pick
+
+    line = "http://10.0.0.5:41021/ http://10.0.0.6:39817/"   # as `envduels serve --ray` prints
+    assert [pick(line) for _ in range(5)] == ["http://10.0.0.5:41021/",
+                                              "http://10.0.0.6:39817/"] * 2 + [
+                                              "http://10.0.0.5:41021/"]
+    three = ("http://a:1/", "http://b:2/", "http://c:3/")
+    assert [pick(list(three)) for _ in range(4)] == [*three, three[0]]
+    assert pick("http://127.0.0.1:8000/") == "http://127.0.0.1:8000/"
+    with pytest.raises(ValueError, match="no server URL given"):
+        pick(" ")

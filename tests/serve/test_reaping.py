@@ -15,6 +15,9 @@ import pytest
 GenericEnvClient = pytest.importorskip(
     "openenv.core.generic_client", reason="the serve extra is not installed: pip install 'envduels[serve]'"
 ).GenericEnvClient
+import json  # noqa: E402
+
+import websockets  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402  (after the extra's check)
 
 IDLE_REASON = ("session expired: it was idle for more than 2 s; reconnect and reset to start "
@@ -43,12 +46,22 @@ async def _session_when_free(url: str, seed: int, deadline_s: float) -> object:
     raise AssertionError(f"no session within {deadline_s} s: {refused}")
 
 
-async def _told(env: object) -> tuple[int, str]:
-    """The close code and reason a reaped client hears on its next step."""
-    with pytest.raises(ConnectionClosed) as caught:
-        await env.step({"message": "\\boxed{look}"})
-    assert caught.value.rcvd is not None, caught.value
-    return caught.value.rcvd.code, caught.value.rcvd.reason
+async def _idle_socket(url: str, seed: int | None) -> websockets.ClientConnection:
+    """A WebSocket on `url`'s /ws that reset once (when `seed` is given) and then stays silent.
+    A raw socket, not OpenEnv's client: that one reconnects by itself once the server closes
+    its socket, so the close frame and its reason are read here."""
+    ws = await websockets.connect(url.replace("http://", "ws://").rstrip("/") + "/ws")
+    if seed is not None:
+        await ws.send(json.dumps({"type": "reset", "data": {"env_id": "marker", "seed": seed}}))
+        assert json.loads(await ws.recv())["type"] == "observation"
+    return ws
+
+
+async def _told(ws: websockets.ClientConnection) -> tuple[int, str]:
+    """The close code and reason the server sent a reaped socket."""
+    await asyncio.wait_for(ws.wait_closed(), 30)
+    assert ws.close_code is not None
+    return ws.close_code, ws.close_reason
 
 
 @pytest.mark.slow
@@ -56,12 +69,8 @@ def test_after_three_idle_sessions_are_reaped_a_fourth_client_gets_a_session(sho
     url = short_server.url
 
     async def main() -> None:
-        idle = [GenericEnvClient(base_url=url) for _ in range(3)]   # --max-sessions 3
-        for env in idle:
-            await env.connect()
-        await idle[0].reset(env_id="marker", seed=1)   # reset, then silent but connected
-        await idle[1].reset(env_id="marker", seed=2)
-        # idle[2] connected and never sent a thing
+        # two reset, then silent but connected; the third connected and never sent a thing
+        idle = [await _idle_socket(url, seed) for seed in (1, 2, None)]   # --max-sessions 3
         refused = GenericEnvClient(base_url=url)
         try:
             await refused.reset(env_id="marker", seed=3)
@@ -75,9 +84,8 @@ def test_after_three_idle_sessions_are_reaped_a_fourth_client_gets_a_session(sho
 
         # every slot comes back: a fourth, fifth and sixth client each get a session
         fresh = [await _session_when_free(url, seed, deadline_s=30) for seed in (4, 5, 6)]
-        for env in idle:
-            assert await _told(env) == (4408, IDLE_REASON)
-            await env.close()
+        for ws in idle:
+            assert await _told(ws) == (4408, IDLE_REASON)
         for env in fresh:
             await env.close()
 
@@ -111,6 +119,7 @@ def test_duel_client_reports_a_reaped_step_and_resets_on_a_new_session(short_ser
         time.sleep(4)                   # a trainer busy elsewhere past --idle-timeout 2
         with pytest.raises(RuntimeError) as caught:
             env.play("\\boxed{look}")
+        # read off the closed socket before OpenEnv's client would reconnect by itself
         assert str(caught.value) == f"the server closed the session: {IDLE_REASON}"
         assert env.done and env.get_reward() == 0.0
         assert env.reset(env_id="marker", seed=6).startswith("Observation: seed 6;")

@@ -48,7 +48,7 @@ UNSAFE_WARNING = "WARNING: --unsafe-no-sandbox: environment code runs unconfined
 # -- envduels run ---------------------------------------------------------------------------------
 
 def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
-                no_cache: bool = False) -> int:
+                no_cache: bool = False, workers: int | None = None) -> int:
     """Run or resume the tournament of `config`; exit codes: `EXIT_OK` (0) every round is
     recorded; 2 bad input (one line on stderr, nothing written); `EXIT_BUDGET` (3) the budget
     was reached (raise `budget.max_usd`/`max_tokens` and run again to go on); `EXIT_ERRORS`
@@ -59,15 +59,20 @@ def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
     `no_cache`: every model call goes to the provider, also one the run has recorded (it is
     still recorded, a repeat as a repeat). Finished work is still never redone; what a resume
     replays (episodes in `error` or cut by a kill, unfinished authoring) is paid again.
+    `workers` (the CLI's --workers) replaces the config's `sandbox.workers`.
     """
     # SIGTERM (a supervisor's, a container's, `kill`'s) as Ctrl-C: the sandboxes and local
     # model servers are closed and nothing is left running (exit 130, as for Ctrl-C)
     with terminate_as_interrupt():
-        return _run(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet, no_cache=no_cache)
+        return _run(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet, no_cache=no_cache,
+                    workers=workers)
 
 
-def _run(config: Path, *, unsafe_no_sandbox: bool, quiet: bool, no_cache: bool) -> int:
+def _run(config: Path, *, unsafe_no_sandbox: bool, quiet: bool, no_cache: bool,
+         workers: int | None = None) -> int:
     cfg = load_config(config)
+    if workers is not None:   # no result depends on it: the run's fingerprint stays
+        cfg = cfg.model_copy(update={"sandbox": cfg.sandbox.model_copy(update={"workers": workers})})
     checked = check_run(cfg, unsafe_no_sandbox=unsafe_no_sandbox,
                         say=lambda line: print(line, flush=True))
 
@@ -189,10 +194,10 @@ def _exit_at_once(code: int) -> NoReturn:
 
 
 def play_command(path: str, *, config: Path | None, player: str | None, human: bool, hint: bool,
-                 seed: int, unsafe_no_sandbox: bool) -> int:
+                 seed: int, unsafe_no_sandbox: bool, workers: int | None = None) -> int:
     """Play one episode in the terminal; exit 0 on success, 1 otherwise (also when the person
     at `--human` closes standard input); Ctrl-C ends the process at once with exit 130."""
-    from envduels.sandbox import EnvPool, SandboxLimits
+    from envduels.sandbox import SandboxLimits, sandbox_pool
 
     if human == (player is not None) or (player is not None and config is None):
         raise UserError("choose who plays: --human, or --config CONFIG --player NAME")
@@ -218,7 +223,9 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     console = Console(highlight=False, emoji=False, markup=False)
 
     async def main() -> EpisodeResult:
-        pool = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
+        # one episode lives in one worker: more would start processes for nothing
+        pool = sandbox_pool(limits, workers=1 if workers is None else workers,
+                            unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
         try:
             return await play_episode(task, solver, lambda: pool.open(
                 spec.source, class_name=spec.class_name, max_turns=spec.max_turns),

@@ -23,7 +23,7 @@ from envduels.engine._keys import changed_setting, fingerprint, result_settings
 from envduels.engine.checks import check_estimate, check_players, load_fixed_envs
 from envduels.engine.progress import LiveView, Progress
 from envduels.errors import UserError
-from envduels.sandbox import EnvPool, SandboxLimits, check_sandbox
+from envduels.sandbox import SandboxLimits, check_sandbox, sandbox_pool
 from envduels.store.writer import RunWriter
 
 if TYPE_CHECKING:
@@ -154,9 +154,10 @@ async def _play(cfg: RunConfig, checked: Checked, *, writer: RunWriter, fp: str,
                                          address=cfg.executor.address,
                                          sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
     else:
-        sandboxes = EnvPool(checked.limits, unsafe_no_sandbox=unsafe_no_sandbox,
-                            warm=concurrency.warm_sandboxes,
-                            max_warm=concurrency.max_warm_sandboxes)
+        sandboxes = sandbox_pool(checked.limits, workers=cfg.sandbox.workers,
+                                 unsafe_no_sandbox=unsafe_no_sandbox,
+                                 warm=concurrency.warm_sandboxes,
+                                 max_warm=concurrency.max_warm_sandboxes)
     try:
         if cluster is not None:
             await cluster.start()   # a host per node, each checking its sandbox

@@ -80,11 +80,12 @@ if TYPE_CHECKING:
     from envduels.envs import EnvSpec, Verdict
     from envduels.envs._verdict_cache import VerdictCache
     from envduels.players import ChatResult
-    from envduels.sandbox import EnvPool
+    from envduels.sandbox import SandboxPool
     from envduels.sandbox.ray_pool import RayEnvPool
 
-    Sandboxes: TypeAlias = EnvPool | RayEnvPool
-    """The sandbox pool a run's environments run in: on this machine, or on a Ray cluster."""
+    Sandboxes: TypeAlias = SandboxPool | RayEnvPool
+    """The sandbox pool a run's environments run in: on this machine (in harness workers or
+    in-process), or on a Ray cluster."""
 
 log = logging.getLogger("envduels.engine")
 

@@ -44,7 +44,7 @@ from envduels.envs._battery import BatteryFindings, Policy, run_battery
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
 from envduels.envs._turns import turn_cap
-from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxStartError
+from envduels.sandbox import EnvFault, EnvInstance, SandboxPool, SandboxStartError
 
 if TYPE_CHECKING:   # a run validates in whichever sandboxes it plays in, a Ray cluster's too
     from envduels.sandbox.ray_pool import RayEnvPool, RemoteEnvInstance
@@ -206,7 +206,7 @@ def _first_difference(a: _Episode, b: _Episode) -> str:
 
 
 async def _run_episode(
-    pool: EnvPool | RayEnvPool,
+    pool: SandboxPool | RayEnvPool,
     spec: EnvSpec,
     class_name: str,
     seed: int,
@@ -270,7 +270,7 @@ async def _run_episode(
 
 
 async def _check_seed(
-    pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
+    pool: SandboxPool | RayEnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
     budget: _Budget, probe_seed: str,
 ) -> tuple[_Episode, _Episode | None]:
     probes = probe_actions(probe_seed, spec.source_sha256)
@@ -326,7 +326,7 @@ async def _check_seed(
     return probe, oracle
 
 
-async def _has_oracle(pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str) -> bool:
+async def _has_oracle(pool: SandboxPool | RayEnvPool, spec: EnvSpec, class_name: str) -> bool:
     instance = await pool.open(spec.source, class_name=class_name, max_turns=spec.max_turns)
     try:
         return instance.has_oracle
@@ -336,7 +336,7 @@ async def _has_oracle(pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str
 
 async def validate_env(
     spec: EnvSpec,
-    pool: EnvPool | RayEnvPool,
+    pool: SandboxPool | RayEnvPool,
     *,
     seeds: list[int],
     require_oracle: bool,

@@ -27,7 +27,7 @@ from envduels.duel.protocol import HINT_LABEL, SYSTEM_PROMPT, first_turn
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
-    from envduels.sandbox import EnvFault, EnvPool, SandboxLimits
+    from envduels.sandbox import EnvFault, SandboxLimits
 
 TEACHER_PROMPT_TEMPLATE = HINT_LABEL + "{privileged_context}\n\n{prompt}"
 """SDFT's `teacher_prompt_template` that makes the teacher's user turn the duel's hinted first
@@ -52,11 +52,11 @@ async def first_observations(pairs: Sequence[tuple[EnvSpec, int]], limits: Sandb
     Raises `SandboxStartError` when a sandbox cannot start (the host's trouble, not the
     environment's) and `SandboxUnavailable` without bubblewrap.
     """
-    from envduels.sandbox import EnvFault, EnvPool, SandboxStartError
+    from envduels.sandbox import EnvFault, SandboxPool, SandboxStartError, sandbox_pool
 
     gate = asyncio.Semaphore(concurrency)
 
-    async def reset(pool: EnvPool, spec: EnvSpec, seed: int) -> str | EnvFault:
+    async def reset(pool: SandboxPool, spec: EnvSpec, seed: int) -> str | EnvFault:
         async with gate:
             try:
                 env = await pool.open(spec.source, class_name=spec.class_name,
@@ -77,7 +77,7 @@ async def first_observations(pairs: Sequence[tuple[EnvSpec, int]], limits: Sandb
             # valid text at this boundary: a lone surrogate cannot be written as UTF-8
             return valid_text(observation)
 
-    async with EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
-                       max_warm=concurrency) as pool:
+    async with sandbox_pool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
+                            max_warm=concurrency, replays_apart=False) as pool:
         got = await asyncio.gather(*(reset(pool, spec, seed) for spec, seed in pairs))
     return {(spec.id, seed): result for (spec, seed), result in zip(pairs, got, strict=True)}

@@ -43,7 +43,7 @@ from envduels.rl._rescue import HINT_1, HINT_2, NO_HINT
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
-    from envduels.sandbox import EnvInstance, EnvPool, StepResult
+    from envduels.sandbox import EnvInstance, RemoteEnvInstance, SandboxPool, StepResult
 
 T = TypeVar("T")
 
@@ -188,7 +188,7 @@ class Rollout:
         return 1.0 if self.outcome is Outcome.SUCCESS else 0.0
 
 
-async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy, pool: EnvPool, *,
+async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy, pool: SandboxPool, *,
                         max_turns: int | None = None,
                         episode_wall_s: float = EPISODE_WALL_S) -> list[Rollout]:
     """Play every request, all in lockstep (one batched `generate` per turn over the episodes
@@ -206,7 +206,7 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
     if not episode_wall_s > 0:
         raise ValueError(f"episode_wall_s must be above 0 seconds, got {episode_wall_s!r}")
     clock = _Clock(episode_wall_s)
-    envs: list[EnvInstance | None] = [None] * len(requests)
+    envs: list[EnvInstance | RemoteEnvInstance | None] = [None] * len(requests)
     rollouts: list[Rollout] = []
     running: list[int] = []
     try:
@@ -241,13 +241,14 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
     return rollouts
 
 
-def _opened(env: EnvInstance | None) -> EnvInstance:
+def _opened(env: EnvInstance | RemoteEnvInstance | None) -> EnvInstance | RemoteEnvInstance:
     if env is None:   # only episodes whose reset succeeded are running
         raise AssertionError("a running episode has no environment instance")
     return env
 
 
-async def _open(pool: EnvPool, req: EpisodeRequest) -> tuple[EnvInstance, str]:
+async def _open(pool: SandboxPool, req: EpisodeRequest
+                ) -> tuple[EnvInstance | RemoteEnvInstance, str]:
     env = await pool.open(req.spec.source, class_name=req.spec.class_name,
                           max_turns=req.spec.max_turns)
     try:
@@ -267,8 +268,8 @@ def _failed(episode: Episode, err: BaseException, phase: Phase) -> None:
         raise err
 
 
-async def _turn(ro: Rollout, env: EnvInstance, reply_ids: list[int], policy: TokenPolicy,
-                clock: _Clock) -> bool:
+async def _turn(ro: Rollout, env: EnvInstance | RemoteEnvInstance, reply_ids: list[int],
+                policy: TokenPolicy, clock: _Clock) -> bool:
     """Play one sampled reply as its episode's turn; True while the episode goes on."""
     ro.completion_ids += reply_ids
     ro.mask += [1] * len(reply_ids)

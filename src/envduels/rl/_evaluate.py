@@ -55,15 +55,15 @@ def evaluate(specs: Sequence[EnvSpec], policy: TokenPolicy, *, max_turns: int | 
     """Play every benchmark seed of every environment in `specs` once without the hint with
     `policy` (a `TokenPolicy`, e.g. `HFPolicy(model, tokenizer, temperature=0)`), `batch`
     episodes at a time, each batch with the wall budget `episode_wall_s` (`play_episodes`)."""
-    from envduels.sandbox import EnvPool, SandboxLimits
+    from envduels.sandbox import SandboxLimits, sandbox_pool
 
     requests = [EpisodeRequest(spec, int(seed), NO_HINT) for spec in specs
                 for seed in spec.benchmark_seeds]
     lim = limits if limits is not None else SandboxLimits()
 
     async def play(chunk: list[EpisodeRequest]) -> list[Rollout]:
-        async with EnvPool(lim, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
-                           max_warm=len(chunk)) as pool:
+        async with sandbox_pool(lim, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
+                                max_warm=len(chunk), replays_apart=False) as pool:
             pool.expect(len(chunk))
             return await play_episodes(chunk, policy, pool, max_turns=max_turns,
                                        episode_wall_s=episode_wall_s)

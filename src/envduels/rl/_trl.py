@@ -203,11 +203,11 @@ class EpisodeRollouts:
 
     async def _play(self, requests: list[EpisodeRequest], policy: TokenPolicy
                     ) -> list[Rollout]:
-        from envduels.sandbox import EnvPool, SandboxLimits
+        from envduels.sandbox import SandboxLimits, sandbox_pool
 
         limits = self.limits if self.limits is not None else SandboxLimits()
-        async with EnvPool(limits, unsafe_no_sandbox=self.unsafe_no_sandbox, warm=0,
-                           max_warm=len(requests)) as pool:
+        async with sandbox_pool(limits, unsafe_no_sandbox=self.unsafe_no_sandbox, warm=0,
+                                max_warm=len(requests), replays_apart=False) as pool:
             pool.expect(len(requests))
             return await play_episodes(requests, policy, pool, max_turns=self.max_turns,
                                        episode_wall_s=self.episode_wall_s)

@@ -51,7 +51,7 @@ from ._launcher import (
     host,
     launcher_threads,
 )
-from ._limits import SandboxLimits, SandboxStartError
+from ._limits import SandboxLimits, start_error
 
 log = logging.getLogger("envduels.sandbox")
 
@@ -62,6 +62,7 @@ _START_TIMEOUT_S = 20.0
 _F_SETPIPE_SZ = 1031
 _fallback_reason: str | None = None   # why this process used fresh sandboxes, once it had to
 _instance_started = False   # some forked instance of this process joined its cgroups and greeted
+RETIRE_SHARE = 0.5   # of a template's memory limit, charged by its live instances: see `full`
 JOIN_REFUSED = 72   # the exit status of an instance's init that could not join its cgroups
 
 
@@ -180,12 +181,11 @@ class ForkedProcess:
 
     def _collect(self) -> None:
         data = b""
-        if self._status is not None:
+        if self._status is not None:   # one message per write of the worker's (SEQPACKET)
             with contextlib.suppress(OSError):
-                data = self._status.recv(32)
-        text = data.decode("ascii", "replace").strip()
-        # no status: the init was killed (by us, or with the whole template)
-        self.returncode = int(text) if text.isdigit() else -signal.SIGKILL
+                while len(data) < 256 and (part := self._status.recv(64)):
+                    data += part
+        self.returncode = exit_status(data)
 
     def kill(self) -> None:
         """SIGKILL to the instance's init (ending its pid namespace), if it is still there."""
@@ -216,6 +216,28 @@ class ForkedProcess:
     @property
     def alive(self) -> bool:
         return self.pidfd is not None and self.poll() is None
+
+
+# faulthandler's first line in an instance whose worker died of a fatal signal
+_FATAL = {b"Segmentation fault": signal.SIGSEGV, b"Floating point exception": signal.SIGFPE,
+          b"Aborted": signal.SIGABRT, b"Bus error": signal.SIGBUS,
+          b"Illegal instruction": signal.SIGILL}
+
+
+def exit_status(data: bytes) -> int:
+    """An instance's exit status from what its worker (pid 1) wrote on the status socket: its
+    `os._exit` code (0-255), or 128 + n for a fatal signal faulthandler named, as bwrap
+    reports them; -SIGKILL when nothing was written (killed: by the harness, a limit, or with
+    its template; the channel finds which). The environment can write there too: what it
+    writes changes only the reason given for its own exit."""
+    text = data.strip()
+    if text.isdigit() and len(text) <= 3:
+        return int(text)
+    if text.startswith(b"Fatal Python error: "):
+        name = text.removeprefix(b"Fatal Python error: ").split(b"\n", 1)[0].strip()
+        if name in _FATAL:
+            return 128 + _FATAL[name]
+    return -signal.SIGKILL
 
 
 def _pidfd_pid(pidfd: int) -> int:
@@ -340,6 +362,23 @@ class Template:
         with self._lock:   # forks append from their threads
             self.instances = [p for p in self.instances if p.alive]
             return len(self.instances)
+
+    def full(self, limits: SandboxLimits) -> bool:
+        """Whether the template's memory group holds more than RETIRE_SHARE of its limit.
+        Each fork leaves memory charged there for as long as the instance lives (the page
+        tables and kernel objects of its clone, and the template's pages the instance still
+        shares after the template wrote its own copy: about 1 MiB an instance, measured), so
+        a template that kept forking would reach its limit at some hundreds of live
+        instances and be killed by the kernel, its instances with it (issue 32's held-open
+        sessions "killed" at 1,024). A full template forks no more: another takes over."""
+        launched = self.launched
+        if launched is None or launched.cgroup is None:
+            return False
+        try:
+            used = int((launched.cgroup.memory / "memory.usage_in_bytes").read_text())
+        except (OSError, ValueError):
+            return False
+        return used > RETIRE_SHARE * (limits.memory_mb << 20)
 
     def start(self, limits: SandboxLimits, source: str) -> None:
         """Start the template sandbox and hand it the source; TemplateUnavailable when this
@@ -579,6 +618,8 @@ class Templates:
         self.limits = limits
         self.max_templates = max_templates
         self._templates: OrderedDict[tuple[str, bool], asyncio.Future[Template]] = OrderedDict()
+        self._retired: list[Template] = []   # full: forking no more, closed when unused
+        self.retirements = 0
 
     async def fork(self, source: str, *, replay: bool) -> Launched:
         """A forked instance of `source`'s template for this role (started on first use).
@@ -588,6 +629,9 @@ class Templates:
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             template = await self._template(key, source)
+            if template.full(self.limits):
+                self._retire(key, template)
+                template = await self._template(key, source)
             forking = loop.run_in_executor(_forkers(), template.fork, self.limits)
             try:
                 return await asyncio.shield(forking)
@@ -596,7 +640,7 @@ class Templates:
                 raise
             except OSError as err:
                 if template.dead is None or attempt:
-                    raise SandboxStartError(f"the sandbox failed to start: {err}") from None
+                    raise start_error(err) from None
                 self._drop(key, template)   # a dead template: start a new one once
         raise AssertionError("unreachable")
 
@@ -619,13 +663,27 @@ class Templates:
                 raise
             except OSError as err:
                 self._templates.pop(key, None)
-                error = SandboxStartError(f"the sandbox failed to start: {err}")
+                error = start_error(err)
                 future.set_exception(error)
                 future.exception()
                 raise error from None
             future.set_result(template)
         self._templates.move_to_end(key)
         return await asyncio.shield(future)
+
+    def _retire(self, key: tuple[str, bool], template: Template) -> None:
+        """`template` forks no more (`Template.full`); the next fork of `key` starts a new
+        one. It lives on for its instances and is closed once none is left."""
+        future = self._templates.get(key)
+        if future is not None and future.done() and not future.exception() \
+                and future.result() is template:
+            del self._templates[key]
+            self._retired.append(template)
+            self.retirements += 1
+        unused = [t for t in self._retired if not t.live()]
+        self._retired = [t for t in self._retired if t not in unused]
+        for old in unused:
+            launcher_threads().submit(old.close)
 
     def _drop(self, key: tuple[str, bool], template: Template) -> None:
         if self._templates.get(key) is not None and self._templates[key].done() \
@@ -650,8 +708,9 @@ class Templates:
 
     async def aclose(self) -> None:
         templates = [f.result() for f in self._templates.values()
-                     if f.done() and not f.exception()]
+                     if f.done() and not f.exception()] + self._retired
         self._templates.clear()
+        self._retired = []
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(launcher_threads(), t.close)
                                for t in templates))

@@ -37,7 +37,9 @@ from envduels.serve._env import (
     DuelState,
     Panel,
 )
+from envduels.serve._forward import Forwarder
 from envduels.serve._session import Hub
+from envduels.serve._shared import Held, Place
 
 MAX_BODY_BYTES = 1 << 20
 """The largest request body (HTTP) or WebSocket message accepted: a reply is searched for its
@@ -90,14 +92,17 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 class _Guard:
     """Marks each request's transport for `DuelEnvironment` (HTTP or WebSocket), refuses an
-    HTTP body over `max_body` bytes with a one-line 413 before anything parses it, hands each
-    WebSocket to the hub as a `Connection` (so that the reaper can close it), and keeps a
-    client's hang-up out of the log."""
+    HTTP body over `max_body` bytes with a one-line 413 before anything parses it, passes an
+    HTTP request for an episode another server process holds on to that process, refuses a
+    WebSocket past `--max-sessions` connections (all processes together) in OpenEnv's shape,
+    hands each other WebSocket to the hub as a `Connection` (so that the reaper can close it),
+    and keeps a client's hang-up out of the log."""
 
-    def __init__(self, app: ASGIApp, max_body: int, hub: Hub) -> None:
+    def __init__(self, app: ASGIApp, max_body: int, hub: Hub, forwarder: Forwarder) -> None:
         self.app = app
         self.max_body = max_body
         self.hub = hub
+        self.forwarder = forwarder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -110,22 +115,36 @@ class _Guard:
                 if body is None:
                     await _too_large(send, self.max_body)
                     return
+                holder = self.forwarder.holder(scope, body)
+                if holder is not None:
+                    await self.forwarder.forward(holder, scope, body, send)
+                    return
                 receive = _replay(body, receive)
                 await self.app(scope, receive, send)
                 return
-            connection = Connection(receive, send)
-            self.hub.connect(connection)
-            held = CONNECTION.set(connection)
+            place = self.hub.place
+            if not place.claim(Held.CONNECTIONS):
+                await _refuse(receive, send, place)
+                return
             try:
-                # OpenEnv closes a socket its client already closed, and Starlette raises for
-                # that: the client left, which is nothing to log a traceback about
-                with contextlib.suppress(WebSocketDisconnect):
-                    await self.app(scope, connection.receive, connection.send)
+                await self._session(scope, receive, send)
             finally:
-                CONNECTION.reset(held)
-                self.hub.disconnect(connection)
+                place.release(Held.CONNECTIONS)
         finally:
             TRANSPORT.reset(token)
+
+    async def _session(self, scope: Scope, receive: Receive, send: Send) -> None:
+        connection = Connection(receive, send)
+        self.hub.connect(connection)
+        held = CONNECTION.set(connection)
+        try:
+            # OpenEnv closes a socket its client already closed, and Starlette raises for
+            # that: the client left, which is nothing to log a traceback about
+            with contextlib.suppress(WebSocketDisconnect):
+                await self.app(scope, connection.receive, connection.send)
+        finally:
+            CONNECTION.reset(held)
+            self.hub.disconnect(connection)
 
     async def _read(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body, or None when it is (or says it is) over the cap."""
@@ -160,6 +179,27 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+CLOSE_TRY_LATER = 1013
+"""The close code of a WebSocket refused at capacity: "Try Again Later" (IANA's registry)."""
+
+
+async def _refuse(receive: Receive, send: Send, place: Place) -> None:
+    """A WebSocket past `--max-sessions` connections: OpenEnv's own refusal (an error message
+    with code CAPACITY_REACHED, which its client raises), then a close with the reason."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    everywhere = f", its {place.count} processes together" if place.count > 1 else ""
+    line = (f"the server is at --max-sessions {place.max_sessions} connections{everywhere}: "
+            "close another session or try again later")
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
+        "message": line, "code": "CAPACITY_REACHED",
+        "active_sessions": place.total(Held.CONNECTIONS), "max_sessions": place.max_sessions}})})
+    await send({"type": "websocket.close", "code": CLOSE_TRY_LATER,
+                "reason": "at --max-sessions: try again later"})
+
+
 async def _too_large(send: Send, limit: int) -> None:
     body = json.dumps({"detail": f"request body over {limit} bytes; send a shorter reply"}
                       ).encode()
@@ -172,15 +212,21 @@ async def _too_large(send: Send, limit: int) -> None:
 
 def build_app(served: dict[str, Served], *, max_sessions: int = 32,
               idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, allowed_hosts: list[str] | None = None,
-              unsafe_no_sandbox: bool = False, max_body: int = MAX_BODY_BYTES) -> FastAPI:
+              unsafe_no_sandbox: bool = False, max_body: int = MAX_BODY_BYTES,
+              place: Place | None = None, harness_workers: int = 0) -> FastAPI:
     """The app serving `served`; `app.state.hub` holds the sessions (closed at shutdown).
 
     `max_sessions` caps both the WebSocket sessions OpenEnv accepts and the sandboxes alive at
-    once (HTTP episodes included); a session idle for `idle_timeout_s` is ended, and its
-    WebSocket closed (`serve._connection`), whether or not it ever reset.
+    once (HTTP episodes included), in all the server's processes together when `place` is one
+    of several (`serve._shared`; default: a server of one process); a session idle for
+    `idle_timeout_s` is ended, and its WebSocket closed (`serve._connection`), whether or not
+    it ever reset. `harness_workers` N > 0 puts the sandboxes in N harness worker processes
+    behind this one instead of in it (a measurement of the other design: bench_serve.py).
     """
+    place = place or Place.alone(max_sessions)
     hub = Hub(served, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
-              unsafe_no_sandbox=unsafe_no_sandbox)
+              unsafe_no_sandbox=unsafe_no_sandbox, place=place, harness_workers=harness_workers)
+    forwarder = Forwarder(place)
     app = create_fastapi_app(functools.partial(DuelEnvironment, hub), DuelAction,
                              DuelObservation, max_concurrent_envs=max_sessions,
                              state_cls=DuelState, mode=ServerMode.SIMULATION)
@@ -195,8 +241,9 @@ def build_app(served: dict[str, Served], *, max_sessions: int = 32,
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.router.on_shutdown.append(hub.aclose)
+    app.router.on_shutdown.append(forwarder.aclose)
     # outermost first: the size cap and the transport mark see every request
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
-    app.add_middleware(_Guard, max_body=max_body, hub=hub)
+    app.add_middleware(_Guard, max_body=max_body, hub=hub, forwarder=forwarder)
     return app

@@ -39,37 +39,40 @@ class Connection:
         self._send = send
         self.last_active = time.monotonic()
         self.ended: str | None = None
-        self._expired = asyncio.Event()
+        self._waiting: asyncio.Task[object] | None = None   # the task waiting in `receive`
+        self._interrupted = False   # `expire` cancelled that wait
         self._closed = False   # a close frame went out: nothing more may
 
     def expire(self, reason: str) -> None:
         """End the connection with `reason` (one line, for the client), from any task of the
-        server's loop: the close happens in the connection's own task."""
+        server's loop: the close happens in the connection's own task, at once if it is
+        waiting for the client's next message, else when it next asks for one."""
         if self.ended is None:
             self.ended = reason
-            self._expired.set()
+            if self._waiting is not None:
+                self._interrupted = True
+                self._waiting.cancel()
 
     async def receive(self) -> Message:
         """The client's next message, or, once expired, a disconnect (after the close frame
         has gone out)."""
         if self.ended is None:
-            inner = asyncio.ensure_future(self._receive())
-            expired = asyncio.ensure_future(self._expired.wait())
+            # waited for in the endpoint's own task, which `expire` cancels only while it
+            # waits here (the server's receive may be cancelled: no message is lost), and
+            # which carries on to the close: no task or future per message
+            task = asyncio.current_task()
+            self._waiting = task
             try:
-                await asyncio.wait({inner, expired}, return_when=asyncio.FIRST_COMPLETED)
-            except BaseException:
-                inner.cancel()
-                raise
-            finally:
-                expired.cancel()
-            if inner.done():
-                message = inner.result()
+                message = await self._receive()
+            except asyncio.CancelledError:
+                if not self._interrupted or task is None or task.uncancel() > 0:
+                    raise   # (cancelled from outside too)
+            else:
                 if message["type"] == "websocket.receive":
                     self.last_active = time.monotonic()
                 return message
-            inner.cancel()   # the server's receive may be cancelled: no message is lost
-            with contextlib.suppress(asyncio.CancelledError):
-                await inner
+            finally:
+                self._waiting = None
         if not self._closed:
             self._closed = True
             reason = (self.ended or "").encode()[:_REASON_BYTES].decode(errors="ignore")

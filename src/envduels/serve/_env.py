@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import re
-import uuid
 from typing import TYPE_CHECKING
 
 from openenv.core.env_server.interfaces import Environment
@@ -171,13 +170,22 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
             if session is None and (why := self._hub.expired(episode_id)) is not None:
                 raise ServeError(410, f"episode {episode_id!r} expired: {why}; /reset to "
                                       "start another")
+            if session is None and (lost := self._hub.place.lost) is not None:
+                raise ServeError(404, f"no running episode {episode_id!r}: it ended, never "
+                                      f"began, or was lost when {lost} (the server's fault, "
+                                      "not the environment's); /reset it")
             if session is None:
                 raise ServeError(404, f"no running episode {episode_id!r}: it ended or never "
                                       "began; /reset it")
         else:
             session = self._session
             if session is None:
-                raise ServeError(409, "no episode is running: reset first")
+                # OpenEnv's client reconnects silently once the server closed its socket: a
+                # trainer that sat idle meets this on its next step, so say why it may be here
+                raise ServeError(409, "no episode is running: reset first (a session idle for "
+                                      f"more than {self._hub.idle_timeout_s:g} s is ended and "
+                                      "its WebSocket closed; OpenEnv's client then connects "
+                                      "afresh)")
         message = action.message
         if not isinstance(message, str):   # pydantic checked it; a caller in Python may not
             raise ServeError(400, "step needs {\"message\": REPLY} with the reply as a string")
@@ -225,7 +233,8 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
 
     def _session_for_reset(self, episode_id: object) -> ServedSession:
         if TRANSPORT.get() == "http":
-            key = uuid.uuid4().hex if episode_id is None else _episode_id(episode_id)
+            key = self._hub.place.new_episode_id() if episode_id is None \
+                else _episode_id(episode_id)
             self._hub.forget_expired(key)
             session = self._hub.http.get(key)
             if session is None:

@@ -26,8 +26,18 @@ from envduels._text import valid_text
 from envduels.duel.faults import Phase, fail, session_ended
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
-from envduels.sandbox import EnvInstance, EnvPool, SandboxLimits
+from envduels.sandbox import (
+    EnvInstance,
+    EnvPool,
+    HarnessCapacity,
+    HarnessPool,
+    RemoteEnvInstance,
+    SandboxLimits,
+    sandbox_pool,
+)
 from envduels.serve._connection import Connection
+from envduels.serve._descriptors import Descriptors
+from envduels.serve._shared import Held, Place
 
 if TYPE_CHECKING:
     from envduels.serve._catalog import Served
@@ -71,15 +81,21 @@ class ServeError(HTTPException):
 
 
 class Hub:
-    """Every session's sandbox: one `EnvPool` per distinct limits, at most `max_sessions`
-    instances alive at once, every WebSocket connection, and a reaper that ends a session or
-    connection idle for `idle_timeout_s`. Bound to the event loop of its first `open` or
-    `connect` (the server's)."""
+    """Every session's sandbox in this server process: one `EnvPool` per distinct limits, at
+    most `max_sessions` instances alive at once in all the server's processes together
+    (`place`), every WebSocket connection, and a reaper that ends a session or connection idle
+    for `idle_timeout_s`. Bound to the event loop of its first `open` or `connect` (the
+    server's)."""
 
     def __init__(self, served: dict[str, Served], *, max_sessions: int, idle_timeout_s: float,
-                 unsafe_no_sandbox: bool = False) -> None:
+                 unsafe_no_sandbox: bool = False, place: Place | None = None,
+                 harness_workers: int = 0) -> None:
         self.served = served
         self.max_sessions = max_sessions
+        self.place = place or Place.alone(max_sessions)
+        # 0: the sandboxes in this process (what `serve` runs); N: in N harness worker
+        # processes behind this one (one front routing to them: measured in bench_serve.py)
+        self.harness_workers = harness_workers
         self.idle_timeout_s = idle_timeout_s
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.sessions: set[ServedSession] = set()
@@ -87,15 +103,15 @@ class Hub:
         self.connections: set[Connection] = set()
         self._expired: OrderedDict[str, str] = OrderedDict()   # HTTP episode id -> why
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._pools: dict[SandboxLimits, EnvPool] = {}
+        self._pools: dict[SandboxLimits, EnvPool | HarnessPool] = {}
         self._reaper: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._opening = 0
+        self.descriptors = Descriptors()
         self._closed = False
 
     def live(self) -> int:
-        """Sandboxes alive or being opened now."""
-        return self._opening + sum(1 for s in self.sessions if s.instance is not None)
+        """Sandboxes alive or being opened now in this server process."""
+        return self.place.held(Held.SANDBOXES)
 
     def spawn(self, close: Coroutine[object, None, None]) -> None:
         """Run `close` on the hub's loop, from any thread, keeping the task referenced until
@@ -120,31 +136,45 @@ class Hub:
             loop.call_soon_threadsafe(start)
 
     def admit(self) -> None:
-        """Hold a place for one more sandbox, which the next `open` fills (or frees). ServeError
-        503 at capacity or while shutting down: no episode begins."""
+        """Claim one of the `max_sessions` places for the sandbox the next `open` starts (which
+        gives it back when none could start). ServeError 503 at `max_sessions` or while
+        shutting down: no episode begins."""
         if self._closed:
             raise ServeError(503, "the server is shutting down")
         self._start_reaper()
-        if self.live() >= self.max_sessions:
-            raise ServeError(503, f"the server is at --max-sessions {self.max_sessions}: end "
-                                  "another episode or session, or try again later")
-        self._opening += 1   # counted from now: concurrent opens cannot pass the cap together
+        if not self.place.claim(Held.SANDBOXES):
+            everywhere = f" (its {self.place.count} processes together)" \
+                if self.place.count > 1 else ""
+            raise ServeError(503, f"the server is at --max-sessions {self.max_sessions} "
+                                  f"sandboxes{everywhere}: end another episode or session, or "
+                                  "try again later")
 
-    async def open(self, session: ServedSession, served: Served) -> EnvInstance:
+    async def open(self, session: ServedSession, served: Served
+                   ) -> EnvInstance | RemoteEnvInstance:
         """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
-        in the place `admit` held; `SandboxStartError` when no sandbox could start."""
+        in the place `admit` claimed, which it holds until `release`d. HarnessCapacity when
+        this process is short of descriptors; the pool's faults when no sandbox could start."""
         try:
+            if not self.descriptors.room():
+                raise HarnessCapacity("the harness is out of capacity and started no sandbox: "
+                                      + self.descriptors.why())
             pool = self._pools.get(served.limits)
             if pool is None:
-                pool = self._pools[served.limits] = EnvPool(
-                    served.limits, unsafe_no_sandbox=self.unsafe_no_sandbox,
-                    warm=min(2, self.max_sessions), max_warm=self.max_sessions)
+                pool = self._pools[served.limits] = sandbox_pool(
+                    served.limits, workers=self.harness_workers, replays_apart=False,
+                    unsafe_no_sandbox=self.unsafe_no_sandbox, warm=min(2, self.max_sessions),
+                    max_warm=self.max_sessions)
             self.sessions.add(session)
             spec = served.spec
             return await pool.open(spec.source, class_name=spec.class_name,
                                    max_turns=spec.max_turns)
-        finally:
-            self._opening -= 1
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Give back the place of a sandbox that `open` returned, once it is closed."""
+        self.place.release(Held.SANDBOXES)
 
     def connect(self, connection: Connection) -> None:
         """Track a new WebSocket `connection` (reaped when idle, reset or not)."""
@@ -218,7 +248,7 @@ class ServedSession:
         self.hub = hub
         self.episode_id = episode_id
         self.connection = connection   # its WebSocket; None over HTTP
-        self.instance: EnvInstance | None = None
+        self.instance: EnvInstance | RemoteEnvInstance | None = None
         self.episode: Episode | None = None
         self.served: Served | None = None
         self.seed: int | None = None
@@ -247,7 +277,7 @@ class ServedSession:
                 episode = Episode(turn_cap(served.max_turns, max_turns),
                                   hint=served.hint_text(hint))
                 self.episode = None
-                self.hub.admit()   # at capacity: ServeError 503, and no episode begins
+                self.hub.admit()   # at --max-sessions: ServeError 503, and no episode begins
                 self.served, self.seed, self.hint, self.ended = served, seed, hint, None
                 self.episode = episode
                 try:
@@ -297,14 +327,16 @@ class ServedSession:
 
     async def _fault(self, err: BaseException, phase: Phase) -> Fields:
         """End the episode for a failure of its environment (or sandbox) in `phase`, as
-        `duel.faults` decides: this client gets the error (503 when it is the host's), no one
-        else notices."""
+        `duel.faults` decides: this client gets the error, no one else notices. No sandbox
+        for a reset (the host's) is a 503 the client may simply retry."""
         episode = self.episode
         assert episode is not None and self.served is not None
         try:
-            fail(episode, err, phase)
+            fault = fail(episode, err, phase)
         finally:   # whatever it was, this session's sandbox is gone
             await self._close_instance()
+        if episode.outcome is Outcome.ERROR and phase is Phase.START:
+            raise ServeError(503, f"no sandbox could start ({fault}); try again")
         self.ended = episode.reason
         log.warning("session on %s seed %s ended: %s", self.served.id, self.seed, episode.reason)
         raise ServeError(503 if episode.outcome is Outcome.ERROR else 502,
@@ -324,6 +356,7 @@ class ServedSession:
     async def _close_instance(self) -> None:
         instance, self.instance = self.instance, None
         if instance is not None:
+            self.hub.release()
             with contextlib.suppress(Exception):
                 await instance.close(wait=False)
         # an HTTP episode that ended is forgotten: its id answers 404 from now on

@@ -7,28 +7,64 @@ trainers wrap it (docs/training.md). Built on OpenEnv's own `GenericEnvClient` (
 
 from __future__ import annotations
 
+import itertools
+import threading
+from collections.abc import Iterator, Sequence
+
 from envduels.duel.protocol import Entry
 
 RESET_COLUMNS = ("env_id", "seed", "hint", "max_turns")
+CLOSE_ABNORMAL = 1006   # RFC 6455: the connection ended without a close frame
+_TURNS: dict[tuple[str, ...], Iterator[int]] = {}
+_TURNS_LOCK = threading.Lock()
+
+
+def pick(base_url: str | Sequence[str]) -> str:
+    """The server URL a new client uses: `base_url` itself, or, given several (a sequence, or
+    one string of URLs separated by spaces, as `envduels serve --ray` prints them), each in
+    turn, so that the clients a trainer makes spread evenly over the servers."""
+    urls = tuple(base_url.split()) if isinstance(base_url, str) else tuple(base_url)
+    if not urls:
+        raise ValueError("no server URL given")
+    if len(urls) == 1:
+        return urls[0]
+    with _TURNS_LOCK:
+        turn = next(_TURNS.setdefault(urls, itertools.count()))
+    return urls[turn % len(urls)]
+
+
+def closed_why(code: int | None, reason: str | None) -> str:
+    """What a client tells its caller about a session the server's end closed."""
+    if reason:
+        return reason
+    if code == CLOSE_ABNORMAL or code is None:
+        return ("the connection ended without a word from the server (the server process "
+                "that held the session stopped, or the network failed: not the environment's "
+                "fault); reset to start another")
+    return f"closed with code {code}; reset to start another"
 
 
 class DuelClient:
-    """One session (one WebSocket, one sandbox at a time) on the server at `base_url`.
+    """One session (one WebSocket, one sandbox at a time) on the server at `base_url` (given
+    several, `pick` chooses one: the clients a trainer makes take them in turn).
 
     Episodes follow the duel's rules on the server (`envduels.duel.protocol`). A server error
-    (a bad row, an environment fault) raises RuntimeError with the server's one line; so does a
-    step after the server closed the session for idleness (its reason). A `reset` after such a
-    close opens a new session: a trainer idle between episodes longer than the server's
-    `--idle-timeout` goes on.
+    (a bad row, an environment fault, a server at capacity) raises RuntimeError with the
+    server's one line; so does a step after the server closed the session (for idleness: its
+    reason; a server process that stopped: that it is not the environment's fault). A `reset`
+    after such a close opens a new session: a trainer idle between episodes longer than the
+    server's `--idle-timeout` goes on.
     """
 
-    def __init__(self, base_url: str, *, message_timeout_s: float = 120.0) -> None:
+    def __init__(self, base_url: str | Sequence[str], *,
+                 message_timeout_s: float = 120.0) -> None:
         # the serve extra's: imported here so that `envduels.serve.client` imports without it
         from openenv.core.generic_client import GenericEnvClient
         from websockets.exceptions import ConnectionClosed
 
         self._closed_by_server = ConnectionClosed
-        self._client = GenericEnvClient(base_url=base_url,
+        self.url = pick(base_url)
+        self._client = GenericEnvClient(base_url=self.url,
                                         message_timeout_s=message_timeout_s).sync()
         self.text = ""
         self.system = ""
@@ -66,11 +102,24 @@ class DuelClient:
         """
         if self.done:
             return "The episode is over; no more actions are taken."
+        closed = self._closed()
+        if closed is not None:   # OpenEnv's client would open a new session, with no episode
+            self.done, self.success = True, False
+            raise RuntimeError(f"the server closed the session: {closed}")
         try:
             result = self._client.step({"message": reply})
         except self._closed_by_server as err:
             self.done, self.success = True, False
-            why = err.rcvd.reason if err.rcvd is not None and err.rcvd.reason else str(err)
+            frame = err.rcvd
+            why = closed_why(frame.code if frame else None, frame.reason if frame else None)
+            raise RuntimeError(f"the server closed the session: {why}") from None
+        except RuntimeError as err:
+            # OpenEnv's client (0.10) reconnects by itself after the server closed the socket,
+            # so a reaped session shows as a fresh connection with no episode
+            if "no episode is running" not in str(err):
+                raise
+            self.done, self.success = True, False
+            why = str(err).removeprefix("Server error: ")
             raise RuntimeError(f"the server closed the session: {why}") from None
         self.observation = dict(result.observation)
         self.text = str(self.observation["text"])
@@ -78,6 +127,15 @@ class DuelClient:
         self.done = bool(result.done)
         self.success = bool(self.observation.get("success"))
         return self.text
+
+    def _closed(self) -> str | None:
+        """Why the server's end closed this session's WebSocket, if it has (None: open, or
+        never opened)."""
+        ws = getattr(getattr(self._client, "_async", None), "_ws", None)
+        state = getattr(getattr(ws, "state", None), "name", None)
+        if ws is None or state not in ("CLOSING", "CLOSED"):
+            return None
+        return closed_why(ws.close_code, ws.close_reason)
 
     def get_reward(self) -> float:
         """The episode's reward: 1.0 for a success (terminated with reward > 0), else 0.0."""

@@ -42,8 +42,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on (host, port); port 0 picks a free one. UserError when it cannot."""
+def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A listening socket on (host, port); port 0 picks a free one. UserError when it cannot.
+    With `reuse_port`, a socket that only holds the address (SO_REUSEPORT, not listening):
+    each of several processes then listens on a socket of its own at `getsockname()`, and the
+    kernel spreads new connections evenly over them (a listening socket they all share goes
+    to whichever process wakes first: every connection to one, when idle)."""
     if not 0 <= port <= 65535:
         raise UserError(f"--port must be between 0 and 65535 (got {port}); 0 picks a free port")
     try:
@@ -56,12 +60,16 @@ def bind(host: str, port: int) -> socket.socket:
     # inherited by accepted connections: a response written in two sends (head, body) is not
     # held back by Nagle's algorithm waiting for the client's delayed ACK (40 ms on Linux)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind(addr)
     except OSError as err:
         sock.close()
         raise UserError(f"cannot listen on {host}:{port} ({err.strerror}); pick another --port, "
                         "or --port 0 for a free one") from None
+    if reuse_port:
+        return sock
     sock.listen(128)
     sock.set_inheritable(True)
     return sock
