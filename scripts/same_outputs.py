@@ -115,6 +115,8 @@ def main() -> int:
     parser.add_argument("--base", required=True, help="the commit whose outputs are the reference")
     parser.add_argument("--quick", action="store_true", help="plan with 2 replicates, 20 draws")
     parser.add_argument("--keep", type=Path, help="scratch folder to keep (default: a temporary one)")
+    parser.add_argument("--head", type=Path, default=ROOT / "src",
+                        help="the sources to compare (default: this tree's src)")
     args = parser.parse_args()
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="same-outputs-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -124,7 +126,7 @@ def main() -> int:
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "src", "tests/report"],
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
-    trees = {"base": base / "src", "head": ROOT / "src"}
+    trees = {"base": base / "src", "head": args.head.resolve()}
 
     pristine = scratch / "pristine"
     shutil.rmtree(pristine, ignore_errors=True)
