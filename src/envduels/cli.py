@@ -349,7 +349,8 @@ def plan(
 ) -> None:
     """Before spending money: the exact cost of a design and, by simulation, whether it can
     order the models, detect divergence and cycles, and how wide its intervals will be."""
-    from envduels.report.plan import DesignFlags, plan_command
+    from envduels.report.commands import plan_command
+    from envduels.report.plan import DesignFlags
 
     flags = DesignFlags(players=players, envs_per_author=envs_per_author, seeds=seeds, rounds=rounds, trials=trials)
     raise typer.Exit(plan_command(config, flags, spreads=spread or [], replicates=replicates, bootstrap=bootstrap,

@@ -9,7 +9,7 @@ import numpy as np
 from envduels.analysis import analyze
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
-from envduels.analysis.ratings import duel_builder, make_design
+from envduels.analysis.ratings import duel_builder, make_strata
 from envduels.duel.faults import AUDIT_REASON
 from envduels.duel.outcomes import AuditState, Flag
 from envduels.envs import EnvSpec
@@ -66,8 +66,8 @@ def test_a_mismatch_turns_the_episode_incomplete_and_every_episode_of_its_enviro
     assert set(pairs.env_id) == {"honest"}
 
     # in the duel, each slot of the caught environment is its solver's win
-    duel = duel_builder(tables, pairs, make_design(tables))
-    row = duel.net[make_design(tables).env_ids.index("cheat")]
+    duel = duel_builder(tables, pairs, make_strata(tables))
+    row = duel.net[make_strata(tables).env_ids.index("cheat")]
     assert row.sum() == -2 and np.count_nonzero(row) == 1
     store.close()
 

@@ -28,7 +28,7 @@ from scipy.stats import norm
 from envduels.duel.outcomes import Outcome
 
 _DOMAINS = ("logic", "planning", "math", "language", "search")
-ENVIRONMENTS = ("alike", "uneven")
+ENVIRONMENT_KINDS = ("alike", "uneven")
 UNSOLVABLE_SHARE, TRIVIAL_SHARE = 0.25, 0.12
 """Shares of uneven environments that nobody solves and that everybody solves (both conditions)."""
 HINT_MIX = ((0.30, 0.0), (0.10, -1.0), (0.20, 4.0), (0.40, 1.0))
@@ -91,8 +91,8 @@ def simulate_tournament(
     `p_incomplete`/`p_error` add to its own 5–15% of broken or absent episodes, and
     `hint_sensitivity` is each solver's multiplier of hint effects, by default `sensitivities`:
     a property of the solver like its ability, the same in every tournament, not redrawn)."""
-    if environments not in ENVIRONMENTS:
-        raise ValueError(f"environments must be one of {ENVIRONMENTS}, not {environments!r}")
+    if environments not in ENVIRONMENT_KINDS:
+        raise ValueError(f"environments must be one of {ENVIRONMENT_KINDS}, not {environments!r}")
     rng = np.random.default_rng(seed)
     names = [f"m{i:02d}" for i in range(players)]
     ab = np.asarray(ability if ability is not None else rng.normal(0, 1, players), float)
