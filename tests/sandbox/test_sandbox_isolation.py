@@ -310,7 +310,9 @@ def _renice(which, who):
 
 def registers():
     found = {"autogroup": _read("/proc/self/autogroup"), "sessionid": _read("/proc/self/sessionid")}
-    nice = int(found["autogroup"][-1]) if isinstance(found["autogroup"], list) else 0
+    # (empty where the caller's task group is not an autogroup: a cgroup with the cpu controller)
+    line = found["autogroup"]
+    nice = int(line[-1]) if isinstance(line, list) and line else 0
     found["write_autogroup"] = _write("/proc/self/autogroup", str(nice + 1))
     found["write_loginuid"] = _write("/proc/self/loginuid", str(os.getuid()))
     found["sessionid_after"] = _read("/proc/self/sessionid")
