@@ -66,14 +66,14 @@ def duel_methods(tables: Any, draws: int) -> dict[str, float]:
             duel_draws,
             duel_overdispersion,
             fit_firth,
-            make_design,
+            make_strata,
         )
     except ImportError:
         return {}
     from envduels.analysis import matched_pairs
 
     pairs = matched_pairs(tables.episodes)
-    b = duel_builder(tables, pairs, make_design(tables))
+    b = duel_builder(tables, pairs, make_strata(tables))
     t0, c0 = time.perf_counter(), time.process_time()
     stacked, _ = duel_draws(b, draws, np.random.default_rng(1))
     keep = np.flatnonzero((stacked[0] + stacked[0].T).sum(axis=1) > 0)

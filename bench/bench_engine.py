@@ -124,7 +124,7 @@ def _start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
 def _audit_bench(args: argparse.Namespace) -> int:
     """The audit's cost: per latency, one run with it and one without, side by side."""
     from envduels.engine import scheduler
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
 
     timings: dict[str, list[float]] = {"play": [], "replay": []}
     real_play, real_replay = scheduler.play_episode, scheduler.replay_episode
@@ -210,9 +210,29 @@ def _write_config(base_url: str, tmp: Path, args: argparse.Namespace) -> Path:
     return path
 
 
+def _timeline(run_dir: Path) -> tuple[int, list[dict], tuple[float | None, float, float]]:
+    """(episodes recorded, the solver calls' records, (start of the first author call, start
+    of the first solver call, end of the last episode) in Unix seconds) of a finished run, read
+    from its database file as every envduels version has written it (`--compare-src` too)."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True)
+    try:
+        (episodes,), = db.execute("SELECT COUNT(*) FROM episodes").fetchall()
+        calls = [json.loads(r) for r, in db.execute(
+            "SELECT record FROM calls WHERE role = 'solver' ORDER BY rowid")]
+        (author, solver, last), = db.execute(
+            "SELECT (SELECT MIN(created - latency_s) FROM calls WHERE role = 'author'),"
+            " (SELECT MIN(created - latency_s) FROM calls WHERE role = 'solver'),"
+            " (SELECT MAX(created) FROM episodes)").fetchall()
+    finally:
+        db.close()
+    return episodes, calls, (author, solver, last)
+
+
 def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
-    from envduels.engine.run import run_command
-    from envduels.store import Store
+    from envduels.engine.commands import run_command
 
     path = _write_config(base_url, tmp, args)
     meter = _CpuMeter()   # after the server started: the engine's process tree only
@@ -228,16 +248,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
         print(f"run failed with exit code {code}", file=sys.stderr)
         return code
 
-    store = Store(tmp / "run", create=False)
-    episodes = store.episodes()
-    solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
-    first_call, last_episode = store.solving_span()
-    if hasattr(store, "first_call_start"):
-        first_author = store.first_call_start("author")
-    else:   # a tree from before it (--compare-src): the same query
-        (first_author,), = store._query(
-            "SELECT MIN(created - latency_s) FROM calls WHERE role = 'author'")
-    store.close()
+    episodes, solver_calls, (first_author, first_call, last_episode) = _timeline(tmp / "run")
     phases = _phases(meter, [("start-up", started_unix),
                              ("authoring", first_author or first_call),   # none: no authoring
                              ("solving", first_call), ("audit tail", last_episode),
@@ -257,7 +268,7 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     ceiling_cpu = meter.seconds() - cpu0
     meter.close()
     bare_wall = asyncio.run(_bare_ceiling(path, conversations))
-    n = len(episodes)
+    n = episodes
     ratio = (n / solving) / (len(conversations) / ceiling_wall)
     if args.json:
         import json
@@ -302,8 +313,6 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
 
 def _bench_cli(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     """`envduels run` timed from spawn to exit against the bare client (module docstring)."""
-    from envduels.store import Store
-
     path = _write_config(base_url, tmp, args)
     script = Path(sys.executable).with_name("envduels")
     argv = [str(script) if script.exists() else sys.executable, "run", str(path), "--quiet"]
@@ -320,11 +329,7 @@ def _bench_cli(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     if run.returncode != 0:
         print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)
         return run.returncode
-    store = Store(tmp / "run", create=False)
-    n = len(store.episodes())
-    solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
-    first_call, last_episode = store.solving_span()
-    store.close()
+    n, solver_calls, (_, first_call, last_episode) = _timeline(tmp / "run")
     bare_wall = asyncio.run(_bare_ceiling(path, _conversations(solver_calls)))
     print(f"{args.design} as a user times it: `envduels run` {n} episodes, server latency "
           f"{args.latency_ms:g} ms, workers {args.workers if args.workers is not None else 'cores'}"

@@ -26,8 +26,11 @@ from urllib.parse import quote
 import httpx
 
 from envduels.analysis import simulate_tournament
+from envduels.duel.usage import Usage
 from envduels.envs import EnvSpec
-from envduels.store import EnvRecord, EpisodeRow, Store
+from envduels.players import CallRecord
+from envduels.store import EnvRecord, EpisodeRow, RunReader, ValidationRecord
+from envduels.store.writer import RunWriter
 from envduels.view import create_app
 from envduels.view._reader import analyse
 from envduels.view.commands import running
@@ -54,15 +57,16 @@ def build(run_dir: Path, players: int) -> tuple[int, float]:
     sim = simulate_tournament(players=players, envs_per_author=5, rounds=2, seeds=4, seed=0,
                               p_invalid=0.05, p_incomplete=0.01, p_error=0.01, transcripts=False)
     t = sim.tables
-    store = Store(run_dir)
+    store = RunWriter(run_dir)
     store.set_meta("config", {
         "name": "bench", "players": [{"name": p, "provider": "openai", "model": p,
                                       "roles": ["author", "solver"]} for p in t.players["name"]],
         "tournament": {"rounds": 2, "envs_per_author": 5, "seeds_per_env": 4, "self_play": False}})
     for i, e in enumerate(t.environments.to_dict("records")):
-        store.put_validation(e["env_id"], 0, author=e["author"], round=int(e["round"]),
-                             valid=bool(e["valid"]), reasons=[] if e["valid"] else ["no oracle"],
-                             verdict=None, reply="```python\n" + (e["source"] or "") + "\n```")
+        store.put_validation(ValidationRecord(
+            e["env_id"], 0, author=e["author"], round=int(e["round"]), valid=bool(e["valid"]),
+            reasons=[] if e["valid"] else ["no oracle"], verdict=None,
+            reply="```python\n" + (e["source"] or "") + "\n```"))
         store.put_environment(EnvRecord(EnvSpec(
             e["env_id"], (e["source"] or "") + "\n# padding\n" * 60, class_name=e["class_name"],
             max_turns=24, domain=e["domain"], author=e["author"], title=e["title"],
@@ -77,8 +81,11 @@ def build(run_dir: Path, players: int) -> tuple[int, float]:
             trial=int(ep["trial"]), hinted=bool(ep["hinted"]), outcome=ep["outcome"],
             reason=ep["reason"] or "", turns=turns, self_play=bool(ep["self_play"]),
             transcript=transcript(turns, bool(ep["hinted"]))))
-        store.put(f"call-{n}", {"player": ep["solver"], "role": "solver", "input_tokens": 900 * turns,
-                                "output_tokens": 60 * turns, "cost_usd": 0.001 * turns, "retries": n % 3})
+        store.put(f"call-{n}", CallRecord(
+            request={"n": n}, text="\\boxed{x}", finish_reason="stop", player=ep["solver"],
+            role="solver", call_id=f"ep:{ep['episode_key']}:turn:1",
+            usage=Usage(calls=1, input_tokens=900 * turns, output_tokens=60 * turns,
+                        cost_usd=0.001 * turns, retries=n % 3)))
         n += 1
     store.close()
     return n, time.perf_counter() - t0
@@ -104,17 +111,17 @@ def main() -> None:
         run = args.keep or Path(tmp) / "run"
         if not (run / "run.db").exists():
             n, t_build = build(run, args.players)
-            print(f"built {n:,} episodes through the Store API in {t_build:.1f} s")
-        with Store(run) as store:   # the longest episode a tournament plays: 24 turns
-            if store.episode("bench-long-24") is None:
-                e = store.episode(store.episode_index()[0]["episode_key"])
+            print(f"built {n:,} episodes through the RunWriter API in {t_build:.1f} s")
+        with RunWriter(run) as store:   # the longest episode a tournament plays: 24 turns
+            if store.reader.episode("bench-long-24") is None:
+                e = store.reader.episode(store.reader.episode_index()[0]["episode_key"])
                 store.put_episode(EpisodeRow(**{**e.__dict__, "episode_key": "bench-long-24",
                                                 "seed": 99_999, "turns": 24,
                                                 "transcript": transcript(24, True)}))
         size = (run / "run.db").stat().st_size + sum(p.stat().st_size for p in run.glob("run.db-*"))
         print(f"run database: {size / 2**20:.0f} MiB")
 
-        store = Store.open_readonly(run)
+        store = RunReader(run)
         t0 = time.perf_counter()
         store.tables()
         analyse(store, 0)
@@ -146,8 +153,8 @@ def main() -> None:
             quiet = {name: timed(client, url + path, args.repeat) for name, path in pages.items()}
 
             stop = threading.Event()
-            writer = Store(run)
-            template = writer.episode(eps[0]["episode_key"])
+            writer = RunWriter(run)
+            template = writer.reader.episode(eps[0]["episode_key"])
 
             def write() -> None:
                 k = 0

@@ -43,9 +43,9 @@ def respond(model: str, messages: list[dict[str, str]]) -> str:
 
 
 def run_engine(work: Path, episodes: int, executor: dict | None = None) -> int:
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     from envduels.envs import resolve
-    from envduels.store import Store
+    from envduels.store.writer import RunWriter
     from envduels.testing import ScriptedServer
 
     seeds = len(resolve(ENV).one().benchmark_seeds)
@@ -63,8 +63,8 @@ def run_engine(work: Path, episodes: int, executor: dict | None = None) -> int:
         path.write_text(yaml.safe_dump(cfg))
         code = run_command(path, unsafe_no_sandbox=False, quiet=True)
     assert code == 0, code
-    with Store(work / "run", create=False) as store:
-        return len(store.episodes())
+    with RunWriter(work / "run", create=False) as store:
+        return len(store.reader.episodes())
 
 
 def run_gym(episodes: int) -> int:

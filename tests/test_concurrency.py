@@ -36,12 +36,12 @@ def test_the_scheduler_and_the_players_take_their_limits_from_it(tmp_path, monke
     from envduels.engine.progress import Progress
     from envduels.engine.scheduler import Tournament
     from envduels.players import build_players
-    from envduels.store import Store
+    from envduels.store.writer import RunWriter
 
     monkeypatch.setenv("ENVDUELS_TEST_KEY", "sk-test")
     cfg = parse_config(CONFIG)
     limits = cfg.concurrency
-    tournament = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+    tournament = Tournament(cfg, writer=RunWriter(tmp_path), players={}, sandboxes=None, fingerprint="fp",
                             fixed_envs=[], progress=Progress(rounds=1))
     # one slot count per player, shared by the environments it authors and the episodes it solves
     assert {n: s._value for n, s in tournament._player_slots.items()} == {

@@ -38,6 +38,7 @@ def test_lint_imports_keeps_every_contract():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
     for contract in ("envduels is layered", "they never import the engine",
+                     "only the engine writes a run",
                      "no two modules of one package import each other"):
         assert f"{contract}" in result.stdout
 
@@ -47,7 +48,11 @@ def test_lint_imports_keeps_every_contract():
     ("analysis/metrics.py", "import envduels.engine", ["envduels is layered",
                                                       "they never import the engine"]),
     # a lower layer importing a higher one
-    ("store.py", "import envduels.report", ["envduels is layered"]),
+    ("store/reader.py", "import envduels.report", ["envduels is layered"]),
+    # a reader of runs holding the run's writer: only the engine writes a run (issue 31)
+    ("view/_reader.py", "from envduels.store.writer import RunWriter",
+     ["only the engine writes a run"]),
+    ("_api.py", "import envduels.store.writer", ["only the engine writes a run"]),
     # the domain layer imports nothing of envduels
     ("duel/usage.py", "import envduels.errors", ["envduels is layered"]),
     # an output driving the engine (report sits above the engine's layer)

@@ -20,8 +20,8 @@ from report.rundb import small_run
 from test_cli_usage import SCRIPT, SRC
 from test_readonly import READERS, _args
 
-import envduels.store
-from envduels.store import Store, run_lock
+from envduels.store import RunReader, run_lock
+from envduels.store._lock import LOCK_CHECK_S
 
 
 def folder(run: Path) -> dict[str, object]:
@@ -87,13 +87,11 @@ def test_view_then_every_reading_command_leave_a_finished_writable_run_unchanged
 
 WRITER = """
 import sys, time
-from envduels.store import Store, run_lock
-with run_lock(sys.argv[1]):          # what `envduels run` holds for its life
-    store = Store(sys.argv[1])
+from envduels.store.writer import RunWriter
+with RunWriter.locked(sys.argv[1]) as store:   # what `envduels run` holds for its life
     for n in range(1, 31):
         store.set_meta("round", n)
         time.sleep(0.1)
-    store.close()
 """
 
 
@@ -104,14 +102,14 @@ def test_a_viewer_that_followed_a_run_to_its_end_leaves_what_the_run_alone_would
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(finished_run)], env=_env())
         wait_for(url, lambda live: live["version"] != version, "the viewer never saw the run write")
         assert writer.wait(timeout=60) == 0
-        time.sleep(getattr(envduels.store, "LOCK_CHECK_S", 1.0) + 0.2)
+        time.sleep(LOCK_CHECK_S + 0.2)
         httpx.get(f"{url}/run/0/live.json", timeout=120)   # the viewer sees the run has ended
         assert sorted(p.name for p in finished_run.iterdir()) == ["run.db", "run.lock"]
     finally:
         stop(proc)
     assert sorted(p.name for p in finished_run.iterdir()) == ["run.db", "run.lock"]
-    with Store.open_readonly(finished_run, live=False) as store:   # nothing of it was lost
-        assert store.get_meta("round") == 30
+    with RunReader(finished_run) as store:   # nothing of it was lost
+        assert store.meta("round") == 30
 
 
 def test_a_held_run_lock_is_seen_without_taking_it(tmp_path):

@@ -14,7 +14,8 @@ from report.rundb import small_run
 from test_cli_usage import SCRIPT, SRC
 
 from envduels.errors import UserError
-from envduels.store import Store
+from envduels.store import RunReader
+from envduels.store.writer import RunWriter
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +78,8 @@ def test_reading_commands_succeed_on_a_read_only_mount(run_dir, tmp_path):
         if shutil.which("unshare") is None or probe.returncode != 0:
             pytest.skip("platform: root without unshare(1) or mount namespaces")
         check = tmp_path / "live_reader.py"   # a long-lived reader (the viewer's way)
-        check.write_text("import sys\nfrom envduels.store import Store\n"
-                         "assert Store.open_readonly(sys.argv[1]).get_meta('config')\n")
+        check.write_text("import sys\nfrom envduels.store import RunReader\n"
+                         "assert RunReader(sys.argv[1], live=True).meta('config')\n")
         live = f"'{sys.executable}' '{check}' '{mounted}'"
         script = [f"mount --bind -o ro {mounted} {mounted}",
                   f"! touch {mounted}/probe 2>/dev/null", *commands, live]
@@ -97,39 +98,40 @@ def test_reading_commands_succeed_on_a_read_only_mount(run_dir, tmp_path):
     assert sorted(p.name for p in mounted.iterdir()) == ["run.db"]
 
 
-def test_open_readonly_refuses_writes_with_one_line(run_dir):
-    store = Store.open_readonly(run_dir)
+def test_a_reader_has_no_write_and_its_connection_refuses_one_with_one_line(run_dir):
+    store = RunReader(run_dir, live=True)
     try:
-        assert store.get_meta("config")["name"] == "sim"
-        with pytest.raises(UserError, match="opened read-only"):
-            store.set_meta("x", 1)
+        assert store.meta("config")["name"] == "sim"
+        assert not [name for name in dir(store) if name.startswith(("put", "set_"))]
+        with pytest.raises(UserError, match="opened read-only"), store.db.transaction():
+            pass
     finally:
         store.close()
 
 
 @pytest.mark.parametrize("live", [False, True])
 def test_open_readonly_sees_records_still_in_a_running_writers_log(tmp_path, live):
-    writer = Store(tmp_path / "run")
+    writer = RunWriter(tmp_path / "run")
     writer.set_meta("config", {"name": "live"})
     try:
         assert (tmp_path / "run" / "run.db-wal").exists()
-        reader = Store.open_readonly(tmp_path / "run", live=live)
-        assert reader.get_meta("config") == {"name": "live"}
+        reader = RunReader(tmp_path / "run", live=live)
+        assert reader.meta("config") == {"name": "live"}
         reader.close()
     finally:
         writer.close()
 
 
 def test_a_live_reader_follows_a_run_that_resumes_after_it_opened(tmp_path):
-    Store(tmp_path / "run").close()      # a finished run: no -wal left
+    RunWriter(tmp_path / "run").close()      # a finished run: no -wal left
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["run.db"]
-    reader = Store.open_readonly(tmp_path / "run")
+    reader = RunReader(tmp_path / "run", live=True)
     try:
-        assert reader.get_meta("round") is None
-        writer = Store(tmp_path / "run")  # the run resumes while the viewer is open
+        assert reader.meta("round") is None
+        writer = RunWriter(tmp_path / "run")  # the run resumes while the viewer is open
         for n in range(1, 4):
             writer.set_meta("round", n)
-            assert reader.get_meta("round") == n
+            assert reader.meta("round") == n
         writer.close()
     finally:
         reader.close()
@@ -137,7 +139,7 @@ def test_a_live_reader_follows_a_run_that_resumes_after_it_opened(tmp_path):
 
 def test_open_readonly_names_a_folder_without_a_run(tmp_path):
     with pytest.raises(UserError, match="holds no run database"):
-        Store.open_readonly(tmp_path)
+        RunReader(tmp_path, live=True)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -150,9 +152,9 @@ def test_a_database_from_before_a_table_was_added_reads_as_having_none_recorded(
                      "INSERT INTO meta VALUES ('config', '{\"name\": \"old\"}');")
     db.close()
     before = snapshot(tmp_path / "old")
-    store = Store.open_readonly(tmp_path / "old", live=False)
+    store = RunReader(tmp_path / "old")
     try:
-        assert store.get_meta("config") == {"name": "old"}
+        assert store.meta("config") == {"name": "old"}
         assert store.episodes() == [] and store.environments() == []
         assert store.authoring_errors() == {}
     finally:
@@ -165,9 +167,9 @@ def test_a_database_a_starting_run_has_created_but_not_filled_reads_as_empty(tmp
     started while the first had created run.db but not its tables failed with "no such table:
     meta" instead of naming the run that holds the folder."""
     (tmp_path / "run.db").write_bytes(b"")
-    store = Store.open_readonly(tmp_path, live=False)
+    store = RunReader(tmp_path)
     try:
-        assert store.get_meta("config") is None and store.run_config() is None
+        assert store.meta("config") is None and store.run_config() is None
         assert store.episodes() == [] and store.environments() == []
         assert store.totals().calls == 0
     finally:
@@ -177,7 +179,7 @@ def test_a_database_a_starting_run_has_created_but_not_filled_reads_as_empty(tmp
 def test_a_file_that_is_no_database_is_still_one_line(tmp_path):
     (tmp_path / "run.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(UserError, match="cannot read the run database"):
-        Store.open_readonly(tmp_path, live=False)
+        RunReader(tmp_path)
 
 
 def test_a_live_reader_of_a_database_being_created_asks_to_open_it_again(tmp_path):
@@ -185,12 +187,12 @@ def test_a_live_reader_of_a_database_being_created_asks_to_open_it_again(tmp_pat
     long as the reader (`envduels view`) stays open: it would show an empty run throughout."""
     (tmp_path / "run.db").write_bytes(b"")
     with pytest.raises(UserError, match="still being created; open it again in a moment"):
-        Store.open_readonly(tmp_path, live=True)
-    writer = Store(tmp_path)
+        RunReader(tmp_path, live=True)
+    writer = RunWriter(tmp_path)
     writer.set_meta("config", {"name": "x"})
-    reader = Store.open_readonly(tmp_path, live=True)
+    reader = RunReader(tmp_path, live=True)
     try:
-        assert reader.get_meta("config") == {"name": "x"}
+        assert reader.meta("config") == {"name": "x"}
     finally:
         reader.close()
         writer.close()

@@ -4,7 +4,7 @@ also when another version of envduels recorded it."""
 from __future__ import annotations
 
 from envduels.config import parse_config
-from envduels.store import Store
+from envduels.store.writer import RunWriter
 
 CONFIG = {
     "name": "recorded", "seed": 3,
@@ -39,10 +39,10 @@ FROM_ANOTHER_VERSION = {
 
 def test_a_run_reads_back_the_config_it_was_started_with(tmp_path):
     cfg = parse_config(CONFIG)
-    with Store(tmp_path) as store:
+    with RunWriter(tmp_path) as store:
         store.set_meta("config", cfg.model_dump(mode="json"))
-        assert store.run_config() == cfg
-        players = store.tables().players
+        assert store.reader.run_config() == cfg
+        players = store.reader.tables().players
     assert players[["name", "provider", "model", "params_b"]].to_dict("records") == [
         {"name": "a", "provider": "openai", "model": "m", "params_b": 8.0},
         {"name": "b", "provider": "local", "model": "small", "params_b": 0.1}]
@@ -50,10 +50,10 @@ def test_a_run_reads_back_the_config_it_was_started_with(tmp_path):
 
 
 def test_a_config_recorded_by_another_version_opens_with_today_s_defaults(tmp_path):
-    with Store(tmp_path) as store:
+    with RunWriter(tmp_path) as store:
         store.set_meta("config", FROM_ANOTHER_VERSION)
-        cfg = store.run_config()
-        players = store.tables().players
+        cfg = store.reader.run_config()
+        players = store.reader.tables().players
     assert cfg is not None and cfg.name == "old" and cfg.seed == 5
     assert [p.name for p in cfg.players] == ["a", "b"]
     assert (cfg.players[0].temperature, cfg.players[0].price.output_per_mtok) == (0.2, 2.0)
@@ -65,14 +65,14 @@ def test_a_config_recorded_by_another_version_opens_with_today_s_defaults(tmp_pa
 
 
 def test_a_run_without_a_usable_config_reads_none_and_has_no_players(tmp_path):
-    with Store(tmp_path) as store:
-        assert store.run_config() is None
-        assert store.tables().players.empty
+    with RunWriter(tmp_path) as store:
+        assert store.reader.run_config() is None
+        assert store.reader.tables().players.empty
         store.set_meta("config", {"name": "x", "players": [{"name": "no spaces allowed",
                                                             "provider": "openai", "model": "m"}]})
-        assert store.run_config() is None      # a player without a usable name: nothing to guess
+        assert store.reader.run_config() is None      # a player without a usable name: nothing to guess
         store.set_meta("config", ["not", "a", "mapping"])
-        assert store.run_config() is None
+        assert store.reader.run_config() is None
 
 
 def test_a_config_today_s_schema_cannot_read_still_gives_the_analysis_its_players(tmp_path):
@@ -81,10 +81,10 @@ def test_a_config_today_s_schema_cannot_read_still_gives_the_analysis_its_player
     recorded = {"name": "old", "players": [
         {"name": "a", "provider": "vllm", "model": "m", "params_b": 7},
         {"name": "b", "provider": "openai", "model": "m2", "roles": ["solver"]}]}
-    with Store(tmp_path) as store:
+    with RunWriter(tmp_path) as store:
         store.set_meta("config", recorded)
-        assert store.run_config() is None
-        players = store.tables().players
+        assert store.reader.run_config() is None
+        players = store.reader.tables().players
     assert players["name"].tolist() == ["a", "b"]
     assert players["provider"].tolist() == ["vllm", "openai"]
     assert players["roles"].tolist() == [["author", "solver"], ["solver"]]
@@ -97,7 +97,7 @@ def test_refused_list_items_are_dropped_one_by_one_not_the_whole_list(tmp_path):
     recorded = {"name": "r", "players": [
         {"name": "a", "provider": "openai", "model": "m", "roles": ["judge", "solver", "coach"]},
         {"name": "b", "provider": "openai", "model": "m"}]}
-    with Store(tmp_path) as store:
+    with RunWriter(tmp_path) as store:
         store.set_meta("config", recorded)
-        cfg = store.run_config()
+        cfg = store.reader.run_config()
     assert cfg is not None and cfg.players[0].roles == ["solver"]

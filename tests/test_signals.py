@@ -16,7 +16,7 @@ from process_tree import stop_midway
 from report.rundb import small_run
 from test_cli_usage import SCRIPT, SRC
 
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 sys.path.insert(0, str(Path(__file__).parent / "engine"))
@@ -63,8 +63,8 @@ def test_run_stopped_mid_tournament_leaves_no_process_behind_and_resumes(sig, tm
                                                    "the same command again to resume")
         assert "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
         assert server.request_count > 0
-    with Store.open_readonly(run_dir, live=False) as store:   # what was finished is kept
-        assert store.get_meta("config")["name"] == "scripted"
+    with RunReader(run_dir) as store:   # what was finished is kept
+        assert store.meta("config")["name"] == "scripted"
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from run_records import call
 
 from envduels.envs import EnvSpec
 from envduels.errors import UserError
-from envduels.store import EnvRecord, EpisodeRow, Store
+from envduels.store import EnvRecord, EpisodeRow, RunReader, ValidationRecord
+from envduels.store.writer import RunWriter
 
 
 def _env(env_id: str = "r1-a-0", valid: bool = True) -> EnvRecord:
@@ -27,16 +27,16 @@ def _episode(key: str, outcome: str = "success", hinted: bool = True) -> Episode
 
 
 def test_tables_have_the_documented_columns_and_types(tmp_path):
-    store = Store(tmp_path)
+    store = RunWriter(tmp_path)
     store.set_meta("config", {"name": "t", "players": [
         {"name": "a", "provider": "openai", "model": "m-a", "params_b": 8, "roles": ["author"]},
         {"name": "b", "provider": "local", "model": "m-b", "roles": ["author", "solver"]},
     ]})
-    store.put("k1", {"player": "a", "role": "author", "call_id": "c1", "input_tokens": 10,
-                     "output_tokens": 5, "cost_usd": 0.25, "reply": "hi"})
+    store.put("k1", call("a", "author", "c1", input_tokens=10, output_tokens=5, cost_usd=0.25,
+                         text="hi"))
     store.put_environment(_env())
     store.put_episode(_episode("e1"))
-    t = store.tables()
+    t = store.reader.tables()
     assert list(t.players.columns) == ["name", "provider", "model", "params_b", "roles",
                                        "cost_usd", "input_tokens", "output_tokens",
                                        "cache_read_tokens", "cache_write_tokens",
@@ -58,112 +58,89 @@ def test_tables_have_the_documented_columns_and_types(tmp_path):
 
 
 def test_empty_run_gives_empty_tables_with_columns(tmp_path):
-    t = Store(tmp_path).tables()
+    t = RunWriter(tmp_path).reader.tables()
     assert len(t.episodes) == 0 and "outcome" in t.episodes.columns
     assert len(t.environments) == 0 and "benchmark_seeds" in t.environments.columns
 
 
 def test_response_cache_keeps_the_first_record_and_counts_it_once(tmp_path):
-    store = Store(tmp_path)
+    store = RunWriter(tmp_path)
     assert store.get("k") is None
-    store.put("k", {"player": "a", "reply": "one", "input_tokens": 3, "output_tokens": 4,
-                    "cost_usd": 1.0})
-    store.put("k", {"player": "a", "reply": "two", "input_tokens": 3, "output_tokens": 4,
-                    "cost_usd": 1.0})
-    assert store.get("k")["reply"] == "one"
+    store.put("k", call("a", text="one", input_tokens=3, output_tokens=4, cost_usd=1.0))
+    store.put("k", call("a", text="two", input_tokens=3, output_tokens=4, cost_usd=1.0))
+    assert store.get("k").text == "one"
     totals = store.totals()
     assert (totals.calls, totals.tokens, totals.cost_usd) == (1, 7, 1.0)
 
 
 def test_error_episodes_are_not_finished_and_a_retry_replaces_them(tmp_path):
-    store = Store(tmp_path)
+    store = RunWriter(tmp_path)
     store.put_episode(_episode("e1", outcome="error"))
     store.put_episode(_episode("e2", outcome="failure"))
     assert store.finished_episode_keys() == {"e2"}
     store.put_episode(_episode("e1", outcome="success"))
     assert store.finished_episode_keys() == {"e1", "e2"}
-    assert len(store.episodes()) == 2
+    assert len(store.reader.episodes()) == 2
 
 
 def test_records_survive_reopening_the_database(tmp_path):
-    with Store(tmp_path) as store:
+    with RunWriter(tmp_path) as store:
         store.put_environment(_env())
-        store.put_validation("r1-a-0", 0, author="a", round=1, valid=False,
-                             reasons=["no class"], verdict=None, reply="...")
+        store.put_validation(ValidationRecord("r1-a-0", 0, author="a", round=1, valid=False,
+                                              reasons=["no class"], verdict=None, reply="..."))
         store.set_meta("fingerprint", "f")
-    again = Store(tmp_path, create=False)
-    assert again.environment("r1-a-0") == _env()
-    assert again.validations("r1-a-0")[0]["reasons"] == ["no class"]
-    assert again.get_meta("fingerprint") == "f"
-    assert again.path.with_name("run.db-wal").exists() or again._query("PRAGMA journal_mode")[0][0] == "wal"
+    again = RunWriter(tmp_path, create=False)
+    assert again.reader.environment("r1-a-0") == _env()
+    assert again.reader.validations("r1-a-0")[0].reasons == ["no class"]
+    assert again.reader.meta("fingerprint") == "f"
+    assert again.db.query("PRAGMA journal_mode")[0][0] == "wal"
 
 
 def test_opening_a_folder_without_a_run_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="holds no run database"):
-        Store(tmp_path / "nothing", create=False)
-
-
-def test_solving_span_runs_from_the_first_solver_call_to_the_last_episode(tmp_path):
-    store = Store(tmp_path)
-    assert store.solving_span() is None
-    store.put("k", {"player": "b", "role": "solver", "latency_s": 0.5})
-    store.put_episode(_episode("e1"))
-    start, end = store.solving_span()
-    assert 0 < end - start < 60
-
-
-def test_first_call_start_is_the_earliest_start_of_that_roles_calls(tmp_path):
-    store = Store(tmp_path)
-    assert store.first_call_start("author") is None
-    before = time.time()
-    store.put("a1", {"player": "a", "role": "author", "latency_s": 2.0})
-    store.put("a2", {"player": "b", "role": "author", "latency_s": 0.5})
-    store.put("s1", {"player": "b", "role": "solver", "latency_s": 30.0})
-    after = time.time()
-    start = store.first_call_start("author")
-    assert before - 2.0 <= start <= after - 2.0   # a1's: recorded first and 2 s long
-    assert before - 30.0 <= store.first_call_start("solver") <= after - 30.0
-    assert store.first_call_start("judge") is None
+        RunWriter(tmp_path / "nothing", create=False)
 
 
 def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):
     # environment code and model replies may hold lone surrogates, which UTF-8 cannot encode
-    store = Store(tmp_path)
+    store = RunWriter(tmp_path)
     bad = "bad \udcff action"
     env = EnvRecord(EnvSpec(
         "r1-a-0", "x = '\udcff'\n", class_name="E", max_turns=5, domain="logic", author="a",
         title="T\ud800", hints={"hint": "h\ud800"}, benchmark_seeds=(1,), metadata={"m": "\ud800"}),
         round=1, valid=False, invalid_reason=f"reset raised ValueError: {bad}")
     store.put_environment(env)
-    store.put_validation("r1-a-0", 0, author="a", round=1, valid=False, reasons=[bad],
-                         verdict={"why": bad}, reply="```python\n\ud800```")
+    store.put_validation(ValidationRecord("r1-a-0", 0, author="a", round=1, valid=False,
+                                          reasons=[bad], verdict={"why": bad},
+                                          reply="```python\n\ud800```"))
     store.put_episode(EpisodeRow(
         episode_key="e1", env_id="r1-a-0", author="a", solver="b", round=1, domain="logic",
         seed=1, trial=0, hinted=True, outcome="incomplete",
         reason=f"environment fault: step raised ValueError: {bad}", turns=1, self_play=False,
         transcript=[{"role": "assistant", "content": "\\boxed{a\ud800}"}],
     ))
-    store.put("k\ud800", {"player": "a", "role": "solver", "reply": "r\udcff"})
-    ep, = Store(tmp_path).episodes()
+    store.put("k\ud800", call("a", "solver", text="r\udcff", request={"m": "\ud800"}))
+    ep, = RunReader(tmp_path).episodes()
     assert ep.reason == "environment fault: step raised ValueError: bad \ufffd action"
     assert ep.transcript == [{"role": "assistant", "content": "\\boxed{a\ufffd}"}]
-    row = store.environment("r1-a-0")
+    row = store.reader.environment("r1-a-0")
     assert (row.title, row.invalid_reason, row.hints, row.source, row.metadata) == (
         "T\ufffd", "reset raised ValueError: bad \ufffd action", {"hint": "h\ufffd"},
         "x = '\ufffd'\n", {"m": "\ufffd"})
-    v, = store.validations()
-    assert (v["reasons"], v["verdict"], v["reply"]) == (
+    v, = store.reader.validations()
+    assert (v.reasons, v.verdict, v.reply) == (
         ["bad \ufffd action"], {"why": "bad \ufffd action"}, "```python\n\ufffd```")
-    assert store.get("k\ud800") == {"player": "a", "role": "solver", "reply": "r\ufffd"}
+    got = store.get("k\ud800")
+    assert (got.player, got.role, got.text, got.request) == ("a", "solver", "r\ufffd", {"m": "\ufffd"})
 
 
 def test_the_environments_table_keeps_every_field_of_the_record(tmp_path):
-    store = Store(tmp_path)
+    store = RunWriter(tmp_path)
     spec = EnvSpec("maze", "class M: ...", hints={"hint_1": "walls", "hint_2": "exit east"},
                    metadata={"split": "train"}, benchmark_seeds=(3,))
     store.put_environment(EnvRecord(spec, round=1, slot=2, fixed_pool=True))
-    row = store.tables().environments.iloc[0]
+    row = store.reader.tables().environments.iloc[0]
     assert (row.hint, row.hints, row.metadata, row.slot, row.source_sha256) == (
         "walls", {"hint_1": "walls", "hint_2": "exit east"}, {"split": "train"}, 2,
         spec.source_sha256)
-    assert store.environment("maze").spec == spec
+    assert store.reader.environment("maze").spec == spec

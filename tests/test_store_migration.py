@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from envduels.export import Filters, export_command, records, select
+from envduels.export import Filters, records, select
+from envduels.export.commands import export_command
 from envduels.report.commands import report_command
-from envduels.store import ENVIRONMENT_COLUMNS, Store
+from envduels.store import ENVIRONMENT_COLUMNS, RunReader
+from envduels.store.writer import RunWriter
 
 OLD = Path(__file__).parent / "data" / "main_6b44c60"
 """Written by main at 6b44c60 (before the environment's one record); see its make.py."""
@@ -25,11 +27,12 @@ def _copy(tmp_path: Path) -> Path:
     return run
 
 
-def _open(run: Path, mode: str) -> Store:
-    return Store(run, create=False) if mode == "rw" else Store.open_readonly(run, live=False)
+def _open(run: Path, mode: str) -> RunReader:
+    """The run's reader: over a connection that migrated it in place ("rw"), or read-only."""
+    return RunWriter(run, create=False).reader if mode == "rw" else RunReader(run)
 
 
-def _tables_json(store: Store) -> dict:
+def _tables_json(store: RunReader) -> dict:
     t = store.tables()
     return json.loads(json.dumps({"environments": t.environments.to_dict("records"),
                                   "episodes": t.episodes.to_dict("records")},
@@ -80,7 +83,7 @@ def _report_and_exports(run: Path, out: Path) -> dict[str, object]:
                    min_pass=None, max_pass=None, target=None)
     # the record formats also reset each environment for its first turn, which this file's
     # placeholder sources cannot do: their records as the export selects them
-    with Store.open_readonly(run, live=False) as store:
+    with RunReader(run) as store:
         rows = records(select(store.environments(), store.tables(), Filters()))
     return {"report": json.loads((out / "report.json").read_text()),
             "envduels": _folder(out / "export-envduels"), "jsonl": rows}
@@ -94,7 +97,7 @@ def test_an_old_run_database_reports_and_exports_the_same_read_only_and_read_wri
         read_only = _report_and_exports(run, tmp_path / "ro")
     finally:
         os.chmod(run, 0o755)
-    Store(run, create=False).close()   # then migrated in place
+    RunWriter(run, create=False).close()   # then migrated in place
     read_write = _report_and_exports(run, tmp_path / "rw")
     assert read_write == read_only
     # the exports are what the old envduels exported from the same file (sources, hints, seeds,
@@ -114,7 +117,7 @@ def test_opening_read_write_adds_nothing_but_missing_columns_and_loses_no_row(tm
     counts = {t: before.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
               for t in ("meta", "calls", "environments", "validations", "episodes", "audits")}
     before.close()
-    Store(run, create=False).close()
+    RunWriter(run, create=False).close()
     after = sqlite3.connect(run / "run.db")
     assert {t: after.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in counts} == counts
     after.close()
@@ -154,12 +157,12 @@ def test_a_record_written_today_into_an_old_database_reads_back_whole(tmp_path):
 
     run = _copy(tmp_path)
     _drop_columns(run, "environments", "metadata")
-    with Store(run, create=False) as store:
-        old = store.environment("maze")
+    with RunWriter(run, create=False) as store:
+        old = store.reader.environment("maze")
         new = replace(old, spec=replace(old.spec, id="maze-2", metadata={"split": "test"}))
         store.put_environment(new)
-        assert store.environment("maze-2") == new
-        assert len(store.environments()) == 6
+        assert store.reader.environment("maze-2") == new
+        assert len(store.reader.environments()) == 6
 
 
 def test_a_new_database_has_the_old_tables_column_for_column(tmp_path):
@@ -172,5 +175,5 @@ def test_a_new_database_has_the_old_tables_column_for_column(tmp_path):
         db.close()
         return out
 
-    Store(tmp_path / "new").close()
+    RunWriter(tmp_path / "new").close()
     assert columns(tmp_path / "new" / "run.db") == columns(OLD / "run" / "run.db")

@@ -7,7 +7,8 @@ import dataclasses
 import json
 
 from envduels.envs import EnvSpec
-from envduels.store import EnvRecord, EpisodeRow, Store
+from envduels.store import EnvRecord, EpisodeRow
+from envduels.store.writer import RunWriter
 
 
 def _env(env_id: str, author: str) -> EnvRecord:
@@ -31,8 +32,8 @@ def _episodes() -> list[EpisodeRow]:
     return rows
 
 
-def _tables_json(store: Store) -> str:
-    t = store.tables()
+def _tables_json(store: RunWriter) -> str:
+    t = store.reader.tables()
     return json.dumps([t.environments.to_dict("records"), t.episodes.to_dict("records")],
                       default=str)
 
@@ -40,7 +41,7 @@ def _tables_json(store: Store) -> str:
 def test_tables_are_in_one_canonical_order_whatever_order_work_was_recorded_in(tmp_path):
     envs = [_env("r1-b-0", "b"), _env("r1-a-0", "a")]
     eps = _episodes()
-    first, second = Store(tmp_path / "one"), Store(tmp_path / "two")
+    first, second = RunWriter(tmp_path / "one"), RunWriter(tmp_path / "two")
     for env in envs:
         first.put_environment(env)
     for env in reversed(envs):
@@ -50,6 +51,6 @@ def test_tables_are_in_one_canonical_order_whatever_order_work_was_recorded_in(t
     for ep in reversed(eps):
         second.put_episode(dataclasses.replace(ep))
     assert _tables_json(first) == _tables_json(second)
-    t = first.tables()
+    t = first.reader.tables()
     assert list(t.environments.env_id) == ["r1-a-0", "r1-b-0"]
     assert list(t.episodes.episode_key[:2]) == ["r1-a-0/a/1/False", "r1-a-0/a/1/True"]

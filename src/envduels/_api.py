@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     from envduels.analysis.result import RunReport
     from envduels.config import RunConfig
     from envduels.engine.run import Session
-    from envduels.envs import EnvSpec
-    from envduels.store import EnvRecord, EpisodeRow, Store, Tables
+    from envduels.store import EnvRecord, EpisodeRow, RunReader, Tables
 
-    ConfigLike: TypeAlias = str | Path | Mapping[str, object] | RunConfig
+    ConfigInput: TypeAlias = str | Path | Mapping[str, object] | RunConfig
     """What `run` and `arun` accept as a config: a YAML path, a mapping, a `RunConfig`."""
 
 
@@ -50,7 +49,7 @@ class Run:
                             "which holds run.db)")
         self.path = path
         self.session = session
-        with self._store() as store:
+        with self._reader() as store:
             self.config: RunConfig | None = store.run_config()
         self.name: str = (self.config.name if self.config is not None else "") or path.name
 
@@ -58,32 +57,29 @@ class Run:
         return f"Run({str(self.path)!r}, name={self.name!r})"
 
     @contextmanager
-    def _store(self) -> Iterator[Store]:
-        # the store turns a missing, unreadable or non-SQLite run.db into one-line UserErrors
-        from envduels.store import Store
+    def _reader(self) -> Iterator[RunReader]:
+        # the reader turns a missing, unreadable or non-SQLite run.db into one-line UserErrors
+        from envduels.store import RunReader
 
-        store = Store.open_readonly(self.path, live=False)
-        try:
-            yield store
-        finally:
-            store.close()
+        with RunReader(self.path) as reader:
+            yield reader
 
     def tables(self) -> Tables:
         """Players, environments and episodes as pandas DataFrames: exactly what the report
         analyses (`envduels.store.Tables` documents the columns)."""
-        with self._store() as store:
+        with self._reader() as store:
             return store.tables()
 
     def environments(self) -> list[EnvRecord]:
         """Every environment the run recorded (valid or not, authored or from a fixed pool),
         in the order first recorded; `record.spec` is the environment as played."""
-        with self._store() as store:
+        with self._reader() as store:
             return store.environments()
 
     def episodes(self) -> list[EpisodeRow]:
         """Every finished episode as recorded (any outcome, `error` included), oldest first,
         with its transcript."""
-        with self._store() as store:
+        with self._reader() as store:
             return store.episodes()
 
     def report(self, *, bootstrap: int = 1000, seed: int = 0) -> RunReport:
@@ -112,7 +108,7 @@ def open_run(path: str | Path) -> Run:
     return Run(path)
 
 
-def _config(config: ConfigLike,
+def _config(config: ConfigInput,
             run_dir: str | Path | None) -> RunConfig:
     from envduels.config import RunConfig, load_config, parse_config
 
@@ -138,7 +134,7 @@ def _refuse_resume(cfg: RunConfig, resume: bool) -> None:
                         "another run_dir for a new run")
 
 
-def run(config: ConfigLike, *,
+def run(config: ConfigInput, *,
         run_dir: str | Path | None = None, resume: bool = True, no_cache: bool = False,
         unsafe_no_sandbox: bool = False) -> Run:
     """Run (or resume) the tournament of `config` to its end or its budget; the finished run.
@@ -165,12 +161,12 @@ def run(config: ConfigLike, *,
                         "use `await envduels.arun(...)` there")
     cfg = _config(config, run_dir)
     _refuse_resume(cfg, resume)
-    fixed_envs = check_run(cfg, unsafe_no_sandbox=unsafe_no_sandbox)
-    session = run_session(cfg, fixed_envs, unsafe_no_sandbox=unsafe_no_sandbox, no_cache=no_cache)
+    checked = check_run(cfg, unsafe_no_sandbox=unsafe_no_sandbox)
+    session = run_session(cfg, checked, unsafe_no_sandbox=unsafe_no_sandbox, no_cache=no_cache)
     return Run(cfg.run_dir, session=session)
 
 
-async def arun(config: ConfigLike, *,
+async def arun(config: ConfigInput, *,
                run_dir: str | Path | None = None, resume: bool = True, no_cache: bool = False,
                unsafe_no_sandbox: bool = False) -> Run:
     """`run` in the running event loop: the same arguments, result and errors. The checks
@@ -180,8 +176,7 @@ async def arun(config: ConfigLike, *,
 
     cfg = _config(config, run_dir)
     _refuse_resume(cfg, resume)
-    fixed_envs: list[EnvSpec] = await asyncio.to_thread(
-        check_run, cfg, unsafe_no_sandbox=unsafe_no_sandbox)
-    session = await run_session_async(cfg, fixed_envs, unsafe_no_sandbox=unsafe_no_sandbox,
+    checked = await asyncio.to_thread(check_run, cfg, unsafe_no_sandbox=unsafe_no_sandbox)
+    session = await run_session_async(cfg, checked, unsafe_no_sandbox=unsafe_no_sandbox,
                                       no_cache=no_cache)
     return Run(cfg.run_dir, session=session)

@@ -16,7 +16,7 @@ import gymnasium
 from gymnasium import spaces
 
 from envduels._text import valid_text
-from envduels.duel.outcomes import Outcome
+from envduels.duel.faults import Phase, fail
 from envduels.duel.protocol import (
     ACTION_SEARCH_MAX_CHARS,
     FORMAT_ERROR,
@@ -125,17 +125,17 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
             env_seed = int(self.np_random.integers(0, _SEED_HIGH))
         hinted = bool(options.get("hint", self.hint_in_first_observation)) and bool(self.env_spec.hint)
         self._close_instance()
+        self._episode = episode = Episode(self.max_turns,
+                                          hint=self.env_spec.hint if hinted else None)
         try:
             self._instance = self._open()
             obs, env_info = self._instance.reset(env_seed)
-        except Exception as err:
+        except Exception as err:   # the episode ends as `duel.faults` says; reset cannot return
             self._close_instance()
-            if _is_fault(err):
-                raise RuntimeError(f"environment {self.env_spec.id} failed on reset: {_reason(err)}") from err
-            raise
+            fault = fail(episode, err, Phase.START)
+            raise RuntimeError(f"environment {self.env_spec.id} failed on reset: {fault}") from err
         self._seed = env_seed
-        self._episode = Episode(self.max_turns, hint=self.env_spec.hint if hinted else None)
-        self._episode.start(obs)
+        episode.start(obs)
         if hinted:
             obs = hint_prefix(self.env_spec.hint) + obs
         info = dict(env_info or {})
@@ -161,12 +161,8 @@ class EnvDuelsGymEnv(gymnasium.Env[str, str]):
             return self._clip(FORMAT_ERROR), 0.0, False, episode.done, {NAMESPACE: meta}
         try:
             result = self._instance.step(env_action)
-        except Exception as err:
-            if not _is_fault(err):
-                raise
-            meta["fault"] = fault = _reason(err)
-            episode.step_failed(fault)
-            episode.end(Outcome.INCOMPLETE, f"environment fault: {fault}")
+        except Exception as err:   # the episode ends as `duel.faults` says
+            meta["fault"] = fault = fail(episode, err, Phase.STEP)
             self._close_instance()
             return self._clip(f"Environment error: {fault}"), 0.0, False, True, {NAMESPACE: meta}
         episode.observe(result.observation, result.reward, result.terminated, result.truncated)
@@ -224,12 +220,3 @@ def _as_int(value: object, name: str) -> int:
         return int(value)
     raise TypeError(f"options[{name!r}] must be an integer, got {type(value).__name__}")
 
-
-def _is_fault(err: BaseException) -> bool:
-    from envduels.sandbox import EnvFault
-
-    return isinstance(err, EnvFault)
-
-
-def _reason(err: BaseException) -> str:
-    return str(getattr(err, "reason", None) or err)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import socket
 
+from envduels._text import one_line
+
 
 def unreachable(host: str, port: int, timeout_s: float) -> str | None:
     """Why `host:port` does not accept a TCP connection within `timeout_s` (the OS's words,
@@ -17,5 +19,5 @@ def unreachable(host: str, port: int, timeout_s: float) -> str | None:
     except (UnicodeError, OverflowError, ValueError) as err:
         # a host name IDNA cannot encode (a label over 63 characters), a port over 65535:
         # nothing could answer there, and the caller's one line says which setting to fix
-        return " ".join(f"not a usable address: {err}".split())[:200]
+        return one_line(f"not a usable address: {err}", 200)
     return None

@@ -9,7 +9,7 @@ int-to-string limit). Every loader reads through here, so each of these is one `
 - the file is opened without blocking (a FIFO opens at once) and `fstat`ed before any byte is
   read: anything but a regular file, or a file over the caller's byte cap, is refused, and no
   more than the cap is ever read (a file that grows while read is refused too);
-- JSON and YAML are refused beyond `MAX_DEPTH` levels of nesting and integers beyond
+- JSON and YAML are refused beyond `MAX_NESTING` levels of nesting and integers beyond
   `MAX_INT_DIGITS` digits, checked before the value is built; YAML anchors may not expand to
   more than `MAX_YAML_VALUES` values (the "billion laughs");
 - whatever still escapes the parser (RecursionError, ValueError, MemoryError) becomes one line.
@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from envduels.errors import UserError
 
-MAX_DEPTH = 64
+MAX_NESTING = 64
 """Deepest nesting of lists and objects a loaded JSON or YAML value may have (an honest config
 or manifest nests four or five levels)."""
 MAX_INT_DIGITS = 100
@@ -119,7 +119,7 @@ _BRACKETS = str.maketrans({"[": "\x01", "{": "\x01", "]": "\x02", "}": "\x02"})
 _OTHER = re.compile(r"[^\x01\x02]+")
 
 
-def json_depth_over(text: str, limit: int = MAX_DEPTH) -> bool:
+def json_depth_over(text: str, limit: int = MAX_NESTING) -> bool:
     """Whether the JSON text opens more than `limit` nested brackets, found without recursion:
     strings are blanked, brackets become +1/-1 and the running sum is bounded."""
     if text.count("[") + text.count("{") <= limit:
@@ -141,10 +141,10 @@ def _int(digits: str) -> int:
 
 def parse_json(text: str, where: str, fix: str = "fix it") -> Any:
     """`text` parsed as JSON, with `where` (the file, or "FILE line N") naming it in the
-    one-line `UserError` on invalid JSON (ending in `fix`), nesting past `MAX_DEPTH`, an
+    one-line `UserError` on invalid JSON (ending in `fix`), nesting past `MAX_NESTING`, an
     integer past `MAX_INT_DIGITS` digits, or a value too large for memory."""
     if json_depth_over(text):
-        raise UserError(f"{where}: nested more than {MAX_DEPTH} levels deep: no honest file "
+        raise UserError(f"{where}: nested more than {MAX_NESTING} levels deep: no honest file "
                         "nests so deep; check that it is the right file")
     try:
         return json.loads(text, parse_int=_int)
@@ -170,7 +170,7 @@ def load_json_capped(path: str | Path, max_bytes: int, what: str,
 
 def _check_yaml_events(text: str, where: str) -> None:
     """Refuse, from PyYAML's event stream (its parser keeps a stack, it does not recurse),
-    nesting past `MAX_DEPTH`, a plain integer past `MAX_INT_DIGITS` digits and anchors that
+    nesting past `MAX_NESTING`, a plain integer past `MAX_INT_DIGITS` digits and anchors that
     expand past `MAX_YAML_VALUES` values; before any value is built."""
     import yaml
 
@@ -183,8 +183,8 @@ def _check_yaml_events(text: str, where: str) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             anchors.append(event.anchor)
             counts.append(1)
-            if len(counts) - 1 > MAX_DEPTH:
-                raise UserError(f"{where}: nested more than {MAX_DEPTH} levels deep: no honest "
+            if len(counts) - 1 > MAX_NESTING:
+                raise UserError(f"{where}: nested more than {MAX_NESTING} levels deep: no honest "
                                 "config nests so deep; check that it is the right file")
             continue
         if isinstance(event, yaml.CollectionEndEvent):

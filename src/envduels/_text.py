@@ -5,7 +5,9 @@ UTF-8 encoder, JSON file or SQLite column accepts), terminal control sequences (
 sequence can clear the screen, retitle the window or write the clipboard) and Unicode format
 characters (a bidi override shows "exe.txt" for "txt.exe"). Two helpers, used at
 the boundaries where such text enters (`valid_text`) or reaches a terminal (`printable`); and
-`last_boxed` (re-exported from `duel.protocol`, where the episode rules live).
+re-exported from the duel's vocabulary: `last_boxed` (`duel.protocol`, where the episode rules
+live) and `one_line` (`duel.faults`, where every reason is made one line: the one "cut to one
+line" helper).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 import sys
 import unicodedata
 
+from envduels.duel.faults import one_line  # noqa: F401 (re-exported)
 from envduels.duel.protocol import ACTION_SEARCH_MAX_CHARS, last_boxed  # noqa: F401 (re-exported)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

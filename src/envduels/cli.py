@@ -122,7 +122,7 @@ def run(
         "[default: the config's sandbox.workers, else one per core]", show_default=False)] = None,
 ) -> None:
     """Run or resume a tournament; a kill or Ctrl-C loses nothing finished."""
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
 
     raise typer.Exit(run_command(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
                                  no_cache=no_cache, workers=workers))
@@ -131,7 +131,7 @@ def run(
 @app.command()
 def status(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder (holds run.db).")]) -> None:
     """What is done, left and failed in a run; tokens and cost so far."""
-    from envduels.engine.status import status_command
+    from envduels.engine.commands import status_command
 
     raise typer.Exit(status_command(run_dir))
 
@@ -230,7 +230,7 @@ def play(
     workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=_workers_option, help="Harness worker processes that hold the sandbox (0: none, in this process) [default: 1; an episode lives in one worker]", show_default=False)] = None,
 ) -> None:
     """Play one episode in the terminal, printing the transcript as it goes."""
-    from envduels.engine.play import play_command
+    from envduels.engine.commands import play_command
 
     raise typer.Exit(
         play_command(
@@ -261,7 +261,7 @@ def export(
 ) -> None:
     """Write a run's valid environments as RL training data (jsonl and hf: one self-distillation
     row per environment and seed, its first turn read in the sandbox)."""
-    from envduels.export import export_command
+    from envduels.export.commands import export_command
 
     raise typer.Exit(
         export_command(
@@ -287,7 +287,7 @@ def correlate(
     bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws.")] = 2000,
 ) -> None:
     """Correlate hint lift and other predictors with measured training gains."""
-    from envduels.report.correlate import correlate_command
+    from envduels.report.commands import correlate_command
 
     raise typer.Exit(correlate_command(run_dir, gains, out=out, bootstrap=bootstrap))
 
@@ -325,7 +325,7 @@ def estimate(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """What a run of CONFIG will cost: calls, tokens, dollars and wall time, low-high."""
-    from envduels.engine.estimate import estimate_command
+    from envduels.engine.commands import estimate_command
 
     raise typer.Exit(estimate_command(config, json_out=json_out))
 
@@ -349,7 +349,8 @@ def plan(
 ) -> None:
     """Before spending money: the exact cost of a design and, by simulation, whether it can
     order the models, detect divergence and cycles, and how wide its intervals will be."""
-    from envduels.report.plan import DesignFlags, plan_command
+    from envduels.report.commands import plan_command
+    from envduels.report.plan import DesignFlags
 
     flags = DesignFlags(players=players, envs_per_author=envs_per_author, seeds=seeds, rounds=rounds, trials=trials)
     raise typer.Exit(plan_command(config, flags, spreads=spread or [], replicates=replicates, bootstrap=bootstrap,

@@ -22,8 +22,11 @@ Contract (what a trainer may rely on):
   info keys are passed through beside it.
 - The turn cap is a duel's (`envs.turn_cap`): the environment's `max_turns`, lowered to the
   `max_turns` given; the environment is constructed with its own `max_turns`, as in a duel.
-  Reaching the cap returns `truncated=True`. An environment fault (raise, timeout, limit) ends the episode with
-  `truncated=True` and the reason in `info["envduels"]["fault"]`; the next `reset` starts afresh.
+  Reaching the cap returns `truncated=True`. An environment fault (raise, timeout, limit), or a
+  sandbox the host lost, ends the episode with `truncated=True` and the fault in
+  `info["envduels"]["fault"]`; a `reset` whose environment fails to start raises RuntimeError
+  with it. Either way `env.transcript` ends with the outcome and reason every driver records for
+  that failure (`envduels.duel.faults`), and the next `reset` starts afresh.
 - `close()` kills the worker process tree; calling it twice is fine.
 - The rules are a duel's, from the one protocol (`envduels.duel.protocol`, shared with the
   engine and `envduels serve`); `env.transcript` is the episode's transcript exactly as a duel

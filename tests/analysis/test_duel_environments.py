@@ -9,7 +9,7 @@ import pytest
 
 from envduels.analysis import compute_ratings, matched_pairs, simulate_tournament
 from envduels.analysis.rank_tests import duel_pair_pvalues
-from envduels.analysis.ratings import duel_builder, duel_draws, holm_above, make_design
+from envduels.analysis.ratings import duel_builder, duel_draws, holm_above, make_strata
 
 from .tables import env, pair, tables
 
@@ -63,7 +63,7 @@ def test_a_missing_pair_removes_the_slot_from_that_half_instead_of_scoring_again
     rows = [pair("eA", "A", "B", s, "e" if s else 1, "e" if s else 1) for s in range(4)]
     rows += [pair("eB", "B", "A", s, 1, 1) for s in range(4)]
     t = tables(["A", "B"], [env("eA", "A"), env("eB", "B")], rows)
-    design = make_design(t)
+    design = make_strata(t)
     b = duel_builder(t, matched_pairs(t.episodes), design)
     s = b.scores(np.ones((1, len(design.env_ids))))[0]
     assert (s[0, 1], s[1, 0]) == (0.5, 0.5)
@@ -116,7 +116,7 @@ def test_duel_pair_pvalues_are_uniform_enough_for_identical_players():
     for seed in range(12):
         run = simulate_tournament(players=9, envs_per_author=4, rounds=1, seeds=4, seed=seed, transcripts=False,
                                   environments="uneven", **NULL)
-        design = make_design(run.tables)
+        design = make_strata(run.tables)
         b = duel_builder(run.tables, matched_pairs(run.tables.episodes), design)
         p = duel_pair_pvalues(b.net, b.count, b.env_half, b._expected(), b.rounds, len(b.players), seed=seed)
         both = np.fmin(p, p.T)[np.triu_indices(9, 1)]
@@ -126,7 +126,7 @@ def test_duel_pair_pvalues_are_uniform_enough_for_identical_players():
 
 def test_duel_draws_redraw_an_authors_environments_across_its_rounds():
     run = simulate_tournament(players=4, envs_per_author=1, rounds=2, seeds=4, seed=0, transcripts=False)
-    design = make_design(run.tables)
+    design = make_strata(run.tables)
     b = duel_builder(run.tables, matched_pairs(run.tables.episodes), design)
     scores, counts = duel_draws(b, 200, np.random.default_rng(0))
     assert scores[0] == pytest.approx(b.scores(np.ones((1, len(design.env_ids))))[0])

@@ -16,10 +16,12 @@ from envduels.analysis.metrics import (
     copied_win,
     environment_flags,
 )
+from envduels.duel.faults import BATTERY_REASON
 from envduels.envs import EnvSpec
-from envduels.envs._battery import BATTERY_REASON, hint_phrases, shown_items
-from envduels.export import FLAGS as EXPORT_FLAGS
-from envduels.store import EnvRecord, EpisodeRow, Store
+from envduels.envs._battery import hint_phrases, shown_items
+from envduels.export._select import FLAGS as EXPORT_FLAGS
+from envduels.store import EnvRecord, EpisodeRow, ValidationRecord
+from envduels.store.writer import RunWriter
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "envs"
 VAULT_HINT = "To get in, say the words 'open sesame' to the keypad."
@@ -65,8 +67,8 @@ def test_a_password_then_the_echoed_code_is_a_copied_win_a_procedure_then_a_deco
     assert shown_items("VAULT code 48213 'Ali Baba' X7K") == ["Ali Baba", "X7K", "48213", "VAULT"]
 
 
-def _store_with(tmp_path: Path, battery: dict | None) -> Store:
-    store = Store(tmp_path)
+def _store_with(tmp_path: Path, battery: dict | None) -> RunWriter:
+    store = RunWriter(tmp_path)
     store.set_meta("config", {"name": "t", "players": [
         {"name": "a", "provider": "openai", "model": "m-a", "roles": ["author"]},
         {"name": "b", "provider": "openai", "model": "m-b", "roles": ["solver"]}]})
@@ -74,8 +76,8 @@ def _store_with(tmp_path: Path, battery: dict | None) -> Store:
     verdict = {"valid": True, "reasons": [], "oracle": "passed", "class_name": "E", "seeds": [1, 2, 3, 4]}
     if battery is not None:
         verdict["battery"] = battery
-    store.put_validation("r1-a-0", 0, author="a", round=1, valid=True, reasons=[], verdict=verdict,
-                         reply="")
+    store.put_validation(ValidationRecord("r1-a-0", 0, author="a", round=1, valid=True, reasons=[],
+                                          verdict=verdict, reply=""))
     for seed in (1, 2, 3, 4):
         store.put_episode(_episode("r1-a-0", seed, False, "success" if seed == 1 else "failure"))
         store.put_episode(_episode("r1-a-0", seed, True, "success", _vault_win(f"1000{seed}")))
@@ -84,7 +86,7 @@ def _store_with(tmp_path: Path, battery: dict | None) -> Store:
 
 def test_a_battery_flag_in_the_stored_verdict_makes_every_episode_the_authors_fault(tmp_path):
     store = _store_with(tmp_path, {"flag": HINT_IS_KEY, "detail": "the hint-copy-and-echo policy won 3 of 4"})
-    tables = store.tables()
+    tables = store.reader.tables()
     assert set(tables.episodes.outcome) == {"incomplete"}
     assert all(r.startswith(f"{BATTERY_REASON}: {HINT_IS_KEY}: ") for r in tables.episodes.reason)
     j = analyze(tables, bootstrap=0, convergence=False).json
@@ -92,13 +94,13 @@ def test_a_battery_flag_in_the_stored_verdict_makes_every_episode_the_authors_fa
     assert env["flags"] == [HINT_IS_KEY] and env["lift"] is None
     assert next(a for a in j["authors"] if a["model"] == "a")["author_faults"] == 8
     # the raw rows keep what was played
-    assert {e.outcome for e in store.episodes()} == {"success", "failure"}
+    assert {e.outcome for e in store.reader.episodes()} == {"success", "failure"}
     store.close()
 
 
 def test_a_verdict_from_before_the_battery_changes_nothing_and_copying_still_reads_as_a_leak(tmp_path):
     store = _store_with(tmp_path, None)
-    tables = store.tables()
+    tables = store.reader.tables()
     assert tables.battery == {}
     assert set(tables.episodes.outcome) == {"success", "failure"}
     # no-hint 0.25 and hinted 1.0: within hint_gated's tolerance; the password was copied at
@@ -113,7 +115,7 @@ def test_a_battery_whose_copying_never_won_never_clears_hint_leak(tmp_path):
     this verdict switched hint_leak off although every hinted win copies the password."""
     store = _store_with(tmp_path, {"flag": None, "hint_tokens_covered": True, "policies": {
         "hint_copy": {"won": 0, "seeds": 2}, "hint_copy+echo": {"won": 0, "seeds": 2}}})
-    assert environment_flags(store.tables()) == {"r1-a-0": [HINT_GATED, HINT_LEAK]}
+    assert environment_flags(store.reader.tables()) == {"r1-a-0": [HINT_GATED, HINT_LEAK]}
     store.close()
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from envduels.analysis import matched_pairs, simulate_tournament
 from envduels.analysis.randomization import sign_flip_pvalue
-from envduels.analysis.ratings import make_design, solver_builder
+from envduels.analysis.ratings import make_strata, solver_builder
 from envduels.analysis.transfer import ALPHA, PRIMARY, correlation, unit_predictors
 
 NULL = {"ability": [0.0] * 6, "author_difficulty": [0.0] * 6, "author_teaching": [1.0] * 6,
@@ -48,7 +48,7 @@ def test_the_solver_sign_flip_test_rejects_at_most_5_percent_of_the_sign_pattern
     [0.022, 0.044] on 1,000 null tournaments)."""
     run = _null_run(5)
     tables = run.tables
-    b = solver_builder(tables, matched_pairs(tables.episodes), make_design(tables))
+    b = solver_builder(tables, matched_pairs(tables.episodes), make_strata(tables))
     n = len(b.players)
     pts = b.points.reshape(len(b.points), n, n)
     played = (pts + np.swapaxes(pts, 1, 2)).sum(axis=2) > 0

@@ -15,7 +15,7 @@ from envduels.analysis import (
     solver_metrics,
 )
 from envduels.analysis._ties import ESTIMATE_TOLERANCE, kendall_tau
-from envduels.analysis.ratings import Design, SolverBuilder, _rate, duel_builder, make_design
+from envduels.analysis.ratings import SolverBuilder, Strata, _rate, duel_builder, make_strata
 
 from .tables import env, pair, tables
 
@@ -56,7 +56,7 @@ def test_duel_scores_follow_spec_points_and_invalid_environments_forfeit():
         # B vs C: one pair each way on B's env: a draw
         pair("eB", "B", "C", 0, 0, 0)])
     p = matched_pairs(t.episodes)
-    design = make_design(t)
+    design = make_strata(t)
     b = duel_builder(t, p, design)
     s = b.scores(np.ones((1, len(design.env_ids))))[0]
     i = {m: k for k, m in enumerate(b.players)}
@@ -80,7 +80,7 @@ def test_rank_counts_only_models_certainly_above():
             for j in range(i + 1, 3):
                 w = float(rng.random() < expit(theta[i] - theta[j]))
                 pts[e, i * 3 + j], pts[e, j * 3 + i] = w, 1 - w
-    design = Design([str(e) for e in range(n_env)], np.zeros(n_env, int))
+    design = Strata([str(e) for e in range(n_env)], np.zeros(n_env, int))
     w = design.weights(300, np.random.default_rng(1))
     rating = _rate("solver", ["a", "b", "c"], SolverBuilder(["a", "b", "c"], pts).scores(w), 0.1)
     ranks = {r["model"]: r["rank"] for r in rating.rows}
@@ -117,7 +117,7 @@ def test_author_ratings_recover_the_true_teaching_order_with_20_environments_per
 
 def test_bootstrap_intervals_cover_the_true_strengths_95_percent_of_the_time():
     """Parametric check (docs/analysis.md) through the real design: 40 environments written by 5
-    authors (make_design's per-author strata, 8 each); in each environment every pair of 5 models
+    authors (make_strata's per-author strata, 8 each); in each environment every pair of 5 models
     plays 4 BT games whose logit is θ_i − θ_j plus that environment's own N(0, 1) effect (the
     clustering that makes environments, not games, the unit). The truth is the BT fit of the
     marginal win probabilities (the effect averaged out). The 95% intervals must cover it in
@@ -133,7 +133,7 @@ def test_bootstrap_intervals_cover_the_true_strengths_95_percent_of_the_time():
     truth = 1000 + 400 / np.log(10) * fit_bradley_terry(big, ridge=1e-9)
     names = [f"p{i}" for i in range(n)]
     envs = [env(f"e{k}", f"a{k // per_author}") for k in range(n_env)]
-    design = make_design(tables([], envs, []))
+    design = make_strata(tables([], envs, []))
     assert np.bincount(design.strata).tolist() == [per_author] * (n_env // per_author)
     covered = []
     for _ in range(reps):
@@ -169,12 +169,12 @@ def test_duel_ratings_recover_the_true_order():
 
 def test_single_environment_strata_are_pooled_so_that_resampling_can_vary():
     # authors 0 and 3 wrote one environment each: they share one pooled stratum
-    assert Design(list("abcdef"), np.array([0, 1, 1, 2, 2, 3])).strata.tolist() == [0, 1, 1, 2, 2, 0]
+    assert Strata(list("abcdef"), np.array([0, 1, 1, 2, 2, 3])).strata.tolist() == [0, 1, 1, 2, 2, 0]
     # a lone single-environment author joins the smallest stratum of two or more
-    assert Design(list("abcdef"), np.array([0, 0, 0, 1, 1, 2])).strata.tolist() == [0, 0, 0, 1, 1, 1]
+    assert Strata(list("abcdef"), np.array([0, 0, 0, 1, 1, 2])).strata.tolist() == [0, 0, 0, 1, 1, 1]
     # every author with one environment: one stratum over all of them
-    assert Design(list("abc"), np.array([0, 1, 2])).strata.tolist() == [0, 0, 0]
-    w = Design(list("abc"), np.array([0, 1, 2])).weights(50, np.random.default_rng(0))
+    assert Strata(list("abc"), np.array([0, 1, 2])).strata.tolist() == [0, 0, 0]
+    w = Strata(list("abc"), np.array([0, 1, 2])).weights(50, np.random.default_rng(0))
     assert w.shape == (51, 3) and (w[1:].sum(axis=1) == 3).all() and (w[1:] != 1).any()
 
 
@@ -259,7 +259,7 @@ def test_an_incomplete_episode_is_a_solver_win_in_the_duel_but_not_in_solver_met
         pair("eA", "A", "B", 1, "i", 1), pair("eA", "A", "B", 2, "i", 1),
         pair("eB", "B", "A", 0, 0, 0)])  # a draw
     p = matched_pairs(t.episodes)
-    design = make_design(t)
+    design = make_strata(t)
     b = duel_builder(t, p, design)
     s = b.scores(np.ones((1, len(design.env_ids))))[0]
     i = {m: k for k, m in enumerate(b.players)}

@@ -44,16 +44,16 @@ def differences(a: object, b: object, path: str = "") -> list[str]:
 
 
 def run(cfg: dict, path: Path) -> int:
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     path.write_text(yaml.safe_dump(cfg))
     return run_command(path, unsafe_no_sandbox=False, quiet=True)
 
 
 def outcomes(run_dir: Path) -> list:
-    from envduels.store import Store
-    with Store(run_dir, create=False) as store:
+    from envduels.store.writer import RunWriter
+    with RunWriter(run_dir, create=False) as store:
         return sorted((e.env_id, e.solver, e.seed, e.hinted, e.outcome, e.reason.split(":")[0])
-                      for e in store.episodes())
+                      for e in store.reader.episodes())
 
 
 def vector_rollout() -> dict:
@@ -124,13 +124,13 @@ def main(work: Path) -> None:
         box: dict = {}
         thread = threading.Thread(target=lambda: box.update(code=run(cfg, work / "killed.yaml")))
         thread.start()
-        from envduels.store import Store
+        from envduels.store.writer import RunWriter
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             time.sleep(0.2)
             if (work / "killed" / "run.db").exists():
-                with Store(work / "killed", create=False) as store:
-                    if sum(store.episode_counts().values()) >= 4:
+                with RunWriter(work / "killed", create=False) as store:
+                    if sum(store.reader.episode_counts().values()) >= 4:
                         break
         cluster.remove_node(worker)
         thread.join(300)

@@ -45,7 +45,7 @@ def test_an_address_nobody_answers_on_is_one_line_at_once(tmp_path, monkeypatch)
 
 
 def test_run_with_an_unreachable_cluster_exits_2_before_writing_anything(tmp_path, monkeypatch):
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     from envduels.testing import ScriptedServer
 
     with socket.socket() as s:

@@ -20,13 +20,13 @@ import yaml
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
 from envduels.config import load_config
+from envduels.duel.faults import AUDIT_REASON
+from envduels.engine.commands import run_command, status_command
 from envduels.engine.progress import Progress
-from envduels.engine.run import run_command
 from envduels.engine.scheduler import Tournament, condition_order
-from envduels.engine.status import status_command
 from envduels.envs import EnvSpec, write_export
 from envduels.envs._validate import probe_actions
-from envduels.store import AUDIT_REASON, Store
+from envduels.store.writer import RunWriter
 from envduels.testing import ScriptedServer
 
 KEY = "sk-audit-test"
@@ -92,27 +92,27 @@ def test_fast_only_probe_only_and_stateful_environments_are_caught_and_give_no_p
         calls = len(server.requests)
         asked = " ".join(str(r["messages"]) for r in server.requests)
 
-    store = Store(tmp_path / "run", create=False)
+    store = RunWriter(tmp_path / "run", create=False)
     # validation in the run: the probe-only and stateful ones are invalid, never played
     for name in VALIDATED:
-        env = store.environment(name)
+        env = store.reader.environment(name)
         assert env is not None and not env.valid and "not deterministic" in env.invalid_reason
     assert "PROBE room" not in asked and "STATE room" not in asked
-    caught = store.nondeterministic_environments()
+    caught = store.reader.nondeterministic_environments()
     assert set(caught) == set(AUDITED)
     assert all(detail.startswith("turn 1: ") for detail in caught.values()), caught
     # the audit made no model call: one call per played turn, every episode one turn long
-    assert calls == sum(e.turns for e in store.episodes())
-    assert store.unaudited_count() == 0   # every played episode has its audit
+    assert calls == sum(e.turns for e in store.reader.episodes())
+    assert store.reader.audit_counts().pending == 0   # every played episode has its audit
 
-    tables = store.tables()
+    tables = store.reader.tables()
     eps = tables.episodes
     assert set(eps.env_id) == {*AUDITED, CONTROL}
     attacks = eps[eps.env_id.isin(AUDITED)]
     assert set(attacks.outcome) == {"incomplete"}
     assert all(r.startswith(f"{AUDIT_REASON}: ") for r in attacks.reason)
     # the episode that did not replay says which turn and field differed
-    raw = {e.episode_key: e for e in store.episodes()}
+    raw = {e.episode_key: e for e in store.reader.episodes()}
     assert any(raw[k].reason.startswith(f"{AUDIT_REASON}: turn 1: the ")
                for k in attacks.episode_key)
     pairs = matched_pairs(eps)
@@ -151,10 +151,10 @@ def test_a_resumed_run_audits_episodes_a_database_from_before_audits_holds(tmp_p
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
         assert len(server.requests) == before   # auditing costs no model call
 
-    store = Store(tmp_path / "run", create=False)
-    assert store.unaudited_count() == 0
-    assert set(store.nondeterministic_environments()) == {"deceive_timing"}
-    assert set(matched_pairs(store.tables().episodes).env_id) == {CONTROL}
+    store = RunWriter(tmp_path / "run", create=False)
+    assert store.reader.audit_counts().pending == 0
+    assert set(store.reader.nondeterministic_environments()) == {"deceive_timing"}
+    assert set(matched_pairs(store.reader.tables().episodes).env_id) == {CONTROL}
     store.close()
 
 
@@ -174,12 +174,12 @@ def test_a_run_with_an_environment_that_crashes_the_parent_finishes_and_so_does_
         path = _config(tmp_path, server.base_url, pool)
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
-    store = Store(tmp_path / "run", create=False)
+    store = RunWriter(tmp_path / "run", create=False)
     # validated in the run: the crash is a one-line reason, and the environment is not played
-    env = store.environment(crash)
+    env = store.reader.environment(crash)
     assert env is not None and not env.valid and "\n" not in env.invalid_reason
     assert "probe episode: in step (turn 1): " in env.invalid_reason
-    outcomes = {(e.env_id, e.hinted): e.outcome for e in store.episodes()}
+    outcomes = {(e.env_id, e.hinted): e.outcome for e in store.reader.episodes()}
     assert outcomes == {(CONTROL, False): "failure", (CONTROL, True): "success"}
     store.close()
 
@@ -204,20 +204,20 @@ def test_an_authored_environment_whose_reward_the_parent_cannot_take_is_invalid_
         cfg["tournament"]["author_repairs"] = 0
         path.write_text(yaml.safe_dump(cfg))
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
-    store = Store(tmp_path / "run", create=False)
-    env = store.environment("r1-alice-0")
+    store = RunWriter(tmp_path / "run", create=False)
+    env = store.reader.environment("r1-alice-0")
     assert env is not None and not env.valid
     assert env.invalid_reason.startswith("seed ") and "probe episode: in step (turn 1): " in (
         env.invalid_reason)
-    assert {e.env_id for e in store.episodes()} == {CONTROL}
+    assert {e.env_id for e in store.reader.episodes()} == {CONTROL}
     store.close()
 
 
 def _session(tmp_path: Path, run: str) -> Tournament:
     """A run's session as `run` builds it: its config, its store (created or reopened)."""
     cfg = load_config(_config(tmp_path, "http://127.0.0.1:9/v1", tmp_path))
-    store = Store(tmp_path / run)
-    return Tournament(cfg, store=store, players={}, sandboxes=None, fingerprint="fp-same-config",
+    store = RunWriter(tmp_path / run)
+    return Tournament(cfg, writer=store, players={}, sandboxes=None, fingerprint="fp-same-config",
                       fixed_envs=[], progress=Progress(rounds=1))
 
 
@@ -234,11 +234,11 @@ def test_two_runs_of_one_config_draw_different_orders_and_probes_and_a_resume_th
     first, second = _session(tmp_path, "run-a"), _session(tmp_path, "run-b")
     drawn_a, drawn_b = _draws(first), _draws(second)
     assert drawn_a[0] != drawn_b[0] and drawn_a[1] != drawn_b[1]
-    first.store.close()
+    first.writer.close()
     resumed = _session(tmp_path, "run-a")
     assert _draws(resumed) == drawn_a
-    secret = resumed.store.get_meta("draw_secret")
+    secret = resumed.reader.meta("draw_secret")
     assert isinstance(secret, str) and len(secret) == 32
     assert secret not in "".join(p for p in drawn_a[1])   # the probes do not carry it
-    resumed.store.close()
-    second.store.close()
+    resumed.writer.close()
+    second.writer.close()

@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 from duel_script import config
+from run_records import call
 
 from envduels import cli
 from envduels.config import parse_config
-from envduels.engine.run import open_run
+from envduels.engine.run import record_config
 from envduels.errors import UserError
-from envduels.store import Store
+from envduels.store.writer import RunWriter
 from envduels.testing import ScriptedServer
 
 
@@ -32,18 +33,18 @@ def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
 @pytest.fixture
 def earlier_run(tmp_path):
     """A run folder that already holds results, which no bad invocation may touch."""
-    store = Store(tmp_path / "run")
-    store.put("call-1", {"player": "alice", "reply": "kept", "input_tokens": 1,
-                         "output_tokens": 1, "cost_usd": 0.5})
+    store = RunWriter(tmp_path / "run")
+    store.put("call-1", call("alice", text="kept", input_tokens=1, output_tokens=1,
+                             cost_usd=0.5))
     store.close()
     return tmp_path / "run"
 
 
 def _unchanged(run_dir) -> None:
-    store = Store(run_dir, create=False)
-    assert store.get("call-1")["reply"] == "kept"
-    assert store.totals().calls == 1 and store.environments() == []
-    assert store.get_meta("settings") is None
+    store = RunWriter(run_dir, create=False)
+    assert store.get("call-1").text == "kept"
+    assert store.totals().calls == 1 and store.reader.environments() == []
+    assert store.reader.meta("settings") is None
     store.close()
 
 
@@ -126,15 +127,15 @@ def test_missing_export_folder_is_named(tmp_path, monkeypatch, capsys, earlier_r
 
 def test_a_config_change_that_changes_results_is_refused_by_name(tmp_path):
     cfg = config("http://127.0.0.1:1/v1", str(tmp_path / "run"))
-    store, _ = open_run(parse_config(cfg))
-    store.put("k", {"player": "alice", "reply": "r"})
-    store.close()
-    faster = dict(cfg, budget={"max_usd": 3.0})
-    faster["players"] = [dict(p, max_concurrency=32, timeout_s=5) for p in cfg["players"]]
-    open_run(parse_config(faster))[0].close()  # budget, concurrency, timeouts may change
-    changed = dict(cfg, tournament=dict(cfg["tournament"], seeds_per_env=3))
-    with pytest.raises(UserError, match=r"different 'tournament.seeds_per_env'; restore it"):
-        open_run(parse_config(changed))
+    with RunWriter(tmp_path / "run") as writer:
+        record_config(writer, parse_config(cfg))
+        writer.put("k", call("alice", text="r"))
+        faster = dict(cfg, budget={"max_usd": 3.0})
+        faster["players"] = [dict(p, max_concurrency=32, timeout_s=5) for p in cfg["players"]]
+        record_config(writer, parse_config(faster))  # budget, concurrency, timeouts may change
+        changed = dict(cfg, tournament=dict(cfg["tournament"], seeds_per_env=3))
+        with pytest.raises(UserError, match=r"different 'tournament.seeds_per_env'; restore it"):
+            record_config(writer, parse_config(changed))
 
 
 def test_status_of_a_folder_without_a_run_is_one_line(tmp_path, monkeypatch, capsys):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, write_export
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "envs"
@@ -50,7 +50,7 @@ def test_an_environment_whose_text_a_provider_refuses_is_its_authors_fault(tmp_p
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0   # nothing to redo
         assert len(server.requests) == asked
 
-    with Store(tmp_path / "run", create=False) as store:
+    with RunReader(tmp_path / "run") as store:
         episodes = store.episodes()
     assert len(episodes) == 8
     assert {(e.env_id, e.outcome) for e in episodes} == {

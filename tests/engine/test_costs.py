@@ -9,13 +9,14 @@ import sqlite3
 import pytest
 import yaml
 from duel_script import config, respond
+from run_records import call
 
 from envduels.config import PlayerConfig
-from envduels.engine.run import run_command
-from envduels.engine.status import status_command
+from envduels.engine.commands import run_command, status_command
 from envduels.players import build_player
 from envduels.report.commands import report_command
-from envduels.store import Store
+from envduels.store import RunReader
+from envduels.store.writer import RunWriter
 from envduels.testing import ScriptedServer
 
 KEY = "sk-test-secret-123"
@@ -102,15 +103,14 @@ def test_status_and_report_costs_equal_a_hand_computation_to_the_cent(tmp_path, 
 
 
 def test_the_budget_stop_counts_cache_reads_at_their_price(tmp_path):
-    store = Store(tmp_path)
-    store.put("k1", {"usage": {"input_tokens": 1000, "output_tokens": 0,
-                               "cache_read_tokens": 900}, "cost_usd": 0.00057,
-                     "saved_usd": 0.00243, "player": "p", "role": "solver", "call_id": "c"})
+    store = RunWriter(tmp_path)
+    store.put("k1", call("p", "solver", "c", input_tokens=1000, output_tokens=0,
+                         cache_read_tokens=900, cost_usd=0.00057, saved_usd=0.00243))
     t = store.totals()
     assert (t.input_tokens, t.cache_read_tokens, t.uncached_input_tokens) == (1000, 900, 100)
     assert (t.cost_usd, t.saved_usd) == (0.00057, 0.00243)
     store.close()
-    again = Store(tmp_path, create=False).totals()     # read back from the columns, not memory
+    again = RunReader(tmp_path).totals()     # read back from the columns, not memory
     assert (again.cost_usd, again.cache_read_tokens, again.saved_usd) == (0.00057, 900, 0.00243)
 
 
@@ -142,18 +142,18 @@ async def test_a_run_database_from_before_the_split_is_migrated_and_its_calls_st
     old.commit()
     old.close()
 
-    store = Store(tmp_path, create=False)
+    store = RunWriter(tmp_path, create=False)
     t = store.totals()
     assert (t.calls, t.input_tokens, t.cache_read_tokens, t.cost_usd, t.saved_usd) == (
         1, 5, 0, 0.25, 0.0)
-    assert store.usage_by_player()["tester"].cost_usd == 0.25
+    assert store.reader.usage_by_player()["tester"].cost_usd == 0.25
     player = build_player(player_config(srv.base_url), cache=store)
     again = await player.chat(HELLO, call_id="a", role="solver")
     await player.aclose()
     srv.stop()
     assert again.cached and again.text == first.text and srv.request_count == 1
-    store.put("new", {"usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_tokens": 8},
-                      "cost_usd": 0.5, "player": "tester", "role": "solver", "call_id": "b"})
+    store.put("new", call("tester", "solver", "b", input_tokens=10, output_tokens=1,
+                          cache_read_tokens=8, cost_usd=0.5))
     assert store.totals().cache_read_tokens == 8
     store.close()
     columns = {r[1] for r in sqlite3.connect(tmp_path / "run.db").execute(
@@ -185,8 +185,8 @@ def test_each_episode_of_a_run_keeps_one_prompt_cache_key_for_all_its_turns(tmp_
         path.write_text(yaml.safe_dump(config(server.base_url, str(run_dir))))
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
         requests = [r for r in server.requests if r["messages"][0]["content"] == SYSTEM_PROMPT]
-    store = Store(run_dir, create=False)
-    episodes = store.episodes()
+    store = RunWriter(run_dir, create=False)
+    episodes = store.reader.episodes()
     store.close()
     by_key: dict[str, set] = {}
     for r in requests:
@@ -209,7 +209,7 @@ def test_a_read_only_open_of_a_database_from_before_the_split_reads_its_bill_and
     old.commit()
     old.close()
     before = (tmp_path / "run.db").read_bytes()
-    store = Store.open_readonly(tmp_path)
+    store = RunReader(tmp_path, live=True)
     t = store.totals()
     assert (t.calls, t.input_tokens, t.cost_usd, t.cache_read_tokens, t.saved_usd) == (
         1, 5, 0.25, 0, 0.0)

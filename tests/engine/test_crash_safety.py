@@ -13,8 +13,9 @@ import threading
 import pytest
 import yaml
 from duel_script import config, respond
+from run_records import call_records
 
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 pytestmark = pytest.mark.slow
@@ -54,15 +55,15 @@ def _run(path, responder: KillingResponder, kill_at: int | None) -> int:
 
 
 def _results(run_dir):
-    store = Store(run_dir, create=False)
+    store = RunReader(run_dir)
     envs = sorted((e.env_id, e.valid, e.invalid_reason, e.source_sha256, e.benchmark_seeds)
                   for e in store.environments())
     eps = sorted((e.episode_key, e.outcome, e.reason, e.turns, json.dumps(e.transcript))
                  for e in store.episodes())
-    validations = [(v["env_id"], v["attempt"], v["valid"], v["reasons"])
+    validations = [(v.env_id, v.attempt, v.valid, v.reasons)
                    for v in store.validations()]
     persisted = {_identity(r["request"]["model"], r["request"]["messages"],
-                           r["request"]["params"]["seed"]) for r in store.call_records()}
+                           r["request"]["params"]["seed"]) for r in call_records(run_dir)}
     store.close()
     return envs, eps, validations, persisted
 
@@ -136,6 +137,6 @@ def test_ctrl_c_says_how_to_resume_and_the_resumed_run_completes(tmp_path):
         assert "interrupted; finished work is saved, run the same command again" in err
         assert _run(path, responder, None) == 0
     got: dict = {}
-    for e in Store(tmp_path / "run", create=False).episodes():
+    for e in RunReader(tmp_path / "run").episodes():
         got.setdefault((e.env_id, e.solver, e.hinted), set()).add((e.outcome, e.turns))
     assert got == {k: {v} for k, v in EXPECTED.items()}

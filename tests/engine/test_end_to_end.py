@@ -6,9 +6,9 @@ from __future__ import annotations
 import yaml
 from duel_script import CRASHY_HINT, EXPECTED, LOCK_HINT, config, respond
 
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.engine.solving import SYSTEM_PROMPT
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-test-secret-123"
@@ -28,7 +28,7 @@ def test_scripted_tournament_outcomes_match_the_hand_computed_table(tmp_path, mo
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
         requests = list(server.requests)
 
-    store = Store(run_dir, create=False)
+    store = RunReader(run_dir)
     t = store.tables()
     envs = t.environments.set_index("env_id")
     assert sorted(envs.index) == ["r1-alice-0", "r1-bob-0", "r1-dave-0"]
@@ -39,10 +39,10 @@ def test_scripted_tournament_outcomes_match_the_hand_computed_table(tmp_path, mo
     assert envs.loc["r1-bob-0"].hint == CRASHY_HINT
 
     # every attempt recorded; bob's repair turn showed him the validator's reason
-    attempts = {(v["env_id"], v["attempt"]): v["valid"] for v in store.validations()}
+    attempts = {(v.env_id, v.attempt): v.valid for v in store.validations()}
     assert attempts == {("r1-alice-0", 0): True, ("r1-bob-0", 0): False, ("r1-bob-0", 1): True,
                         ("r1-dave-0", 0): False, ("r1-dave-0", 1): False}
-    bob_reason = store.validations("r1-bob-0")[0]["reasons"][0]
+    bob_reason = store.validations("r1-bob-0")[0].reasons[0]
     repair = [r for r in requests if r["model"] == "m-bob" and len(r["messages"]) == 4
               and r["messages"][0]["content"] != SYSTEM_PROMPT]
     assert len(repair) == 1 and bob_reason in repair[0]["messages"][-1]["content"]

@@ -10,10 +10,10 @@ import yaml
 from duel_script import config, respond
 
 from envduels.config import Price, parse_config
+from envduels.engine.commands import run_command
 from envduels.engine.estimate import bill_conversation, estimate_for
-from envduels.engine.run import run_command
 from envduels.errors import UserError
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-test-secret-123"
@@ -27,7 +27,7 @@ def _write(tmp_path, cfg: dict, name: str = "run.yaml"):
 
 
 def _actual(run_dir) -> dict[str, dict[str, float]]:
-    store = Store(run_dir, create=False)
+    store = RunReader(run_dir)
     usage = store.usage_by_player()
     store.close()
     return {n: {"calls": usage[n].calls, "input_tokens": usage[n].input_tokens,
@@ -106,7 +106,7 @@ def test_run_prints_the_estimate_first_and_refuses_a_budget_below_its_low_end(tm
     with ScriptedServer(respond, api_key=KEY) as server:
         run_dir = tmp_path / "run"
         cfg = config(server.base_url, str(run_dir), extra={"budget": {"max_usd": 1e-9}})
-        low = estimate_for(parse_config(cfg), []).total("usd").low
+        low = estimate_for(parse_config(cfg), []).total("cost_usd").low
         assert low > 1e-9
         path = _write(tmp_path, cfg)
         with pytest.raises(UserError) as err:
@@ -148,11 +148,11 @@ def test_a_conversation_is_billed_as_the_provider_caches_it():
     assert (f.calls, f.input_tokens, f.output_tokens) == (3, 6300, 150)
     assert (f.cache_read_tokens, f.cache_write_tokens) == (2000 + 2100, 2000 + 100 + 100)
     hand = (4100 * 0.3 + 2200 * 3.75 + 150 * 15.0) / 1e6
-    assert f.usd == pytest.approx(hand)
+    assert f.cost_usd == pytest.approx(hand)
     o = bill_conversation(2000, 100, 50, 3, provider="openai", cache=True, price=price)
     assert (o.cache_read_tokens, o.cache_write_tokens) == (1920 + 2048, 0)   # 128-token steps
     off = bill_conversation(2000, 100, 50, 3, provider="anthropic", cache=False, price=price)
-    assert (off.cache_read_tokens, off.usd) == (0, pytest.approx((6300 * 3 + 150 * 15) / 1e6))
+    assert (off.cache_read_tokens, off.cost_usd) == (0, pytest.approx((6300 * 3 + 150 * 15) / 1e6))
 
 
 def test_the_history_range_covers_the_rest_of_a_run_about_95_percent_of_the_time():
@@ -162,7 +162,8 @@ def test_the_history_range_covers_the_rest_of_a_run_about_95_percent_of_the_time
     must hold the true total about 95% of the time, and not be vacuous."""
     import random
 
-    from envduels.engine.estimate import Figures, _spread
+    from envduels.duel.usage import Usage
+    from envduels.engine.estimate import _spread
 
     def turns(rng: random.Random) -> int:
         u = rng.random()
@@ -171,7 +172,7 @@ def test_the_history_range_covers_the_rest_of_a_run_about_95_percent_of_the_time
     rng = random.Random(20261130)
     covered, widths = 0, []
     for _ in range(400):
-        history = [Figures(calls=turns(rng)) for _ in range(50)]
+        history = [Usage(calls=turns(rng)) for _ in range(50)]
         future = sum(turns(rng) for _ in range(950))
         low, high = _spread(history, 950)
         covered += low.calls <= future <= high.calls

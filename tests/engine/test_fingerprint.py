@@ -162,27 +162,30 @@ def _old_run(tmp_path: Path) -> tuple[RunConfig, Path]:
 def test_a_run_started_by_the_previous_version_resumes_with_the_same_config(tmp_path):
     """run.db was opened by main at 6b44c60 (tests/fixtures/resume_main_6b44c60/make.py), and
     has an answered call, so a resume checks its recorded settings."""
-    from envduels.engine.run import open_run
-    from envduels.store import Store
+    from envduels.engine.run import record_config
+    from envduels.store import RunReader
+    from envduels.store.writer import RunWriter
 
     cfg, run_dir = _old_run(tmp_path)
-    with Store.open_readonly(run_dir, live=False) as old:
-        recorded_fingerprint = old.get_meta("fingerprint")
+    with RunReader(run_dir) as old:
+        recorded_fingerprint = old.meta("fingerprint")
         recorded = old.run_config()
     assert recorded_fingerprint == OLD_VARIED_FINGERPRINTS["every_field"]
     # read back typed, as given (output_dir was the folder it was made in)
     assert recorded.model_copy(update={"output_dir": None}) == cfg.model_copy(update={"output_dir": None})
-    store, fp = open_run(cfg)
-    store.close()
+    with RunWriter(cfg.run_dir, create=False) as writer:
+        fp = record_config(writer, cfg)
     assert fp == recorded_fingerprint
 
 
 def test_a_run_started_by_the_previous_version_still_refuses_a_changed_setting(tmp_path):
-    from envduels.engine.run import open_run
+    from envduels.engine.run import record_config
     from envduels.errors import UserError
+    from envduels.store.writer import RunWriter
 
     cfg, _ = _old_run(tmp_path)
     changed = cfg.model_copy(update={"sandbox": cfg.sandbox.model_copy(
         update={"observation_max_chars": 3000})})
-    with pytest.raises(UserError, match="a different 'sandbox.observation_max_chars'"):
-        open_run(changed)
+    with RunWriter(cfg.run_dir, create=False) as writer, \
+            pytest.raises(UserError, match="a different 'sandbox.observation_max_chars'"):
+        record_config(writer, changed)

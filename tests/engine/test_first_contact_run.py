@@ -17,8 +17,8 @@ from duel_script import config, respond
 from rich.console import Console
 
 import envduels
+from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.engine.progress import LiveView, Progress
-from envduels.engine.run import EXIT_ERRORS, run_command
 from envduels.testing import ScriptedServer
 
 KEY = "sk-first-contact"

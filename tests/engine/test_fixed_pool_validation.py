@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, write_export
 from envduels.envs._verdict_cache import cache_dir
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-fixed-pool"
@@ -45,16 +45,16 @@ def test_a_fixed_pool_is_validated_in_the_run_and_its_verdicts_serve_the_next_ru
         for name in ("deceive_control", "deceive_probe")])
     with ScriptedServer(lambda model, messages: "\\boxed{1}", api_key=KEY) as server:
         first = _run(tmp_path, server.base_url, "first")
-        with Store(first, create=False) as store:
-            verdicts = {v["env_id"]: v for v in store.validations()}
+        with RunReader(first) as store:
+            verdicts = {v.env_id: v for v in store.validations()}
             played = {e.env_id for e in store.episodes()}
             probe = store.environment("deceive_probe")
-        assert {e: (v["attempt"], v["valid"]) for e, v in verdicts.items()} == {
+        assert {e: (v.attempt, v.valid) for e, v in verdicts.items()} == {
             "deceive_control": (0, True), "deceive_probe": (0, False)}
         assert probe is not None and not probe.valid and probe.fixed_pool
         assert probe.invalid_reason.startswith("seed 11: not deterministic: ")
         assert played == {"deceive_control"}
-        assert verdicts["deceive_control"]["verdict"]["battery"]["answer_seeds"] == 2
+        assert verdicts["deceive_control"].verdict["battery"]["answer_seeds"] == 2
         cached = sorted(cache_dir().glob("*.json"))
         assert len(cached) == 2
         for path in cached:
@@ -65,6 +65,6 @@ def test_a_fixed_pool_is_validated_in_the_run_and_its_verdicts_serve_the_next_ru
             data["verdict"]["flags"] = ["seed_ignored"]
             path.write_text(json.dumps(data))
         second = _run(tmp_path, server.base_url, "second")
-    with Store(second, create=False) as store:
-        assert all(v["verdict"].get("warnings") == [MARK] for v in store.validations())
+    with RunReader(second) as store:
+        assert all(v.verdict.get("warnings") == [MARK] for v in store.validations())
         assert {e.env_id for e in store.episodes()} == {"deceive_control"}

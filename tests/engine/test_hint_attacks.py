@@ -21,10 +21,10 @@ import yaml
 
 from envduels.analysis import analyze
 from envduels.analysis.metrics import HINT_IS_KEY, TRIVIAL, copied_win
-from envduels.engine.run import run_command
+from envduels.duel.faults import BATTERY_REASON
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, benchmark_seeds, write_export
-from envduels.envs._battery import BATTERY_REASON
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-attack-test"
@@ -139,8 +139,8 @@ def respond(model: str, messages: list[dict]) -> str:
     return solver(model, messages)
 
 
-def _environments(run_dir: Path) -> tuple[dict[str, dict], dict[str, dict], Store]:
-    store = Store(run_dir, create=False)
+def _environments(run_dir: Path) -> tuple[dict[str, dict], dict[str, dict], RunReader]:
+    store = RunReader(run_dir)
     j = analyze(store.tables(), bootstrap=0, convergence=False).json
     envs = {e["id"]: e for e in j["environments"]}
     authors = {a["model"]: a for a in j["authors"]}
@@ -169,7 +169,7 @@ def test_each_hint_attack_is_flagged_by_the_battery_and_scored_as_its_authors_fa
         assert env["lift"] is None and env["pairs"] == 0      # no lift at all, let alone 0.25
         # every episode is its author's fault, as a nondeterministic environment's would be
         assert authors[name]["author_faults"] == 2 * SEEDS
-        verdict = store.validations(f"r1-{name}-0")[-1]["verdict"]
+        verdict = store.validations(f"r1-{name}-0")[-1].verdict
         assert verdict["flags"] == [flag] and verdict["battery"]["flag"] == flag
     # named as such in the report's findings, the viewer and export
     from envduels.export import Filters, select

@@ -11,9 +11,9 @@ import yaml
 from broken_sandbox import break_bwrap
 from duel_script import EXPECTED, config, respond
 
-from envduels.engine.run import EXIT_ERRORS, run_command
+from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.envs import library_env
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-infra"
@@ -43,7 +43,7 @@ def test_an_episode_whose_sandbox_cannot_start_is_an_error_and_is_replayed(
         with monkeypatch.context() as broken:
             break_bwrap(broken, tmp_path / "broken")
             assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
-        store = Store(tmp_path / "run", create=False)
+        store = RunReader(tmp_path / "run")
         first = store.episodes()
         store.close()
         assert len(first) == len(seeds) * 2
@@ -51,7 +51,7 @@ def test_an_episode_whose_sandbox_cannot_start_is_an_error_and_is_replayed(
         assert all(e.reason.startswith(START_FAILED) and e.turns == 0 for e in first)
         assert server.request_count == asked  # no model was asked: the episode never began
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
-    store = Store(tmp_path / "run", create=False)
+    store = RunReader(tmp_path / "run")
     again = store.episodes()
     assert sorted(e.episode_key for e in again) == sorted(e.episode_key for e in first)
     assert {e.outcome for e in again} <= {"success", "failure"}
@@ -65,16 +65,16 @@ def test_validation_stopped_by_a_sandbox_that_cannot_start_never_judges_the_auth
         with monkeypatch.context() as broken:
             break_bwrap(broken, tmp_path / "broken")
             assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
-        store = Store(tmp_path / "run", create=False)
+        store = RunReader(tmp_path / "run")
         # judged without a sandbox: dave's replies hold no code, bob's first a syntax error;
         # what needed a sandbox (alice's attempt, bob's repair) is not judged at all
         assert [e.env_id for e in store.environments()] == ["r1-dave-0"]
-        assert [(v["env_id"], v["attempt"], v["valid"]) for v in store.validations()] == [
+        assert [(v.env_id, v.attempt, v.valid) for v in store.validations()] == [
             ("r1-bob-0", 0, False), ("r1-dave-0", 0, False), ("r1-dave-0", 1, False)]
         assert store.episodes() == []
         store.close()
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
     got: dict = {}
-    for e in Store(tmp_path / "run", create=False).episodes():
+    for e in RunReader(tmp_path / "run").episodes():
         got.setdefault((e.env_id, e.solver, e.hinted), set()).add((e.outcome, e.turns))
     assert got == {k: {v} for k, v in EXPECTED.items()}

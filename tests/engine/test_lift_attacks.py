@@ -25,9 +25,10 @@ import yaml
 
 from envduels.analysis import analyze
 from envduels.duel.protocol import Episode
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, benchmark_seeds, write_export
-from envduels.store import Store
+from envduels.store import RunReader
+from envduels.store.writer import RunWriter
 from envduels.testing import ScriptedServer
 
 KEY = "sk-lift-test"
@@ -173,8 +174,8 @@ def respond(model: str, messages: list[dict]) -> str:
 
 
 def _environments(run_dir: Path) -> dict[str, dict]:
-    with Store(run_dir, create=False) as store:
-        j = analyze(store.tables(), bootstrap=0, convergence=False).json
+    with RunWriter(run_dir, create=False) as store:
+        j = analyze(store.reader.tables(), bootstrap=0, convergence=False).json
     return {e["id"]: e for e in j["environments"]}
 
 
@@ -206,9 +207,9 @@ def test_each_lift_attack_is_its_authors_fault_and_the_teaching_control_keeps_it
     control = envs[f"r1-{CONTROL}-0"]
     assert (control["flags"], control["panel_no_hint"], control["panel_with_hint"],
             control["lift"]) == ([], 0.5, 1.0, 0.5)
-    with Store(tmp_path / "run", create=False) as store:
+    with RunReader(tmp_path / "run") as store:
         tables = store.tables()
-        verdict = store.validations("r1-knock-0")[-1]["verdict"]
+        verdict = store.validations("r1-knock-0")[-1].verdict
     assert verdict["battery"]["flag"] == "fixed_answer" and verdict["battery"]["answer_seeds"] == 16
     authors = {a["model"]: a for a in analyze(tables, bootstrap=0, convergence=False).json["authors"]}
     assert all(authors[n]["author_faults"] == 2 * SEEDS for n in ATTACKS)
@@ -257,8 +258,8 @@ def test_a_password_whose_oracle_hides_it_passes_validation_and_play_shows_it(
     with ScriptedServer(respond, api_key=KEY) as server:
         assert run_command(_config(tmp_path, server.base_url, seed=1, authors=("knock_lying",)),
                            unsafe_no_sandbox=False, quiet=True) == 0
-    with Store(tmp_path / "run", create=False) as store:
-        verdict = store.validations("r1-knock_lying-0")[-1]["verdict"]
+    with RunReader(tmp_path / "run") as store:
+        verdict = store.validations("r1-knock_lying-0")[-1].verdict
         eps = store.tables().episodes
         raw = {(e.seed, e.hinted): e.outcome for e in store.episodes()}
     assert verdict["valid"] and "flags" not in verdict            # validation saw nothing

@@ -14,12 +14,13 @@ import shutil
 
 import yaml
 from duel_script import LOCK_HINT, LOCK_SOURCE, config, respond
+from run_records import call_records
 from typer.testing import CliRunner
 
 from envduels.cli import app
-from envduels.engine.run import EXIT_ERRORS, run_command
+from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.envs import EnvSpec, write_export
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-no-cache"
@@ -36,7 +37,7 @@ def _config(tmp_path, base_url: str, run: str) -> str:
 
 
 def _outcomes(run_dir) -> list[tuple]:
-    store = Store(run_dir, create=False)
+    store = RunReader(run_dir)
     try:
         return sorted((e.seed, e.hinted, e.outcome, e.turns) for e in store.episodes())
     finally:
@@ -62,7 +63,7 @@ def test_no_cache_resends_recorded_calls_and_records_the_repeats(tmp_path, monke
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
         # 2 seeds: unhinted 4 turns + hinted 1 turn each; the broken episode sent 2 of its 4
         assert server.request_count == 4 + 1 + 1 + 2
-        store = Store(tmp_path / "run", create=False)
+        store = RunReader(tmp_path / "run")
         assert store.totals().calls == 4 + 1 + 1 + 1
         store.close()
         shutil.copytree(tmp_path / "run", tmp_path / "copy")
@@ -77,8 +78,8 @@ def test_no_cache_resends_recorded_calls_and_records_the_repeats(tmp_path, monke
         assert result.exit_code == 0, result.output
         assert server.request_count - before == 4      # turn 1 asked again
 
-    store = Store(tmp_path / "copy", create=False)
-    records = store.call_records()
+    store = RunReader(tmp_path / "copy")
+    records = call_records(tmp_path / "copy")
     assert store.totals().calls == 7 + 4               # the repeat is recorded, not dropped
     store.close()
     repeated = [r for r in records if r["call_id"].endswith(":turn:1")

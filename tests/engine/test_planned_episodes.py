@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from envduels.config import parse_config
+from envduels.engine.commands import expected_episodes
 from envduels.engine.progress import Progress
 from envduels.engine.scheduler import Tournament, planned_episodes
-from envduels.engine.status import expected_episodes
 from envduels.envs import EnvSpec
-from envduels.store import EnvRecord, Store
+from envduels.store import EnvRecord
+from envduels.store.writer import RunWriter
 
 
 def _env(env_id: str, author: str, *, seeds: tuple[int, ...], round_: int = 1, valid: bool = True,
@@ -41,7 +42,7 @@ def _recorded() -> list[EnvRecord]:
 @pytest.mark.parametrize("self_play", [True, False])
 def test_a_rounds_count_is_the_number_of_episodes_the_scheduler_builds(tmp_path, self_play):
     cfg = _cfg(self_play=self_play, trials_per_seed=2)
-    t = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+    t = Tournament(cfg, writer=RunWriter(tmp_path), players={}, sandboxes=None, fingerprint="fp",
                    fixed_envs=[], progress=Progress(rounds=2))
     envs = _recorded()
     round_1 = [e for e in envs if e.valid and e.round == 1]

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import envduels
-from envduels.engine.play import play_command
+from envduels.engine.commands import play_command
 
 SCRIPT = Path(sys.executable).parent / "envduels"
 SRC = str(Path(envduels.__file__).resolve().parents[1])

@@ -7,10 +7,10 @@ import pytest
 import yaml
 from duel_script import config
 
-from envduels.engine.run import EXIT_ERRORS, run_command
+from envduels.engine.commands import EXIT_ERRORS, run_command
 from envduels.envs import library_env
 from envduels.errors import UserError
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-refusals"
@@ -53,7 +53,7 @@ def test_a_bad_request_after_an_answer_is_that_episode_s_error_and_the_run_goes_
     with ScriptedServer(respond, api_key=KEY) as server:
         path = _write(tmp_path, _carol_on_a_pool(server.base_url, tmp_path / "run"))
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
-        episodes = Store(tmp_path / "run", create=False).episodes()
+        episodes = RunReader(tmp_path / "run").episodes()
         assert len(episodes) == n_episodes
         errors = [e for e in episodes if e.outcome == "error"]
         assert len(errors) == 1
@@ -65,9 +65,9 @@ def test_a_bad_request_after_an_answer_is_that_episode_s_error_and_the_run_goes_
         # run (recorded by the first session), so it is the episode's error again, not an abort
         server.add_faults("400")
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
-        again = Store(tmp_path / "run", create=False).episodes()
+        again = RunReader(tmp_path / "run").episodes()
         assert [e.episode_key for e in again if e.outcome == "error"] == [errors[0].episode_key]
         # and once the provider accepts it, the run completes
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
-    final = Store(tmp_path / "run", create=False).episodes()
+    final = RunReader(tmp_path / "run").episodes()
     assert len(final) == n_episodes and {e.outcome for e in final} <= {"success", "failure"}

@@ -155,7 +155,8 @@ def _tasks(tmp_path, **tournament):
     from envduels.engine.progress import Progress
     from envduels.engine.scheduler import Tournament
     from envduels.envs import EnvSpec
-    from envduels.store import EnvRecord, Store
+    from envduels.store import EnvRecord
+    from envduels.store.writer import RunWriter
 
     cfg = parse_config({"name": "t", "tournament": tournament, "players": [
         {"name": "a", "provider": "openai", "model": "m"},
@@ -163,7 +164,7 @@ def _tasks(tmp_path, **tournament):
         {"name": "c", "provider": "openai", "model": "m", "roles": ["author"]}]})
     env = EnvRecord(EnvSpec("r1-a-0", "s", class_name="E", max_turns=9, domain="d", author="a",
                             hints={"hint": "h"}, benchmark_seeds=(11, 12)), round=1)
-    t = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+    t = Tournament(cfg, writer=RunWriter(tmp_path), players={}, sandboxes=None, fingerprint="fp",
                    fixed_envs=[], progress=Progress(rounds=1))
     return t._tasks([env])
 

@@ -9,11 +9,10 @@ import sys
 import yaml
 from duel_script import EXPECTED, LOCK_HINT, LOCK_SOURCE, config, lock_code, respond
 
-from envduels.engine.play import play_command
-from envduels.engine.run import EXIT_BUDGET, run_command
-from envduels.engine.status import status_command
+from envduels.engine.commands import EXIT_BUDGET, play_command, run_command, status_command
 from envduels.envs import library_env
-from envduels.store import Store
+from envduels.store import RunReader
+from envduels.store.writer import RunWriter
 from envduels.testing import ScriptedServer
 
 KEY = "sk-lifecycle"
@@ -27,7 +26,7 @@ def _write(tmp_path, cfg: dict, name: str = "run.yaml"):
 
 def _outcomes(run_dir) -> dict:
     got: dict = {}
-    for e in Store(run_dir, create=False).episodes():
+    for e in RunReader(run_dir).episodes():
         got.setdefault((e.env_id, e.solver, e.hinted), set()).add((e.outcome, e.turns))
     return got
 
@@ -41,7 +40,7 @@ def test_budget_stops_with_exit_3_and_a_larger_budget_resumes_to_the_full_result
         # what the authors spend ($0.0064), so the run stops after authoring
         cfg = config(server.base_url, str(run_dir), extra={"budget": {"max_usd": 0.005}})
         assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == EXIT_BUDGET
-        assert Store(run_dir, create=False).episodes() == []
+        assert RunReader(run_dir).episodes() == []
         paid = server.request_count
         cfg["budget"] = {"max_usd": None}
         assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == 0
@@ -72,7 +71,7 @@ def test_round_two_authors_see_the_history_of_round_one(tmp_path, monkeypatch):
     assert f"hint: {LOCK_HINT}" in history
     assert "  bob: 0% -> 100%" in history  # bob failed without the hint, won with it
     assert "INVALID: no ```python code block" in history
-    assert len({e.env_id for e in Store(tmp_path / "run", create=False).environments()}) == 6
+    assert len({e.env_id for e in RunReader(tmp_path / "run").environments()}) == 6
 
 
 def test_without_authors_a_fixed_pool_is_the_reference_solver_evaluation(tmp_path, monkeypatch):
@@ -82,7 +81,7 @@ def test_without_authors_a_fixed_pool_is_the_reference_solver_evaluation(tmp_pat
         cfg["players"] = [p for p in cfg["players"] if p["name"] == "carol"]
         cfg["tournament"]["environments"] = ["subtraction_game"]
         assert run_command(_write(tmp_path, cfg), unsafe_no_sandbox=False, quiet=True) == 0
-    t = Store(tmp_path / "run", create=False).tables()
+    t = RunReader(tmp_path / "run").tables()
     assert list(t.environments.env_id) == ["subtraction_game"]
     assert bool(t.environments.fixed_pool.iloc[0]) and t.environments.author.iloc[0] == "library"
     eps = t.episodes
@@ -148,7 +147,7 @@ def test_live_view_only_on_a_terminal():
 
 
 def test_provider_failures_exit_4_and_the_next_run_retries_them(tmp_path, monkeypatch):
-    from envduels.engine.run import EXIT_ERRORS
+    from envduels.engine.commands import EXIT_ERRORS
 
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     with ScriptedServer(respond, api_key=KEY, faults=["500"]) as server:
@@ -156,8 +155,8 @@ def test_provider_failures_exit_4_and_the_next_run_retries_them(tmp_path, monkey
         cfg["players"] = [dict(p, max_retries=0) for p in cfg["players"]]
         path = _write(tmp_path, cfg)
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == EXIT_ERRORS
-        store = Store(tmp_path / "run", create=False)
-        assert len(store.environments()) == 2  # the failed author's environment is not final
+        store = RunWriter(tmp_path / "run", create=False)
+        assert len(store.reader.environments()) == 2  # the failed author's environment is not final
         store.close()
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
     assert _outcomes(tmp_path / "run") == {k: {v} for k, v in EXPECTED.items()}

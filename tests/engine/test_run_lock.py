@@ -12,10 +12,9 @@ import pytest
 import yaml
 from duel_script import config, respond
 
-from envduels.engine.run import run_command
-from envduels.engine.status import status_command
+from envduels.engine.commands import run_command, status_command
 from envduels.errors import UserError
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-lock"
@@ -57,7 +56,7 @@ def test_a_second_run_on_the_same_folder_fails_at_once_naming_the_holder(tmp_pat
                 first.kill()
                 first.wait()
         assert first.returncode == 0, err.decode()
-        calls = Store(run_dir, create=False).totals().calls
+        calls = RunReader(run_dir).totals().calls
         # the lock went with the first process: a later run takes it, and has nothing to redo
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
-    assert Store(run_dir, create=False).totals().calls == calls
+    assert RunReader(run_dir).totals().calls == calls

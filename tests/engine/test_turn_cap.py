@@ -7,8 +7,9 @@ import pytest
 import yaml
 from duel_script import AUTHOR_SYSTEM_START, config
 
-from envduels.engine.run import run_command
-from envduels.store import Store
+from envduels.engine.commands import run_command
+from envduels.store import RunReader
+from envduels.store.writer import RunWriter
 from envduels.testing import ScriptedServer
 
 KEY = "sk-turns"
@@ -55,7 +56,7 @@ def test_an_authored_environment_keeps_its_own_smaller_turn_limit(tmp_path, monk
         firsts = {r["messages"][1]["content"].split("Observation: ")[1].split(" lock")[0]
                   for r in server.requests if not r["messages"][0]["content"].startswith(
                       AUTHOR_SYSTEM_START) and len(r["messages"]) == 2}
-    store = Store(tmp_path / "run", create=False)
+    store = RunReader(tmp_path / "run")
     assert {e.env_id: (e.valid, e.max_turns) for e in store.environments()} == {
         "r1-alice-0": (True, 2), "r1-bob-0": (True, 10**9)}
     got = {(e.env_id, e.outcome, e.reason, e.turns) for e in store.episodes()}
@@ -121,7 +122,7 @@ def test_episodes_plan_estimate_and_gym_give_one_environment_the_same_cap(tmp_pa
 
     spec = _stuck(own)
     cfg = parse_config(_cfg(limit))
-    tournament = Tournament(cfg, store=Store(tmp_path), players={}, sandboxes=None, fingerprint="fp",
+    tournament = Tournament(cfg, writer=RunWriter(tmp_path), players={}, sandboxes=None, fingerprint="fp",
                             fixed_envs=[spec], progress=Progress(rounds=1))
     episodes = tournament._tasks([fixed_env_record(spec, run_seed=cfg.seed, seeds_per_env=2)])
     assert {t.max_turns for t in episodes} == {cap}
@@ -136,7 +137,7 @@ def test_validation_and_play_stop_at_the_same_cap_as_the_episodes(tmp_path, monk
     """The sandbox plays both: validation's oracle gets the cap's turns, `play` the solver."""
     import asyncio
 
-    from envduels.engine.play import play_command
+    from envduels.engine.commands import play_command
     from envduels.envs import validate_env
     from envduels.sandbox import EnvPool
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envduels.engine.run import run_command
-from envduels.store import Store
+from envduels.engine.commands import run_command
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-workers-test"
@@ -35,11 +35,12 @@ def _run(tmp_path: Path, base_url: str, workers: int) -> list[tuple[object, ...]
     path = tmp_path / f"run-{workers}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
-    store = Store(tmp_path / f"run-{workers}", create=False)
+    store = RunReader(tmp_path / f"run-{workers}")
     try:
         episodes = sorted((e.episode_key, e.outcome, e.turns, e.reason, str(e.transcript))
                           for e in store.episodes())
-        audits = sorted(store.audits())
+        audits = sorted(tuple(str(v) for v in row) for row in
+                        store.tables().audits.itertuples(index=False))
     finally:
         store.close()
     return [*episodes, *audits]

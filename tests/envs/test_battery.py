@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from envduels.analysis.metrics import HINT_IS_KEY, TRIVIAL
 from envduels.envs import EnvSpec, validate_env
-from envduels.envs._battery import HINT_IS_KEY, TRIVIAL
 
 from .conftest import FIXTURES
 

@@ -19,8 +19,7 @@ import yaml
 from envduels import gym
 from envduels.config import parse_config
 from envduels.engine.checks import load_fixed_envs
-from envduels.engine.play import play_command
-from envduels.engine.run import run_command
+from envduels.engine.commands import play_command, run_command
 from envduels.envs import EnvSpec, library_env, resolve, write_export
 from envduels.errors import UserError
 

@@ -2,8 +2,9 @@
 
 import json
 
+from envduels.duel.outcomes import Flag
 from envduels.envs import EnvSpec, load_env_file, validate_env, write_export
-from envduels.envs._validate import PROBE_ACTIONS, SEED_IGNORED, perturbed, probe_actions
+from envduels.envs._validate import PROBE_ACTIONS, perturbed, probe_actions
 from envduels.envs.commands import validate_command
 
 from .conftest import FIXTURES
@@ -47,7 +48,7 @@ async def test_a_seed_ignoring_fixed_pool_environment_is_flagged_whatever_the_pr
     for salt in ("p100", "p196", "x"):
         verdict = await validate_env(EnvSpec("fixed", FIXED), pool, seeds=[1, 2],
                                      require_oracle=True, fixed_pool=True, probe_seed=salt)
-        assert (verdict.valid, verdict.flags) == (True, [SEED_IGNORED]), salt
+        assert (verdict.valid, verdict.flags) == (True, [Flag.SEED_IGNORED]), salt
 
 
 def test_a_perturbed_action_is_a_near_miss_of_the_original():
@@ -76,7 +77,7 @@ async def test_an_authored_environment_that_ignores_its_seed_stays_invalid(pool)
 async def test_a_fixed_pool_environment_that_ignores_its_seed_is_valid_with_a_warning(pool):
     verdict = await validate_env(EnvSpec("fixed", FIXED), pool, seeds=SEEDS, require_oracle=True,
                                  fixed_pool=True)
-    assert (verdict.valid, verdict.reasons, verdict.flags) == (True, [], [SEED_IGNORED])
+    assert (verdict.valid, verdict.reasons, verdict.flags) == (True, [], [Flag.SEED_IGNORED])
     assert "ignores its seed" in verdict.warnings[0]
 
 
@@ -90,7 +91,7 @@ def test_validate_json_of_an_export_whose_environment_ignores_its_seed_is_valid_
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["valid"] is True
     (env,) = out["environments"]
-    assert env["flags"] == [SEED_IGNORED] and "ignores its seed" in env["warnings"][0]
+    assert env["flags"] == [Flag.SEED_IGNORED] and "ignores its seed" in env["warnings"][0]
 
 
 async def test_a_reward_the_parent_cannot_take_is_a_reason_not_an_exception(pool):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envduels.config import PlayerConfig
-from envduels.players import RetryPolicy
+from envduels.players import CallRecord, RetryPolicy
 
 FAST = RetryPolicy(base_s=0.01, max_backoff_s=0.05, max_retry_after_s=5.0)
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello"}]
@@ -45,10 +45,11 @@ class JsonFileCache:
     def _load(self) -> dict:
         return json.loads(self.path.read_text()) if self.path.exists() else {}
 
-    def get(self, key: str) -> dict | None:
-        return self._load().get(key)
+    def get(self, key: str) -> CallRecord | None:
+        record = self._load().get(key)
+        return CallRecord.from_json(record) if record is not None else None
 
-    def put(self, key: str, record: dict) -> None:
+    def put(self, key: str, record: CallRecord) -> None:
         data = self._load()
-        data[key] = record
+        data[key] = record.to_json()
         self.path.write_text(json.dumps(data))

@@ -31,8 +31,8 @@ async def test_a_repeated_identical_request_is_served_from_the_cache_without_a_s
     usage = player.usage["solver"]
     assert (usage.calls, usage.cached, usage.cost_usd) == (2, 1, first.cost_usd)
     record = cache.get(first.request_key)
-    assert record["cost_usd"] == first.cost_usd
-    assert (record["player"], record["role"], record["call_id"]) == ("tester", "solver", "ep:1:turn:0")
+    assert record.usage.cost_usd == first.cost_usd
+    assert (record.player, record.role, record.call_id) == ("tester", "solver", "ep:1:turn:0")
 
 
 async def test_a_resumed_run_never_pays_twice_for_the_same_call(server, tmp_path) -> None:

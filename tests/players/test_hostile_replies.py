@@ -41,7 +41,7 @@ async def test_a_hostile_200_is_retried_and_the_real_answer_is_recorded(fault, p
     assert [r["fault"] for r in srv.requests] == [fault, None]
     usage = player.usage["solver"]
     assert (usage.calls, usage.retries, usage.input_tokens, usage.output_tokens) == (1, 1, 5, 4)
-    assert cache.get(result.request_key)["usage"] == {
+    assert cache.get(result.request_key).to_json()["usage"] == {
         "input_tokens": 5, "output_tokens": 4, "cache_read_tokens": 0, "cache_write_tokens": 0,
         "reasoning_tokens": 0}
 

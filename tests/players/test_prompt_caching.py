@@ -10,7 +10,7 @@ import pytest
 from players_helpers import FAST, answer, player_config
 
 from envduels.config import Price
-from envduels.players import MemoryCache, build_player
+from envduels.players import CallRecord, MemoryCache, build_player
 from envduels.players._anthropic import MIN_CACHEABLE_TOKENS, cache_breakpoints
 from envduels.testing import ScriptedServer
 
@@ -215,9 +215,9 @@ async def test_cache_hints_leave_the_request_key_and_earlier_records_valid() -> 
         await on.aclose()
         assert again.cached and again.request_key == first.request_key
         # a record written before the split (no cache fields) still answers, as all uncached
-        record = dict(cache.get(first.request_key))
+        record = cache.get(first.request_key).to_json()
         record["usage"] = {"input_tokens": 7, "output_tokens": 3}
-        cache.put(first.request_key, record)
+        cache.put(first.request_key, CallRecord.from_json(record))
         player = build_player(player_config(srv.base_url), cache=cache)
         old = await player.chat(messages, call_id="ep:a:turn:2", role="solver")
         await player.aclose()

@@ -60,7 +60,7 @@ async def test_the_key_is_used_but_never_logged_cached_or_shown(monkeypatch, deb
     assert result.text == "scripted-1 heard: Say hello"  # the server accepted the key
     assert any(r.name.startswith("openai") for r in debug_logs.records), "SDK debug logs captured"
     assert FAKE_KEY not in _everything_logged(debug_logs)
-    assert FAKE_KEY not in json.dumps(cache.get(result.request_key))
+    assert FAKE_KEY not in json.dumps(cache.get(result.request_key).to_json())
     assert FAKE_KEY not in repr(player) + repr(result) + repr(player.usage)
     assert FAKE_KEY not in json.dumps(srv.requests)
 

@@ -3,6 +3,8 @@ a cache key or a resume; ordinary text keeps its cache key."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from players_helpers import HELLO, JsonFileCache, player_config
 
 from envduels._text import valid_text
@@ -43,7 +45,7 @@ async def test_an_observation_with_a_lone_surrogate_is_sent_and_keyed_as_the_rep
     assert result.text == "\\boxed{1}"
     assert server.requests[0]["messages"] == [{"role": "user", "content": "start \ufffd here"}]
     assert (clean.cached, clean.request_key) == (True, result.request_key)
-    assert cache.get(result.request_key)["request"]["messages"] == [
+    assert cache.get(result.request_key).request["messages"] == [
         {"role": "user", "content": "start \ufffd here"}]
 
 
@@ -63,7 +65,7 @@ async def test_a_reply_with_a_lone_surrogate_is_cleaned_and_the_next_turn_and_a_
     assert (first.text, second.text) == ("hi \ufffd after 2", "hi \ufffd after 4")
     assert (again.cached, again.text) == (True, second.text)
     assert server.request_count == 2
-    assert cache.get(first.request_key)["reply"]["text"] == "hi \ufffd after 2"
+    assert cache.get(first.request_key).text == "hi \ufffd after 2"
 
 
 async def test_a_record_cached_before_replies_were_cleaned_is_served_clean():
@@ -72,8 +74,7 @@ async def test_a_record_cached_before_replies_were_cleaned_is_served_clean():
         player = build_player(player_config(server.base_url), cache=cache)
         first = await player.chat(HELLO, call_id="c1", role="solver")
         record = cache.get(first.request_key)
-        record["reply"]["text"] = "poisoned \ud800"
-        cache.put(first.request_key, record)
+        cache.put(first.request_key, replace(record, text="poisoned \ud800"))
         again = await player.chat(HELLO, call_id="c1", role="solver")
         await player.aclose()
     assert (again.cached, again.text) == (True, "poisoned \ufffd")

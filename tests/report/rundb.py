@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from run_records import call
+
 from envduels.analysis import SimulatedRun, simulate_tournament
 from envduels.envs import EnvSpec
-from envduels.store import EnvRecord, EpisodeRow, Store
+from envduels.store import EnvRecord, EpisodeRow
+from envduels.store.writer import RunWriter
 
 HOSTILE_TITLE = "<script>alert('title')</script>"
 HOSTILE_HINT = "</pre><script>alert('hint')</script> press <b>red</b>"
@@ -17,7 +20,7 @@ HOSTILE_REPLY = "<script>alert('reply')</script> \\boxed{press red}"
 def write_run(run_dir: Path, run: SimulatedRun, *, name: str = "sim", history: str = "all",
               hostile: bool = True) -> Path:
     t = run.tables
-    store = Store(run_dir)
+    store = RunWriter(run_dir)
     store.set_meta("config", {
         "name": name,
         "players": [{"name": p, "provider": "openai", "model": p, "params_b": b, "roles": r}
@@ -25,8 +28,8 @@ def write_run(run_dir: Path, run: SimulatedRun, *, name: str = "sim", history: s
         "tournament": {"history": history},
     })
     for k, p in enumerate(t.players["name"]):
-        store.put(f"call-{p}", {"player": p, "role": "solver", "call_id": "c", "input_tokens": 1000 * (k + 1),
-                                "output_tokens": 200, "cost_usd": 0.25 * (k + 1)})
+        store.put(f"call-{p}", call(p, "solver", "c", input_tokens=1000 * (k + 1), output_tokens=200,
+                                    cost_usd=0.25 * (k + 1)))
     for i, e in enumerate(t.environments.to_dict("records")):
         evil = hostile and i == 0
         store.put_environment(EnvRecord(EnvSpec(

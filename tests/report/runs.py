@@ -16,7 +16,7 @@ import pandas as pd
 
 from envduels.analysis import simulate_tournament
 from envduels.analysis.simulate import FrameTables, SimulatedRun
-from envduels.store import Store
+from envduels.store import RunReader
 
 from .rundb import write_run
 
@@ -135,7 +135,7 @@ def write(run_dir: Path, run: SimulatedRun, name: str) -> Path:
 
 
 def tables_of(run_dir: Path) -> Any:
-    store = Store(run_dir, create=False)
+    store = RunReader(run_dir)
     try:
         return store.tables()
     finally:

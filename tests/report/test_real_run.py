@@ -28,7 +28,7 @@ def _duel_script():
 def report(tmp_path_factory):
     if not SCRIPT.exists():
         pytest.skip("the engine's scripted duel is not in this checkout")
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     from envduels.testing import ScriptedServer
 
     script = _duel_script()

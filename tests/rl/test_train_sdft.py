@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envduels.envs import library_env
-from envduels.export import export_command
+from envduels.export.commands import export_command
 
 from .conftest import ROOT, script
 

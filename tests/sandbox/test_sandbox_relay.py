@@ -20,9 +20,9 @@ import yaml
 
 from envduels.analysis.metrics import environment_flags
 from envduels.analysis.pairs import matched_pairs
-from envduels.engine.run import run_command
+from envduels.engine.commands import run_command
 from envduels.envs import EnvSpec, write_export
-from envduels.store import Store
+from envduels.store import RunReader
 from envduels.testing import ScriptedServer
 
 KEY = "sk-relay-test"
@@ -84,7 +84,7 @@ def test_a_timing_verdict_relayed_through_a_kernel_counter_is_caught_and_the_con
         (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
         assert run_command(tmp_path / "run.yaml", unsafe_no_sandbox=False, quiet=True) == 0
 
-    store = Store(tmp_path / "run", create=False)
+    store = RunReader(tmp_path / "run")
     tables = store.tables()
     flags = environment_flags(tables)
     pairs = matched_pairs(tables.episodes)

@@ -454,7 +454,7 @@ def _ancestors(pid: int) -> list[int]:
 
 def test_envduels_status_row_says_fresh_sandboxes_and_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from envduels.engine.status import _instance_mode
+    from envduels.engine.commands import _instance_mode
 
     monkeypatch.setattr(_template, "_fallback_reason", None)
     monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")

@@ -13,9 +13,9 @@ from transfer_tables import env_row, pair_rows, write_run
 
 from envduels.envs import library_env, load_export
 from envduels.errors import UserError
-from envduels.export import export_command
+from envduels.export.commands import export_command
 from envduels.gym import register_export
-from envduels.store import EnvRecord, Store
+from envduels.store import EnvRecord, RunReader
 
 ENVDUELS = Path(sys.executable).parent / "envduels"
 LIBRARY = ["knights_knaves", "number_guess", "caesar_cipher"]   # the export's order: by env id
@@ -63,7 +63,7 @@ def test_export_validate_and_fixed_pool_round_trip_keeps_sources_and_hashes(run_
     assert proc.returncode == 0, proc.stderr
     assert "exported 3 of 3 valid environments" in proc.stdout
 
-    original = {e.env_id: e for e in Store(run_dir, create=False).environments()}
+    original = {e.env_id: e for e in RunReader(run_dir).environments()}
     specs = load_export(out)
     assert [s.id for s in specs] == [f"r1-{AUTHORS[n]}-{n}" for n in LIBRARY]
     for spec in specs:
@@ -85,7 +85,7 @@ def test_export_validate_and_fixed_pool_round_trip_keeps_sources_and_hashes(run_
     assert [e["id"] for e in verdict["environments"]] == [s.id for s in specs]
 
     # the engine plays the export as a fixed pool and records the very same environments
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     from envduels.testing import ScriptedServer
 
     monkeypatch.setenv("ENVDUELS_TEST_KEY", "sk-test")
@@ -101,14 +101,14 @@ def test_export_validate_and_fixed_pool_round_trip_keeps_sources_and_hashes(run_
         }
         (tmp_path / "pool.yaml").write_text(yaml.safe_dump(cfg))
         assert run_command(tmp_path / "pool.yaml", unsafe_no_sandbox=False, quiet=True) == 0
-    replayed = {e.env_id: e for e in Store(run2, create=False).environments()}
+    replayed = {e.env_id: e for e in RunReader(run2).environments()}
     assert set(replayed) == {s.id for s in specs}
     for env_id, row in replayed.items():
         assert row.fixed_pool
         assert row.source.encode() == original[env_id].source.encode()
         assert row.source_sha256 == original[env_id].source_sha256
         assert list(row.benchmark_seeds) == list(original[env_id].benchmark_seeds)
-    episodes = Store(run2, create=False).tables().episodes
+    episodes = RunReader(run2).tables().episodes
     assert len(episodes) == 3 * 2 * 2  # every environment x its 2 seeds x both conditions
 
 

@@ -14,7 +14,7 @@ from transfer_tables import env_row, pair_rows, write_run
 
 from envduels.duel.protocol import SYSTEM_PROMPT
 from envduels.envs import library_env
-from envduels.export import export_command
+from envduels.export.commands import export_command
 from envduels.rl import TEACHER_PROMPT_TEMPLATE
 
 ENVDUELS = Path(sys.executable).parent / "envduels"

@@ -13,7 +13,7 @@ from envduels.analysis.transfer import (
     correlation,
     critical_r,
     fisher_interval,
-    matched_pairs,
+    panel_pairs,
     unit_predictors,
 )
 
@@ -34,7 +34,7 @@ def _two_pool_run():
 
 
 def test_matched_pairs_drop_self_play_and_incomplete_pairs():
-    pairs = matched_pairs(_two_pool_run().episodes)
+    pairs = panel_pairs(_two_pool_run().episodes)
     assert len(pairs) == 6
     assert set(pairs["solver"]) == {"bob", "carol", "alice"}
     assert not ((pairs["env_id"] == "a1") & (pairs["solver"] == "alice")).any()
@@ -192,7 +192,7 @@ def test_transfer_pairs_are_the_report_pairs_and_a_replayed_episode_counts_once_
     replay = pair_rows("a1", "alice", "bob", 1, 0, 1)[1]
     eps.append(replay)
     episodes = tables([], eps).episodes
-    pairs = matched_pairs(episodes)
+    pairs = panel_pairs(episodes)
     assert pairs[pairs["solver"] == "bob"][["y0", "yh"]].values.tolist() == [[0, 1]]
     expected = report_pairs(episodes)[["env_id", "author", "solver", "seed", "trial", "y0", "yh"]]
     pd.testing.assert_frame_equal(pairs, expected.astype({"y0": int, "yh": int}), check_dtype=False)

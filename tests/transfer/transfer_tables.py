@@ -7,7 +7,8 @@ from typing import Any
 
 import run_records
 
-from envduels.store import EnvRecord, EpisodeRow, Store, Tables
+from envduels.store import EnvRecord, EpisodeRow, Tables
+from envduels.store.writer import RunWriter
 
 
 def env_row(env_id: str, author: str, **kw: Any) -> EnvRecord:
@@ -41,7 +42,7 @@ def tables(envs: list[EnvRecord], episodes: list[dict]) -> Tables:
 
 def write_run(run_dir, envs: list[EnvRecord], episodes: list[dict], *, players: list[str] = ()) -> None:
     """A real run database (through the engine's Store) holding these records."""
-    with Store(run_dir) as store:
+    with RunWriter(run_dir) as store:
         store.set_meta("config", {"name": "transfer", "players": [{"name": p, "provider": "openai", "model": p}
                                               for p in players]})
         for e in envs:

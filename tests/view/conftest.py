@@ -90,7 +90,7 @@ def canary():
 def scripted_run(tmp_path_factory, canary) -> Path:
     """A finished scripted tournament (3 environments, one invalid, 24 episodes) with hostile
     author replies, solver replies and environment observations."""
-    from envduels.engine.run import run_command
+    from envduels.engine.commands import run_command
     from envduels.testing import ScriptedServer
 
     tmp = tmp_path_factory.mktemp("scripted")

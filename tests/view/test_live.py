@@ -8,7 +8,8 @@ from urllib.parse import quote
 
 import pytest
 
-from envduels.store import DB_NAME, Store
+from envduels.store import DB_NAME
+from envduels.store.writer import RunWriter
 
 from .conftest import analysed
 
@@ -30,13 +31,13 @@ def test_a_run_in_progress_updates_its_overview_while_the_run_writes(browser, sc
     from envduels.view.commands import running
 
     run = copy_run(scripted_run, tmp_path / "live")
-    writer = Store(run)
+    writer = RunWriter(run)
     with running(create_app([run], bootstrap=50)) as url:
         browser.get(analysed(url) + "run/0/")
         done = lambda b: b.find_element(By.CSS_SELECTOR, "[data-live-key=episodes_done]").text  # noqa: E731
         assert done(browser) == "24"
         browser.execute_script("window.sameDocument = 'yes'")
-        template = [e for e in writer.episodes() if e.env_id == "r1-alice-0"][:6]
+        template = [e for e in writer.reader.episodes() if e.env_id == "r1-alice-0"][:6]
         for k, e in enumerate(template):
             writer.put_episode(replace(e, episode_key=f"live-{k}", seed=1000 + k))
             if k == 2:
@@ -46,7 +47,7 @@ def test_a_run_in_progress_updates_its_overview_while_the_run_writes(browser, sc
         first = browser.find_element(By.CSS_SELECTOR, "#latest tr a")
         assert first.get_attribute("href").endswith(f"/run/0/episode/{quote('live-5', safe='')}")
         assert browser.find_element(By.CSS_SELECTOR, "[data-live-key='outcomes.success']").text == str(
-            sum(1 for e in writer.episodes() if e.outcome == "success"))
+            sum(1 for e in writer.reader.episodes() if e.outcome == "success"))
         browser.get("about:blank")   # stop polling a server about to go away
         assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
     writer.close()

@@ -10,7 +10,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from duel_script import CRASHY_HINT, LOCK_HINT, lock_code
 
-from envduels.store import Store
+from envduels.store import RunReader
 
 pytestmark = pytest.mark.browser
 SHOTS = os.environ.get("ENVDUELS_VIEW_SCREENSHOTS")
@@ -48,7 +48,7 @@ def pages(browser, viewer):
 
 
 def test_links_reach_every_environment_episode_and_player(pages, scripted_run):
-    store = Store(scripted_run, create=False)
+    store = RunReader(scripted_run)
     envs = {f"/run/0/env/{quote(e.env_id, safe='')}" for e in store.environments()}
     eps = {f"/run/0/episode/{quote(e.episode_key, safe='')}" for e in store.episodes()}
     players = {f"/run/0/player/{n}" for n in ("alice", "bob", "carol", "dave")}
@@ -104,7 +104,7 @@ def test_environment_page_shows_source_hint_repair_conversation_and_grid(browser
 def test_episode_page_shows_every_turn_with_the_hint_marked(browser, viewer, scripted_run):
     from selenium.webdriver.common.by import By
 
-    store = Store(scripted_run, create=False)
+    store = RunReader(scripted_run)
     ep = next(e for e in store.episodes() if e.env_id == "r1-alice-0" and e.solver == "bob"
               and e.hinted)
     store.close()
@@ -124,7 +124,7 @@ def test_episode_page_shows_every_turn_with_the_hint_marked(browser, viewer, scr
 def test_episode_page_flags_a_reply_with_no_action(browser, viewer, scripted_run):
     from selenium.webdriver.common.by import By
 
-    store = Store(scripted_run, create=False)
+    store = RunReader(scripted_run)
     ep = next(e for e in store.episodes() if e.env_id == "r1-bob-0" and e.solver == "alice"
               and not e.hinted)
     store.close()
@@ -198,7 +198,7 @@ def test_hostile_replies_and_observations_run_nothing_and_load_nothing_on_any_pa
 def test_screenshots_of_overview_environment_and_episode(browser, viewer, scripted_run, tmp_path):
     from selenium.webdriver.common.by import By
 
-    store = Store(scripted_run, create=False)
+    store = RunReader(scripted_run)
     ep = next(e for e in store.episodes() if e.env_id == "r1-bob-0" and e.solver == "alice"
               and e.hinted)
     store.close()

@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from run_records import call
 
 from envduels.analysis import compute_ratings, environment_flags, matched_pairs, simulate_tournament
 from envduels.envs import EnvSpec
-from envduels.store import EnvRecord, EpisodeRow, Store
-from envduels.view._reader import RunReader
+from envduels.store import EnvRecord, EpisodeRow
+from envduels.store.writer import RunWriter
+from envduels.view._reader import ViewedRun
 
 
 def engine_transcript(outcome: str, hinted: bool, action: str) -> list[dict]:
@@ -30,7 +32,7 @@ def run(tmp_path):
     sim = simulate_tournament(players=4, envs_per_author=2, rounds=1, seeds=3, seed=3,
                               p_incomplete=0.05, p_error=0.05, transcripts=False)
     t = sim.tables
-    store = Store(tmp_path)
+    store = RunWriter(tmp_path)
     store.set_meta("config", {"name": "r", "players": [
         {"name": p, "provider": "openai", "model": p, "roles": ["author", "solver"]}
         for p in t.players["name"]]})
@@ -56,7 +58,7 @@ def run(tmp_path):
 
 def test_summary_tables_give_the_same_flags_pairs_and_ratings_as_the_full_tables(run):
     store, leaky = run
-    full, summary = store.tables(), store.summary_tables()
+    full, summary = store.reader.tables(), store.reader.tables(transcripts="hinted wins")
     flags = environment_flags(full)
     assert "hint_leak" in flags[leaky]          # the comparison below is not vacuous
     assert environment_flags(summary) == flags
@@ -72,9 +74,9 @@ def test_summary_tables_give_the_same_flags_pairs_and_ratings_as_the_full_tables
 
 def test_the_index_follows_a_retried_error_and_new_episodes(run):
     store, _ = run
-    reader = RunReader(store.run_dir)
+    reader = ViewedRun(store.run_dir)
     before = reader.progress()
-    ep = store.episode(store.episode_index()[0]["episode_key"])
+    ep = store.reader.episode(store.reader.episode_index()[0]["episode_key"])
     store.put_episode(replace(ep, episode_key="new", outcome="error", reason="provider error"))
     mid = reader.progress()
     assert mid["outcomes"]["error"] == before["outcomes"]["error"] + 1
@@ -86,22 +88,21 @@ def test_the_index_follows_a_retried_error_and_new_episodes(run):
     assert after["episodes_done"] == before["episodes_done"] + 1
     mine = [e for e in reader.episodes_of(env_id=ep.env_id) if e["episode_key"] == "new"]
     assert [e["outcome"] for e in mine] == ["success"]
-    assert [e["episode_key"] for e in reader.episodes_of()] == [e["episode_key"] for e in store.episode_index()]
+    assert [e["episode_key"] for e in reader.episodes_of()] == [e["episode_key"] for e in store.reader.episode_index()]
     reader.close()
 
 
 def test_usage_added_up_in_windows_equals_the_whole(run):
     store, _ = run
-    reader = RunReader(store.run_dir)
-    store.put("a", {"player": "m00", "role": "solver", "input_tokens": 10, "output_tokens": 2,
-                    "cost_usd": 0.5, "retries": 2})
+    reader = ViewedRun(store.run_dir)
+    store.put("a", call("m00", "solver", input_tokens=10, output_tokens=2, cost_usd=0.5,
+                        retries=2))
     assert reader.usage()[0]["calls"] == 1
-    store.put("b", {"player": "m00", "role": "solver", "input_tokens": 5, "output_tokens": 1,
-                    "cost_usd": 0.25, "retries": 1})
-    store.put("c", {"player": "m01", "role": "author", "input_tokens": 7, "output_tokens": 3,
-                    "cost_usd": 0.125})
+    store.put("b", call("m00", "solver", input_tokens=5, output_tokens=1, cost_usd=0.25,
+                        retries=1))
+    store.put("c", call("m01", "author", input_tokens=7, output_tokens=3, cost_usd=0.125))
     strip = lambda rows: [{k: v for k, v in r.items() if k != "last_rowid"} for r in rows]  # noqa: E731
-    assert strip(reader.usage()) == strip(store.usage_by_player_role()) == [
+    assert strip(reader.usage()) == strip(store.reader.usage_by_player_role()) == [
         {"player": "m00", "role": "solver", "calls": 2, "input_tokens": 15, "output_tokens": 3,
          "cost_usd": 0.75, "retries": 3},
         {"player": "m01", "role": "author", "calls": 1, "input_tokens": 7, "output_tokens": 3,
@@ -120,7 +121,7 @@ def test_the_analysis_goes_on_in_process_when_its_worker_dies(run):
     pool = analysis_pool()
     worker = pool.submit(os.getpid).result()
     os.kill(worker, signal.SIGKILL)   # as the OOM killer would
-    reader = RunReader(store.run_dir, bootstrap=20, pool=pool)
+    reader = ViewedRun(store.run_dir, bootstrap=20, pool=pool)
     a = reader.analysis()
     assert not a.pending and "hint_leak" in a.envs[leaky]["flags"] and reader.pool is None
     reader.close()
@@ -129,10 +130,10 @@ def test_the_analysis_goes_on_in_process_when_its_worker_dies(run):
 
 def test_an_environment_the_audit_caught_reads_alike_in_the_summary_and_the_full_tables(run):
     store, _ = run
-    eps = store.episodes()
+    eps = store.reader.episodes()
     caught = next(e for e in eps if e.outcome in ("success", "failure"))
     store.put_audit(caught.episode_key, caught.env_id, passed=False, detail="turn 1 differs")
-    full, summary = store.tables(), store.summary_tables()
+    full, summary = store.reader.tables(), store.reader.tables(transcripts="hinted wins")
     mine = full.episodes[full.episodes.env_id == caught.env_id]
     assert set(mine.outcome) <= {"incomplete", "error"}     # every episode: the author's fault
     cols = [c for c in full.episodes.columns if c != "transcript"]
@@ -153,7 +154,7 @@ def test_a_failed_first_analysis_is_kept_and_not_recomputed_for_every_page(run, 
         raise ValueError("boom\nsecond line")
 
     monkeypatch.setattr(reader_module, "analyse", broken)
-    reader = RunReader(store.run_dir, bootstrap=20)
+    reader = ViewedRun(store.run_dir, bootstrap=20)
     try:
         first = reader.analysis()
         assert (first.pending, first.error, first.ratings["solver"]) == (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envduels.view._app import sort_rows
+from envduels.view._format import sort_rows
 
 
 def test_lifts_equal_but_for_their_last_bit_sort_by_env_id_in_either_order():

@@ -85,8 +85,9 @@ def fit_bradley_terry(
 
 
 @dataclass
-class Design:
-    """Environments as resampling units: ids and the stratum (author) of each.
+class Strata:
+    """Environments as resampling units: ids and the stratum (author) of each (the bootstrap's
+    design; `duel.design.Design` is a tournament's).
 
     A stratum of one environment cannot vary under resampling (a draw of one out of one is the
     same environment), so it would give every draw the same data and zero-width intervals: such
@@ -148,13 +149,13 @@ class Design:
         return w
 
 
-def make_design(tables: TablesLike) -> Design:
+def make_strata(tables: TablesLike) -> Strata:
     """Every environment of the run, stratified by author (rounds pooled, so that a run with one
     environment per author and round still has something to resample; authors with a single
     environment share one pooled stratum)."""
     envs = tables.environments
     _, strata = np.unique(envs["author"].astype(str).to_numpy(), return_inverse=True)
-    return Design(list(envs["env_id"]), strata)
+    return Strata(list(envs["env_id"]), strata)
 
 
 def _score(diff: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -211,7 +212,7 @@ def match_points(net: np.ndarray, cnt: np.ndarray, expected: np.ndarray) -> np.n
     return _score(match_net, present).sum(axis=-3)
 
 
-def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> DuelBuilder:
+def duel_builder(tables: TablesLike, pairs: pd.DataFrame, design: Strata) -> DuelBuilder:
     players = list(dict.fromkeys(author_names(tables) + solver_names(tables)))
     index = {p: i for i, p in enumerate(players)}
     envs = tables.environments
@@ -358,7 +359,7 @@ class AuthorBuilder:
         return wins + 0.5 * level
 
 
-def author_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> AuthorBuilder:
+def author_builder(tables: TablesLike, pairs: pd.DataFrame, design: Strata) -> AuthorBuilder:
     players = author_names(tables)
     solvers = list(dict.fromkeys(solver_names(tables) + list(pairs["solver"].unique())))
     a_index = {p: i for i, p in enumerate(players)}
@@ -389,7 +390,7 @@ class SolverBuilder:
         return (w @ self.points).reshape(-1, n, n)
 
 
-def solver_builder(tables: TablesLike, pairs: pd.DataFrame, design: Design) -> SolverBuilder:
+def solver_builder(tables: TablesLike, pairs: pd.DataFrame, design: Strata) -> SolverBuilder:
     players = solver_names(tables)
     index = {p: i for i, p in enumerate(players)}
     n = len(players)
@@ -682,7 +683,7 @@ def _rate(
 ) -> Rating:
     """Fit observed and bootstrap scores; 95% *percentile* bootstrap intervals (q2.5, q97.5) of
     the ridge-penalised fits, each side's distance from θ̂ multiplied by `inflation` (see
-    `Design.inflation`), and never excluding θ̂ itself. Ranks by `holm_above` with the pairwise
+    `Strata.inflation`), and never excluding θ̂ itself. Ranks by `holm_above` with the pairwise
     differences' bootstrap standard errors (times `inflation`), or with the two-sided p-values
     `pair_p` where given (`solver_pair_pvalues`). With `note` (why no honest interval exists for
     this design) the rows carry no interval and no rank. With `bias_allowance` each bound moves
@@ -852,7 +853,7 @@ def compute_ratings(
     tests of the Firth fit, author ranks from permutation tests of environments between the two
     authors (`author_pair_pvalues`), all under Holm.
     """
-    design = make_design(tables)
+    design = make_strata(tables)
     w = design.weights(bootstrap, np.random.default_rng(seed))
     builders: dict[str, DuelBuilder | AuthorBuilder | SolverBuilder] = {
         "duel": duel_builder(tables, pairs, design),

@@ -27,9 +27,9 @@ from scipy.stats import norm
 
 from envduels.duel.outcomes import Outcome
 
-DOMAINS = ("logic", "planning", "math", "language", "search")
-ENVIRONMENTS = ("alike", "uneven")
-UNSOLVABLE, TRIVIAL = 0.25, 0.12
+_DOMAINS = ("logic", "planning", "math", "language", "search")
+ENVIRONMENT_KINDS = ("alike", "uneven")
+UNSOLVABLE_SHARE, TRIVIAL_SHARE = 0.25, 0.12
 """Shares of uneven environments that nobody solves and that everybody solves (both conditions)."""
 HINT_MIX = ((0.30, 0.0), (0.10, -1.0), (0.20, 4.0), (0.40, 1.0))
 """Uneven hint effects: (share, multiple of the author's quality): useless, harmful, decisive,
@@ -91,8 +91,8 @@ def simulate_tournament(
     `p_incomplete`/`p_error` add to its own 5–15% of broken or absent episodes, and
     `hint_sensitivity` is each solver's multiplier of hint effects, by default `sensitivities`:
     a property of the solver like its ability, the same in every tournament, not redrawn)."""
-    if environments not in ENVIRONMENTS:
-        raise ValueError(f"environments must be one of {ENVIRONMENTS}, not {environments!r}")
+    if environments not in ENVIRONMENT_KINDS:
+        raise ValueError(f"environments must be one of {ENVIRONMENT_KINDS}, not {environments!r}")
     rng = np.random.default_rng(seed)
     names = [f"m{i:02d}" for i in range(players)]
     ab = np.asarray(ability if ability is not None else rng.normal(0, 1, players), float)
@@ -109,10 +109,10 @@ def simulate_tournament(
                 env_rows.append(
                     {
                         "env_id": env_id, "author": name, "round": r,
-                        "domain": DOMAINS[(a + k) % len(DOMAINS)], "title": f"Puzzle {k} by {name}",
+                        "domain": _DOMAINS[(a + k) % len(_DOMAINS)], "title": f"Puzzle {k} by {name}",
                         "valid": valid, "invalid_reason": None if valid else "oracle failed on seed 1",
-                        "hint": f"Try the {DOMAINS[k % len(DOMAINS)]} trick number {k}.",
-                        "source": f"class Env{k}:\n    # {name} {DOMAINS[(a + k) % 5]} puzzle round {r}\n"
+                        "hint": f"Try the {_DOMAINS[k % len(_DOMAINS)]} trick number {k}.",
+                        "source": f"class Env{k}:\n    # {name} {_DOMAINS[(a + k) % 5]} puzzle round {r}\n"
                         f"    def reset(self, seed=None):\n        return 'state {k}', {{}}\n",
                         "source_sha256": "", "class_name": f"Env{k}", "max_turns": 20,
                         "fixed_pool": False, "benchmark_seeds": list(range(seeds)),
@@ -234,7 +234,8 @@ def uneven_probabilities(
         scale = HINT_MIX[mix[k]][1]
         jitter = rng.normal(0.0, 0.5) if scale in (1.0, -1.0) else 0.0
         effects[e] = float(author_teaching[a] * (scale + jitter))
-        fixed[e] = 0.0 if kind[k] < UNSOLVABLE else 1.0 if kind[k] < UNSOLVABLE + TRIVIAL else np.nan
+        fixed[e] = (0.0 if kind[k] < UNSOLVABLE_SHARE else 1.0 if kind[k] < UNSOLVABLE_SHARE + TRIVIAL_SHARE
+                    else np.nan)
     solver = eps["solver"].map(idx).to_numpy()
     env_code = eps["env_id"].map({e: k for k, e in enumerate(env_ids)}).to_numpy()
     cell = env_code * len(names) + solver

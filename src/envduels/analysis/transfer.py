@@ -47,7 +47,7 @@ MIN_UNITS = 4
 EXACT_PERMUTATION_MAX_N = 8
 
 
-def matched_pairs(episodes: pd.DataFrame) -> pd.DataFrame:
+def panel_pairs(episodes: pd.DataFrame) -> pd.DataFrame:
     """Panel matched pairs: `envduels.analysis.pairs.matched_pairs` (self-play dropped, both
     episodes success/failure, the last row of a repeated (key, condition) wins) without any
     pair whose solver authored the environment, in the columns
@@ -77,7 +77,7 @@ def env_solver_rates(pairs: pd.DataFrame) -> pd.DataFrame:
 
 def unit_predictors(episodes: pd.DataFrame, unit: Unit) -> pd.DataFrame:
     """One row per unit (index: author or env_id) with the columns of `PREDICTORS`; NaN = no data."""
-    pairs = matched_pairs(episodes)
+    pairs = panel_pairs(episodes)
     if pairs.empty:
         return pd.DataFrame(columns=list(PREDICTORS), index=pd.Index([], name=unit))
     env_lift = pairs.assign(d=pairs["yh"] - pairs["y0"]).groupby(["env_id", "author"])["d"].mean()

@@ -37,7 +37,7 @@ def authored_env_id(author: str, round_: int, slot: int) -> str:
 
 # -- what a design is read from ------------------------------------------------------------------
 
-class PlayerLike(Protocol):
+class DesignPlayer(Protocol):
     """A player as a design needs it (`config.PlayerConfig` is one)."""
 
     @property
@@ -48,7 +48,7 @@ class PlayerLike(Protocol):
     def solves(self) -> bool: ...
 
 
-class TournamentLike(Protocol):
+class DesignTournament(Protocol):
     """A tournament's settings as a design needs them (`config.TournamentConfig` is one)."""
 
     @property
@@ -67,16 +67,16 @@ class TournamentLike(Protocol):
     def self_play(self) -> bool: ...
 
 
-class ConfigLike(Protocol):
+class DesignConfig(Protocol):
     """A run config as a design needs it (`config.RunConfig` is one)."""
 
     @property
-    def players(self) -> Sequence[PlayerLike]: ...
+    def players(self) -> Sequence[DesignPlayer]: ...
     @property
-    def tournament(self) -> TournamentLike: ...
+    def tournament(self) -> DesignTournament: ...
 
 
-class EnvLike(Protocol):
+class DesignEnv(Protocol):
     """An environment a run recorded, as a design counts it (`store.EnvRecord` is one)."""
 
     @property
@@ -150,7 +150,7 @@ class Design:
     self_play: bool
 
     @classmethod
-    def of(cls, cfg: ConfigLike) -> Design:
+    def of(cls, cfg: DesignConfig) -> Design:
         """The design of a run config (anything shaped like `config.RunConfig`)."""
         t = cfg.tournament
         return cls(seats=tuple(Seat(p.name, p.authors, p.solves) for p in cfg.players),
@@ -215,7 +215,7 @@ class Design:
 
     # -- counts ---------------------------------------------------------------------------
 
-    def planned_episodes(self, envs: Iterable[EnvLike], rounds: Iterable[int]) -> int:
+    def planned_episodes(self, envs: Iterable[DesignEnv], rounds: Iterable[int]) -> int:
         """Episodes `rounds` of a run play in all: every solver on each valid environment of
         those rounds in `envs` (the recorded ones; fixed-pool environments belong to round 1),
         plus each environment of those rounds not recorded yet, counted as if valid with
@@ -230,7 +230,7 @@ class Design:
                            for job in self.authoring_jobs(chosen) if job.env_id not in known
                            for s in self.seats)
 
-    def expected_episodes(self, envs: Iterable[EnvLike]) -> int:
+    def expected_episodes(self, envs: Iterable[DesignEnv]) -> int:
         """Episodes a complete run plays: every round of the design (and any recorded beyond
         it), environments not written yet counted as if valid."""
         envs = list(envs)

@@ -64,6 +64,10 @@ class Flag(StrEnum):
     """The panel's no-hint pass rate is near 0 and its hinted rate near 1."""
     HINT_LEAK = "hint_leak"
     """The hinted wins copy the hint."""
+    SEED_IGNORED = "seed_ignored"
+    """A fixed-pool environment ignores its seed: every seed plays one instance (set in
+    validation, with a warning; the reference export format allows it, so the environment stays
+    valid). Validation's alone: no report lists it."""
 
     @property
     def author_fault(self) -> bool:
@@ -80,7 +84,7 @@ BATTERY_FLAGS: tuple[Flag, ...] = (Flag.TRIVIAL, Flag.HINT_IS_KEY, Flag.FIXED_AN
 """The flags validation's degenerate-policy battery gives (`envs._battery`, its answer check
 `envs._answer_check`)."""
 FLAGS: tuple[Flag, ...] = (*AUTHOR_FAULT_FLAGS, *INFORMATIONAL_FLAGS)
-"""Every flag, in the order reports list them."""
+"""Every flag a report lists, in the order it lists them (`SEED_IGNORED` is validation's alone)."""
 
 
 class AuditState(StrEnum):

@@ -19,8 +19,9 @@ The rules:
 
 `Episode` is the state machine a player drives: `start(observation)` gives the first user turn,
 `act(reply)` the action to step (or None: a format error), `observe(...)` the step's result and
-the next user turn; `end(outcome, reason)` closes it. It records the transcript every caller
-keeps. Pure: the standard library only, no sandbox, no I/O.
+the next user turn; `end(outcome, reason)` closes it (for a failure, `duel.faults.fail` does, as
+the failure vocabulary decides). It records the transcript every caller keeps. Pure: the
+standard library only, no sandbox, no I/O.
 """
 
 from __future__ import annotations
@@ -126,8 +127,8 @@ class Episode:
     Drive it as: `text = start(obs)`; then per turn `action = act(reply)`: None is a format
     error (the turn is spent; the solver's next user turn is `FORMAT_ERROR`), otherwise step the
     environment with `action` and pass the result to `observe`, which returns the solver's next
-    user turn (None once the episode ended). When the environment or the solver fails, log it
-    (`step_failed`) and `end` the episode with the outcome the caller decides.
+    user turn (None once the episode ended). When the environment or the solver fails,
+    `duel.faults.fail` ends it as the failure vocabulary decides (a failed step logged first).
 
     `turn` counts the replies taken; `done` says the episode ended, `outcome` and `reason` how.
     `on_event` sees every transcript entry as it is appended.

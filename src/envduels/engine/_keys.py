@@ -56,11 +56,6 @@ def changed_setting(old: dict[str, object], new: dict[str, object]) -> str | Non
     return None
 
 
-def authored_env_id(author: str, round_: int, slot: int) -> str:
-    """Id of the environment `author` writes in `round_`, `slot` (unique within a run)."""
-    return f"r{round_}-{author}-{slot}"
-
-
 def episode_key(run_fingerprint: str, env_id: str, source_sha256: str, solver: str, seed: int,
                 trial: int, hinted: bool) -> str:
     """sha256 identity of one episode: same inputs, same key, in every session of a run."""

@@ -15,7 +15,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from envduels._text import valid_text
+from envduels._text import one_line, valid_text
+from envduels.duel.faults import EnvironmentFault, Phase, ending
+from envduels.duel.outcomes import Outcome
 from envduels.engine.solving import Entry, EnvLike, first_turn
 
 
@@ -24,20 +26,20 @@ class ReplayHostError(Exception):
     episode stays unaudited and is audited again on resume."""
 
 
-REPLAY_FAULT_PREFIX = "the replay faulted"
-
-
 @dataclass(frozen=True)
 class AuditResult:
-    """`passed`, or the first difference in one line: turn, field, played vs replayed."""
+    """`passed`, or the first difference in one line: turn, field, played vs replayed.
+    `faulted`: the difference is that the environment faulted in the replay where the play had
+    no fault (which the host may cause, a deadline missed under load: the scheduler replays
+    once more before it condemns the environment)."""
 
     passed: bool
     detail: str
+    faulted: bool = False
 
 
 def _short(value: object, limit: int = 50) -> str:
-    text = " ".join(str(value).split())
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+    return repr(one_line(value, limit))
 
 
 def _same_reward(played: object, replayed: float) -> bool:
@@ -54,12 +56,10 @@ async def replay_episode(transcript: list[Entry], *, seed: int, hint: str | None
     """Replay a transcript's actions in the instance from `open_env()` and compare every step.
 
     `hint` is the hint the episode's first turn showed (None when unhinted): the first turn is
-    compared as rendered. Text is compared as stored (lone surrogates as U+FFFD). An
-    `EnvFault` during the replay is a difference (the play had none at that point). Raises
-    `ReplayHostError` when the sandbox could not start.
+    compared as rendered. Text is compared as stored (lone surrogates as U+FFFD). A failure
+    during the replay is a difference (the play had none at that point) unless `duel.faults`
+    says it is the host's: then `ReplayHostError` (the sandbox could not start, or was lost).
     """
-    from envduels.sandbox import EnvFault, SandboxStartError
-
     first_user = next((e for e in transcript if e.get("role") == "user"), None)
     steps = [e for e in transcript if e.get("role") == "env"]
     if first_user is None or any("fault" in e for e in steps):
@@ -67,11 +67,8 @@ async def replay_episode(transcript: list[Entry], *, seed: int, hint: str | None
     env = None
     turn = 0
     try:
-        try:
-            env = await open_env()
-            observation, _info = await env.reset(seed)
-        except SandboxStartError as err:
-            raise ReplayHostError(err.reason) from None
+        env = await open_env()
+        observation, _info = await env.reset(seed)
         if valid_text(first_turn(observation, hint=hint)) != valid_text(str(first_user["content"])):
             return AuditResult(False, "turn 0: the initial observation differs from the one played")
         for turn, played in enumerate(steps, start=1):
@@ -89,12 +86,12 @@ async def replay_episode(transcript: list[Entry], *, seed: int, hint: str | None
                                               f"{bool(played.get(flag))}, replayed "
                                               f"{bool(getattr(result, flag))})")
         return AuditResult(True, f"{len(steps)} step(s) reproduced")
-    except SandboxStartError as err:   # the host lost the sandbox (a cluster node): no verdict
-        raise ReplayHostError(err.reason) from None
-    except EnvFault as fault:
-        return AuditResult(False, f"{REPLAY_FAULT_PREFIX} at turn {turn} where the play did not "
-                                  f"({fault.reason})")
+    except Exception as err:   # what it means is the vocabulary's (a UserError stops the run)
+        outcome, reason = ending(err, Phase.REPLAY, turn=turn)
+        if outcome is Outcome.ERROR:   # the host's: no verdict
+            raise ReplayHostError(reason) from None
+        return AuditResult(False, reason, faulted=isinstance(err, EnvironmentFault))
     finally:
         if env is not None:
-            with contextlib.suppress(EnvFault):
+            with contextlib.suppress(Exception):
                 await env.close(wait=False)

@@ -2,7 +2,7 @@
 
 Pure parts (`parse_reply`, `author_prompt`, `repair_prompt`) are plain functions; `author_env`
 is the one coroutine: it talks to the author and the validator and writes every attempt to the
-store, so a resumed run replays the conversation from the response cache and pays nothing twice.
+run database, so a resumed run replays the conversation from the response cache and pays nothing twice.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
 from envduels.config import RunConfig
+from envduels.duel.design import AuthoringSlot
 from envduels.envs._spec import EnvSpec
 from envduels.prompts import render
-from envduels.store import EnvRecord, Store
+from envduels.store import EnvRecord, ValidationRecord
+from envduels.store.writer import RunWriter
 
 if TYPE_CHECKING:
     from envduels.engine.solving import PlayerLike
@@ -143,16 +145,6 @@ def repair_prompt(reasons: list[str]) -> str:
     return render("author_repair.j2", reasons=reasons)
 
 
-@dataclass(frozen=True)
-class AuthoringJob:
-    """One environment to author: who, which round and slot, under which id."""
-
-    env_id: str
-    author: str
-    round: int
-    slot: int
-
-
 def own_max_turns(source: str | None) -> int:
     """An authored environment's own turn limit: the literal default of its `__init__(max_turns=
     ...)`, else 20 (the contract's), as for an environment file. It is constructed with it, and
@@ -182,7 +174,7 @@ class Validator(Protocol):
     async def __call__(self, spec: EnvSpec, *, seeds: list[int]) -> Verdict: ...
 
 
-async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, store: Store,
+async def author_env(job: AuthoringSlot, player: PlayerLike, *, cfg: RunConfig, writer: RunWriter,
                      validate: Validator, seeds: list[int], prompt: str) -> EnvRecord | None:
     """Author, validate and repair one environment; record every attempt and the final record.
 
@@ -209,27 +201,23 @@ async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, s
             reasons = [f"the conversation no longer fits the author's context ({err})"]
             break
         parsed = parse_reply(reply.text)
-        verdict_json = None
-        class_name = None
-        if parsed.problems:
-            reasons = list(parsed.problems)
-        else:
+        verdict = None
+        if not parsed.problems:
             spec = _spec(job, parsed, seeds)
             try:
                 verdict = await validate(spec, seeds=seeds)
             except SandboxDown:
                 return None
-            verdict_json = verdict.to_json()
-            reasons = list(verdict.reasons)
-            class_name = verdict.class_name
-        valid = not reasons
-        store.put_validation(job.env_id, attempt, author=job.author, round=job.round, valid=valid,
-                             reasons=reasons, verdict=verdict_json, reply=reply.text)
-        if valid:
-            record = EnvRecord(replace(spec, class_name=class_name,
+        attempted = ValidationRecord.of(job.env_id, attempt, author=job.author, round=job.round,
+                                        verdict=verdict, reply=reply.text,
+                                        problems=parsed.problems)
+        writer.put_validation(attempted)
+        reasons = attempted.reasons
+        if attempted.valid and verdict is not None:
+            record = EnvRecord(replace(spec, class_name=verdict.class_name,
                                        metadata={"attempts": attempt + 1}),
                                round=job.round, slot=job.slot)
-            store.put_environment(record)
+            writer.put_environment(record)
             return record
         messages += [{"role": "assistant", "content": reply.text},
                      {"role": "user", "content": repair_prompt(reasons)}]
@@ -237,11 +225,11 @@ async def author_env(job: AuthoringJob, player: PlayerLike, *, cfg: RunConfig, s
                                metadata={"attempts": t.author_repairs + 1}),
                        round=job.round, slot=job.slot, valid=False,
                        invalid_reason="; ".join(reasons) or "invalid")
-    store.put_environment(record)
+    writer.put_environment(record)
     return record
 
 
-def _spec(job: AuthoringJob, parsed: AuthorReply, seeds: list[int]) -> EnvSpec:
+def _spec(job: AuthoringSlot, parsed: AuthorReply, seeds: list[int]) -> EnvSpec:
     """The environment an author's reply describes (empty source when it held none)."""
     return EnvSpec(id=job.env_id, source=parsed.source or "", max_turns=own_max_turns(parsed.source),
                    domain=parsed.domain, author=job.author, title=parsed.title,

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from envduels._fixed_envs import load_fixed_envs
 from envduels._net import unreachable
-from envduels._pool import load_fixed_envs
 from envduels.config import RunConfig
 from envduels.errors import UserError
 
@@ -102,7 +102,7 @@ def check_estimate(cfg: RunConfig, fixed_envs: list[EnvSpec], *,
     from envduels.engine.estimate import dollars, estimate_for, usd
 
     estimate = estimate_for(cfg, fixed_envs)
-    cost = estimate.total("usd")
+    cost = estimate.total("cost_usd")
     spent = f", {usd(estimate.spent_usd)} of it spent" if estimate.spent_usd else ""
     line = f"estimated cost {dollars(cost)}{spent} (`envduels estimate` for the detail)"
     if say is None:

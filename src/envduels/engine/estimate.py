@@ -26,17 +26,18 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envduels.config import PlayerConfig, Price, RunConfig, TournamentConfig
 from envduels.duel.design import LIBRARY_AUTHOR, Design
+from envduels.duel.usage import Usage
 from envduels.players import cost_usd
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
-    from envduels.store import Store
+    from envduels.store import RunReader
 
 CHARS_PER_TOKEN = (6.0, 3.0)
 """Characters per token at the low and the high end: English prose runs about 4.5 on current
@@ -88,38 +89,15 @@ ZERO = Range(0.0, 0.0)
 
 
 @dataclass
-class Figures:
-    """What some calls take: counts, tokens (input whole, of which read from and written to the
-    prompt cache), dollars and seconds of calls end to end."""
-
-    calls: float = 0.0
-    input_tokens: float = 0.0
-    cache_read_tokens: float = 0.0
-    cache_write_tokens: float = 0.0
-    output_tokens: float = 0.0
-    usd: float = 0.0
-    call_s: float = 0.0
-
-    @property
-    def uncached_input_tokens(self) -> float:
-        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
-
-    def __add__(self, other: Figures) -> Figures:
-        return Figures(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
-
-    def times(self, k: float) -> Figures:
-        return Figures(*(getattr(self, f.name) * k for f in fields(self)))
-
-
-@dataclass
 class RoleEstimate:
-    """One player's figures in one role, each a `Range`; `source` says where the unknowns
-    came from ("history (N episodes)", "history (N jobs)" or "library": measured library
-    play)."""
+    """One player's figures in one role, each a `Range` between two `Usage`s (what the calls
+    take at the low and the high end, an expected value: every figure a float); `source` says
+    where the unknowns came from ("history (N episodes)", "history (N jobs)" or "library":
+    measured library play)."""
 
     source: str
-    low: Figures = field(default_factory=Figures)
-    high: Figures = field(default_factory=Figures)
+    low: Usage = field(default_factory=Usage)
+    high: Usage = field(default_factory=Usage)
     concurrency: int = 1
     requests_per_minute: float | None = None
 
@@ -132,7 +110,7 @@ class RoleEstimate:
 
     def wall_s(self) -> Range:
         """Seconds this role keeps the player busy at its concurrency and rate limit."""
-        def one(f: Figures) -> float:
+        def one(f: Usage) -> float:
             seconds = f.call_s / self.concurrency
             if self.requests_per_minute:
                 seconds = max(seconds, f.calls / self.requests_per_minute * 60.0)
@@ -172,7 +150,7 @@ class Estimate:
     def _figures(self, get: Callable[[str], Range]) -> dict[str, object]:
         out: dict[str, object] = {k: get(k).to_json()
                                   for k in ("calls", "input_tokens", "output_tokens")}
-        out["usd"] = get("usd").to_json(4)
+        out["usd"] = get("cost_usd").to_json(4)
         out["cached_input_tokens"] = get("cache_read_tokens").to_json()
         out["cache_write_tokens"] = get("cache_write_tokens").to_json()
         out["uncached_input_tokens"] = get("uncached_input_tokens").to_json()
@@ -197,12 +175,12 @@ class Estimate:
 # -- billing one conversation --------------------------------------------------------------------
 
 def bill_conversation(first: float, grow: float, reply: float, calls: int, *, provider: str,
-                      cache: bool, price: Price, warm_prefix: float = 0.0) -> Figures:
+                      cache: bool, price: Price, warm_prefix: float = 0.0) -> Usage:
     """The tokens and dollars of one conversation of `calls` calls: the first prompt holds
     `first` tokens, each later one the previous prompt plus `grow` (the reply and the next user
     turn), each reply `reply` tokens. `warm_prefix` tokens of the first prompt are already in the
     provider's cache (a system prompt or task prompt shared with earlier conversations)."""
-    total = Figures()
+    total = Usage()
     previous = warm_prefix
     for t in range(calls):
         prompt = first + t * grow
@@ -212,11 +190,11 @@ def bill_conversation(first: float, grow: float, reply: float, calls: int, *, pr
             written = prompt - read if prompt >= ANTHROPIC_CACHE_MIN else 0.0
         elif cache and provider == "openai" and previous >= OPENAI_CACHE_MIN:
             read = math.floor(previous / OPENAI_CACHE_STEP) * OPENAI_CACHE_STEP
-        total = total + Figures(
+        total = total + Usage(
             calls=1, input_tokens=prompt, cache_read_tokens=read, cache_write_tokens=written,
             output_tokens=reply,
-            usd=cost_usd(price, round(prompt), round(reply), cache_read_tokens=round(read),
-                         cache_write_tokens=round(written)))
+            cost_usd=cost_usd(price, round(prompt), round(reply), cache_read_tokens=round(read),
+                              cache_write_tokens=round(written)))
         previous = prompt
     return total
 
@@ -235,10 +213,9 @@ def _tokens(chars: float, end: int) -> float:
     return chars / CHARS_PER_TOKEN[end]
 
 
-def _latency(f: Figures, end: int) -> Figures:
+def _latency(f: Usage, end: int) -> Usage:
     fixed, per_token = LATENCY_S[end]
-    f.call_s = f.calls * fixed + f.output_tokens * per_token
-    return f
+    return replace(f, call_s=f.calls * fixed + f.output_tokens * per_token)
 
 
 # -- the design ----------------------------------------------------------------------------------
@@ -262,7 +239,7 @@ class _Plan:
     unwritten_envs: dict[str, int]                 # solver -> environments not yet written
 
 
-def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: Store | None) -> _Plan:
+def _plan(cfg: RunConfig, fixed_envs: list[EnvSpec], store: RunReader | None) -> _Plan:
     """What the design (`duel.design.Design`) still holds, given what `store` recorded."""
     design = Design.of(cfg)
     recorded = {e.env_id: e for e in store.environments()} if store is not None else {}
@@ -306,61 +283,62 @@ _AUTHORING = re.compile(r"^author:(.+):attempt:\d+$")
 
 @dataclass
 class _History:
-    """Per (player, role): the recorded units (episodes or authoring jobs), each as `Figures`,
+    """Per (player, role): the recorded units (episodes or authoring jobs), each as a `Usage`,
     and the recorded spend."""
 
-    units: dict[tuple[str, str], list[Figures]]
-    spent: dict[tuple[str, str], Figures]
+    units: dict[tuple[str, str], list[Usage]]
+    spent: dict[tuple[str, str], Usage]
     valid_share: float | None
 
 
-def _history(store: Store) -> _History:
-    units: dict[tuple[str, str], dict[str, Figures]] = defaultdict(dict)
-    spent: dict[tuple[str, str], Figures] = defaultdict(Figures)
+def _history(store: RunReader) -> _History:
+    units: dict[tuple[str, str], dict[str, Usage]] = defaultdict(dict)
+    spent: dict[tuple[str, str], Usage] = defaultdict(Usage)
     for player, role, call_id, t, latency in store.call_usage():
-        f = Figures(calls=1, input_tokens=t.input_tokens, cache_read_tokens=t.cache_read_tokens,
-                    cache_write_tokens=t.cache_write_tokens, output_tokens=t.output_tokens,
-                    usd=t.cost_usd, call_s=latency)
+        f = Usage(calls=1, input_tokens=t.input_tokens, cache_read_tokens=t.cache_read_tokens,
+                  cache_write_tokens=t.cache_write_tokens, output_tokens=t.output_tokens,
+                  cost_usd=t.cost_usd, call_s=latency)
         who = (str(player), str(role))
         spent[who] = spent[who] + f
         call_id = str(call_id or "")
         m = _EPISODE.match(call_id) or _AUTHORING.match(call_id)
         if m:
-            unit = units[who].setdefault(m.group(1), Figures())
+            unit = units[who].setdefault(m.group(1), Usage())
             units[who][m.group(1)] = unit + f
     authored = [e for e in store.environments() if not e.fixed_pool]
     share = sum(e.valid for e in authored) / len(authored) if authored else None
     return _History({k: list(v.values()) for k, v in units.items()}, dict(spent), share)
 
 
-def _spread(units: list[Figures], count: float, calls_per_unit: tuple[float, float] | None = None
-            ) -> tuple[Figures, Figures]:
+def _spread(units: list[Usage], count: float, calls_per_unit: tuple[float, float] | None = None
+            ) -> tuple[Usage, Usage]:
     """`count` more units like the `n` recorded `units`: count × their mean ∓ 2 standard
     deviations of the prediction, sd·√(count + count²/n): the spread of `count` new draws plus
     the uncertainty of a mean taken from `n` (never below zero). One unit tells no spread: its
     figures are taken to vary as much as they are large (sd = mean). `calls_per_unit` bounds
     the calls by the design (an authoring job makes 1 to 1 + repairs)."""
     n = len(units)
-    mean = Figures()
+    mean = Usage()
     for u in units:
-        mean = mean + u.times(1 / n)
-    low, high = Figures(), Figures()
-    for f in fields(Figures):
+        mean = mean + u.scaled(1 / n)
+    low: dict[str, float] = {}
+    high: dict[str, float] = {}
+    for f in fields(Usage):
         values = [getattr(u, f.name) for u in units]
         m = getattr(mean, f.name)
         sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1)) if n > 1 else m
         margin = 2 * sd * math.sqrt(count + count * count / n)
-        setattr(low, f.name, max(0.0, count * m - margin))
-        setattr(high, f.name, count * m + margin)
+        low[f.name] = max(0.0, count * m - margin)
+        high[f.name] = count * m + margin
     if calls_per_unit is not None:
-        low.calls = max(low.calls, count * calls_per_unit[0])
-        high.calls = min(high.calls, count * calls_per_unit[1])
-    return low, high
+        low["calls"] = max(low["calls"], count * calls_per_unit[0])
+        high["calls"] = min(high["calls"], count * calls_per_unit[1])
+    return Usage(**low), Usage(**high)
 
 
 # -- the estimate ----------------------------------------------------------------------------------
 
-def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None = None) -> Estimate:
+def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: RunReader | None = None) -> Estimate:
     """The estimate of the whole run of `cfg` (what `store`, a run database of it, already
     spent included); `fixed_envs` are its fixed-pool environments (`checks.load_fixed_envs`)."""
     from envduels.engine.authoring import author_prompt, library_examples, repair_prompt
@@ -382,8 +360,8 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None =
     for p in cfg.players:
         roles[p.name] = {}
         for role in p.roles:
-            spent = history.spent.get((p.name, role), Figures()) if history else Figures()
-            spent_total += spent.usd
+            spent = history.spent.get((p.name, role), Usage()) if history else Usage()
+            spent_total += spent.cost_usd
             units = history.units.get((p.name, role), []) if history else []
             est = RoleEstimate(source="library", concurrency=p.concurrency.units,
                                requests_per_minute=p.requests_per_minute)
@@ -392,7 +370,8 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None =
                 if units:
                     est.source = f"history ({len(units)} jobs)"
                     low, high = _spread(units, count, (1, 1 + t.author_repairs))
-                    _add_digests(low, high, p, plan.jobs.get(p.name, {}), units, digests, t)
+                    low, high = _add_digests(low, high, p, plan.jobs.get(p.name, {}), units,
+                                             digests, t)
                 else:
                     low, high = _author_library(p, t, count, chars, lib)
             else:
@@ -414,7 +393,7 @@ def estimate(cfg: RunConfig, *, fixed_envs: list[EnvSpec], store: Store | None =
     return Estimate(roles, spent_usd=spent_total)
 
 
-def _digest_sizes(cfg: RunConfig, store: Store) -> dict[str, tuple[int, float]]:
+def _digest_sizes(cfg: RunConfig, store: RunReader) -> dict[str, tuple[int, float]]:
     """Per author: (the first round not yet started, the characters of the history digest its
     prompt will carry): exact, from the recorded results."""
     from envduels.engine.history import history_digest
@@ -429,29 +408,34 @@ def _digest_sizes(cfg: RunConfig, store: Store) -> dict[str, tuple[int, float]]:
         for p in cfg.players if p.authors}
 
 
-def _add_digests(low: Figures, high: Figures, p: PlayerConfig, jobs: dict[int, int],
-                 units: list[Figures], digests: dict[str, tuple[int, float]],
-                 t: TournamentConfig) -> None:
-    """Authoring jobs of later rounds carry the history digest in every call: the next round's
-    as it will be; a round after it from that size (low) to `history_chars` (high). Recorded
-    jobs of round 2 and later hold a digest already, so with them this leans high."""
+def _add_digests(low: Usage, high: Usage, p: PlayerConfig, jobs: dict[int, int],
+                 units: list[Usage], digests: dict[str, tuple[int, float]],
+                 t: TournamentConfig) -> tuple[Usage, Usage]:
+    """`low` and `high` with the history digest authoring jobs of later rounds carry in every
+    call: the next round's as it will be; a round after it from that size (low) to
+    `history_chars` (high). Recorded jobs of round 2 and later hold a digest already, so with
+    them this leans high."""
     if p.name not in digests:
-        return
+        return low, high
     first, size = digests[p.name]
     calls_per_job = sum(u.calls for u in units) / len(units)
+
+    def carry(f: Usage, extra: float) -> Usage:
+        return replace(f, input_tokens=f.input_tokens + extra,
+                       cost_usd=f.cost_usd + extra * p.price.input_per_mtok / 1e6)
+
     for rnd, n in jobs.items():
         if rnd < max(first, 2):
             continue
         extra_low = _tokens(size, 0) * calls_per_job * n
         extra_high = _tokens(size if rnd == first else max(size, t.history_chars), 1) * (
             calls_per_job * n)
-        for f, extra in ((low, extra_low), (high, extra_high)):
-            f.input_tokens += extra
-            f.usd += extra * p.price.input_per_mtok / 1e6
+        low, high = carry(low, extra_low), carry(high, extra_high)
+    return low, high
 
 
 def _solver_library(p: PlayerConfig, t: TournamentConfig, plan: _Plan, chars: dict[str, int],
-                    lib: LibraryPlay) -> tuple[Figures, Figures]:
+                    lib: LibraryPlay) -> tuple[Usage, Usage]:
     """Episodes left, billed from library lengths: low, every episode won as fast as the
     library's oracles win with oracle-length replies and no authored environment valid; high,
     every episode played to its cap with `max_tokens` replies and every environment valid."""
@@ -463,7 +447,7 @@ def _solver_library(p: PlayerConfig, t: TournamentConfig, plan: _Plan, chars: di
         first = system + tok(lib.first_observation + chars["first"] + lib.hint / 2)
         reply = tok(lib.oracle_action) if end == 0 else float(p.max_tokens)
         grow = reply + tok(lib.later_observation + chars["next"])
-        total = Figures()
+        total = Usage()
         batches = list(plan.episodes.get(p.name, []))
         if end == 1:   # every environment not yet written turns out valid
             batches.append((plan.unwritten.get(p.name, 0), t.max_turns))
@@ -472,19 +456,19 @@ def _solver_library(p: PlayerConfig, t: TournamentConfig, plan: _Plan, chars: di
             # the system prompt is shared by every episode of this solver
             one = bill_conversation(first, grow, reply, turns, provider=p.provider,
                                     cache=_caches(p, end), price=p.price, warm_prefix=system)
-            total = total + _latency(one, end).times(n)
+            total = total + _latency(one, end).scaled(n)
         ends.append(total)
     return ends[0], ends[1]
 
 
 def _author_library(p: PlayerConfig, t: TournamentConfig, jobs: int, chars: dict[str, int],
-                    lib: LibraryPlay) -> tuple[Figures, Figures]:
+                    lib: LibraryPlay) -> tuple[Usage, Usage]:
     """Authoring jobs left, billed from library lengths: low, one attempt with a reply as long
     as a library hint, every job after the first reading the shared task
     prompt from the cache; high, every repair used, replies of `author_max_tokens`, later
     rounds' prompts with a full history digest, nothing read from the cache before."""
     if not jobs:
-        return Figures(), Figures()
+        return Usage(), Usage()
     prompt = chars["author_system"] + chars["task"]
     reply_low = _tokens(lib.hint, 0)   # a reply holds a hint at least (or it is repaired)
     one_low = bill_conversation(_tokens(prompt, 0), 0.0, reply_low, 1, provider=p.provider,
@@ -496,18 +480,18 @@ def _author_library(p: PlayerConfig, t: TournamentConfig, jobs: int, chars: dict
                                  reply_high + _tokens(chars["repair"], 1), reply_high,
                                  1 + t.author_repairs, provider=p.provider,
                                  cache=_caches(p, 1), price=p.price)
-    return _latency(one_low, 0).times(jobs), _latency(one_high, 1).times(jobs)
+    return _latency(one_low, 0).scaled(jobs), _latency(one_high, 1).scaled(jobs)
 
 
 # -- the command -----------------------------------------------------------------------------------
 
 def estimate_for(cfg: RunConfig, fixed_envs: list[EnvSpec]) -> Estimate:
     """The estimate of `cfg`, from its run folder's history when one exists (read only)."""
-    from envduels.store import DB_NAME, Store
+    from envduels.store import DB_NAME, RunReader
 
     store = None
     if (Path(cfg.run_dir) / DB_NAME).is_file():
-        store = Store.open_readonly(cfg.run_dir, live=False)
+        store = RunReader(cfg.run_dir)
     try:
         return estimate(cfg, fixed_envs=fixed_envs, store=store)
     finally:
@@ -523,59 +507,3 @@ def usd(x: float) -> str:
 def dollars(r: Range) -> str:
     """A dollar range as `run` and `estimate` print it."""
     return f"{usd(r.low)}-{usd(r.high)}"
-
-
-def _count(x: float) -> str:
-    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if x >= size:
-            return f"{x / size:.3g}{unit}"
-    return f"{x:.0f}"
-
-
-def _n(r: Range) -> str:
-    return f"{_count(r.low)}-{_count(r.high)}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
-
-
-def _hours(r: Range) -> str:
-    return f"{_duration(r.low)}-{_duration(r.high)}"
-
-
-def estimate_command(config: Path, *, json_out: bool) -> int:
-    """Print the estimate of `config` (a table, or with `json_out` one JSON object); exit 0."""
-    import json
-
-    from envduels._pool import load_fixed_envs
-    from envduels.config import load_config
-
-    cfg = load_config(config)
-    est = estimate_for(cfg, load_fixed_envs(cfg))
-    if json_out:
-        print(json.dumps(est.to_json(), indent=2))
-        return 0
-    rows = [("player/role", "calls", "input tokens", "cached", "output", "USD", "wall",
-             "unknowns from")]
-    for name, roles in est.roles.items():
-        for role, e in roles.items():
-            rows.append((f"{name}/{role}", _n(e.range("calls")), _n(e.range("input_tokens")),
-                         _n(e.range("cache_read_tokens")), _n(e.range("output_tokens")),
-                         dollars(e.range("usd")), _hours(e.wall_s()), e.source))
-    rows.append(("total", _n(est.total("calls")), _n(est.total("input_tokens")),
-                 _n(est.total("cache_read_tokens")), _n(est.total("output_tokens")),
-                 dollars(est.total("usd")), _hours(est.wall_s()), ""))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    print(f"estimate for {cfg.name} (low-high; player/role as configured)")
-    for r in rows:
-        cells = [r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:-1], widths[1:-1],
-                                                                     strict=True)] + [r[-1]]
-        print("  ".join(cells).rstrip())
-    if est.spent_usd:
-        print(f"already spent: ${est.spent_usd:,.4f} (included above)")
-    return 0

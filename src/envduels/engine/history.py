@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from envduels._text import one_line
 from envduels.duel.outcomes import Outcome
 
 if TYPE_CHECKING:   # annotations only: a run should not pay pandas' import to start
@@ -19,9 +20,6 @@ if TYPE_CHECKING:   # annotations only: a run should not pay pandas' import to s
 
     from envduels.duel.protocol import Entry
     from envduels.store import Tables
-
-EXCERPT_CHARS = 160
-
 
 def _rate(series: pd.Series) -> float | None:
     return None if len(series) == 0 else float((series == Outcome.SUCCESS).mean())
@@ -34,11 +32,6 @@ def _fmt(rate: float | None) -> str:
 def _last_action(transcript: list[Entry]) -> str:
     actions = [e.get("action") for e in transcript if e.get("role") == "env" and e.get("action")]
     return str(actions[-1]) if actions else "(no valid action)"
-
-
-def _clip(text: str, n: int = EXCERPT_CHARS) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def history_digest(tables: Tables, *, author: str, round_: int, mode: str, max_chars: int) -> str:
@@ -65,9 +58,9 @@ def history_digest(tables: Tables, *, author: str, round_: int, mode: str, max_c
                 f"domain {env.domain})")
         if not env.valid:
             entries.append((-1.0, env.env_id,
-                            f"{head}: INVALID: {_clip(env.invalid_reason or '', 200)}"))
+                            f"{head}: INVALID: {one_line(env.invalid_reason or '', 200)}"))
             continue
-        lines = [head, f"  hint: {_clip(env.hint, 200)}"]
+        lines = [head, f"  hint: {one_line(env.hint, 200)}"]
         flags = all_flags.get(env.env_id, [])
         if flags:
             lines.append(f"  flags: {', '.join(flags)}")
@@ -109,10 +102,10 @@ def _excerpts(eps: pd.DataFrame) -> list[str]:
     if rescued is not None:
         won, lost = rescued
         lines.append(f"  rescued ({won.solver}): without the hint it ended with "
-                     f"{_clip(_last_action(lost.transcript), 60)} ({_clip(lost.reason, 40)}); "
-                     f"with it, won by {_clip(_last_action(won.transcript), 60)}")
+                     f"{one_line(_last_action(lost.transcript), 60)} ({one_line(lost.reason, 40)}); "
+                     f"with it, won by {one_line(_last_action(won.transcript), 60)}")
     if unhelpful is not None:
         lines.append(f"  hint did not help ({unhelpful.solver}): ended with "
-                     f"{_clip(_last_action(unhelpful.transcript), 60)} "
-                     f"({_clip(unhelpful.reason, 60)})")
+                     f"{one_line(_last_action(unhelpful.transcript), 60)} "
+                     f"({one_line(unhelpful.reason, 60)})")
     return lines

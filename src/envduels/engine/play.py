@@ -12,24 +12,19 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from envduels._text import printable
-from envduels.config import load_config
-from envduels.duel.outcomes import Outcome
-from envduels.duel.protocol import Entry, turn_cap
-from envduels.engine.checks import check_reachable
-from envduels.engine.solving import EpisodeResult, EpisodeTask, Event, play_episode
-from envduels.envs import resolve
-from envduels.errors import UserError
+from envduels.duel.faults import ENVIRONMENT_FAULT
+from envduels.duel.protocol import Entry
+from envduels.engine.solving import Event
 from envduels.players import ChatResult
 
 if TYPE_CHECKING:
-    from envduels.players import Player
+    pass
 
 
 class StdinClosed(BaseException):
@@ -117,74 +112,10 @@ def _printer(console: Console) -> Event:
             line("solver -> ", "bold green", entry["content"])
         elif role == "env":
             if "fault" in entry:
-                line("environment fault: ", "red", entry["fault"], "red")
+                line(f"{ENVIRONMENT_FAULT}: ", "red", entry["fault"], "red")
             else:
                 line("step ", "dim", f"{entry['action']}: reward {entry['reward']:g}, terminated "
                      f"{entry['terminated']}, truncated {entry['truncated']}", "dim")
         elif role == "outcome":
             line("", "", entry["content"], "bold")
     return show
-
-
-def _exit_at_once(code: int) -> NoReturn:
-    """End the process now: atexit handlers run (they remove the sandbox's cgroups) and output
-    is flushed, but the interpreter's teardown of every loaded module is skipped. That teardown
-    is pure CPU, over a second on a loaded machine, and Ctrl-C must end `play` within one."""
-    import atexit
-
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def play_command(path: str, *, config: Path | None, player: str | None, human: bool, hint: bool,
-                 seed: int, unsafe_no_sandbox: bool, workers: int | None = None) -> int:
-    """Play one episode in the terminal; exit 0 on success, 1 otherwise (also when the person
-    at `--human` closes standard input); Ctrl-C ends the process at once with exit 130."""
-    from envduels.sandbox import SandboxLimits, sandbox_pool
-
-    if human == (player is not None) or (player is not None and config is None):
-        raise UserError("choose who plays: --human, or --config CONFIG --player NAME")
-    spec = resolve(path).one()
-    if hint and not spec.hint:
-        raise UserError(f"{path} has no hint to show; play without --hint")
-    max_turns = turn_cap(spec.max_turns)
-    limits = SandboxLimits()
-    solver: HumanSolver | Player
-    if human or player is None or config is None:   # checked above: --human, or both given
-        solver, name = HumanSolver(), "human"
-    else:
-        from envduels.players import build_players
-
-        cfg = load_config(config)
-        cfg.player(player)
-        check_reachable(cfg)
-        solver, name = build_players(cfg, cache=None, run_seed=cfg.seed)[player], player
-        max_turns = turn_cap(spec.max_turns, cfg.tournament.max_turns)
-        limits = SandboxLimits.from_config(cfg.sandbox)
-    task = EpisodeTask(key=f"play:{spec.id}:{seed}:{int(hint)}", env=spec, solver=str(name),
-                       seed=seed, trial=0, hinted=hint, max_turns=max_turns)
-    console = Console(highlight=False, emoji=False, markup=False)
-
-    async def main() -> EpisodeResult:
-        # one episode lives in one worker: more would start processes for nothing
-        pool = sandbox_pool(limits, workers=1 if workers is None else workers,
-                            unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
-        try:
-            return await play_episode(task, solver, lambda: pool.open(
-                spec.source, class_name=spec.class_name, max_turns=spec.max_turns),
-                on_event=_printer(console))
-        finally:
-            await solver.aclose()
-            await pool.aclose()
-
-    try:
-        result = asyncio.run(main())
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        _exit_at_once(130)
-    except StdinClosed:
-        print("\nyou closed standard input; episode stopped", file=sys.stderr)
-        return 1
-    return 0 if result.outcome == Outcome.SUCCESS else 1

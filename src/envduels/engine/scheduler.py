@@ -19,7 +19,7 @@ system's randomness: an environment cannot line a replay up with its play ("the 
 shared counter is my play's"), nor tell a replay by its place right after a play. The run does
 not finish before its audits do, and a resumed run first audits (also shuffled) what an earlier
 session played but did not audit. A mismatch flags the environment `nondeterministic`
-(`Store.put_audit`); its episodes of later rounds (and of this round, if the session stops
+(`RunWriter.put_audit`); its episodes of later rounds (and of this round, if the session stops
 before it audits) are recorded `incomplete` without a model call.
 So are all episodes of an environment that validation's degenerate-policy battery flagged
 (`trivial`, `hint_is_key`, `fixed_answer`). Fixed-pool environments (library, exports) are
@@ -51,17 +51,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from envduels.config import RunConfig
-from envduels.duel.design import LIBRARY_AUTHOR, Design
-from envduels.duel.outcomes import Outcome
+from envduels.duel.design import LIBRARY_AUTHOR, AuthoringSlot, Design
+from envduels.duel.faults import Phase, describe, ending, not_played
+from envduels.duel.outcomes import BATTERY_FLAGS, Flag, Outcome
 from envduels.engine._keys import episode_key
-from envduels.engine.audit import (
-    REPLAY_FAULT_PREFIX,
-    AuditResult,
-    ReplayHostError,
-    replay_episode,
-)
+from envduels.engine.audit import ReplayHostError, replay_episode
 from envduels.engine.authoring import (
-    AuthoringJob,
     SandboxDown,
     author_env,
     author_prompt,
@@ -74,12 +69,11 @@ from envduels.engine.solving import (
     EpisodeResult,
     EpisodeTask,
     PlayerLike,
-    _exc,
     play_episode,
 )
-from envduels.envs._battery import BATTERY_FLAGS, BATTERY_REASON
 from envduels.errors import UserError
-from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
+from envduels.store import EnvRecord, EpisodeRow, ValidationRecord
+from envduels.store.writer import RunWriter
 
 if TYPE_CHECKING:
     from envduels.duel.protocol import Entry
@@ -195,16 +189,16 @@ def condition_order(fingerprint: str, env_id: str, solver: str, seed: int,
 DRAW_SECRET_KEY = "draw_secret"
 
 
-def run_draw_secret(store: Store) -> str:
+def run_draw_secret(writer: RunWriter) -> str:
     """The run's random secret (128 bits, hex): created at the run's first session and kept in
     its database, so a resume draws the same probes and condition orders. It salts both draws
     beside the fingerprint, which is a plain hash of the config that an author can compute:
     without the secret an environment could know its probes and which condition comes first.
     It is never sent to a sandbox, a model, a log or a report."""
-    value = store.get_meta(DRAW_SECRET_KEY)
+    value = writer.reader.meta(DRAW_SECRET_KEY)
     if not (isinstance(value, str) and len(value) == 32):
         value = secrets.token_hex(16)
-        store.set_meta(DRAW_SECRET_KEY, value)
+        writer.set_meta(DRAW_SECRET_KEY, value)
     return value
 
 
@@ -217,9 +211,9 @@ def planned_episodes(cfg: RunConfig, envs: Iterable[EnvRecord], rounds: Iterable
 
 
 class Tournament:
-    """One session of a run: plays what the store does not hold yet, round by round."""
+    """One session of a run: plays what its database does not hold yet, round by round."""
 
-    def __init__(self, cfg: RunConfig, *, store: Store, players: Mapping[str, PlayerLike],
+    def __init__(self, cfg: RunConfig, *, writer: RunWriter, players: Mapping[str, PlayerLike],
                  sandboxes: Sandboxes, fingerprint: str, fixed_envs: list[EnvSpec],
                  progress: Progress,
                  executor: Executor | None = None, audit: bool | None = None) -> None:
@@ -227,12 +221,13 @@ class Tournament:
         `fixed_envs`: the fixed-pool environments (`tournament.environments`), played in round 1;
         `audit` (default `AUDIT_EPISODES`): replay-audit every played episode."""
         self.cfg = cfg
-        self.store = store
+        self.writer = writer
+        self.reader = writer.reader
         self.players = {n: _TrackedPlayer(p, progress) for n, p in players.items()}
         self.sandboxes = sandboxes
         self.fingerprint = fingerprint
         # salts the drawn probes and condition orders: the fingerprint alone is predictable
-        self._draw_salt = f"{fingerprint}|{run_draw_secret(store)}"
+        self._draw_salt = f"{fingerprint}|{run_draw_secret(writer)}"
         self.fixed_envs = fixed_envs
         self.progress = progress
         self.executor = executor or AsyncioExecutor()
@@ -243,7 +238,7 @@ class Tournament:
         self._budget_reached = False
         self._errors = 0
         self.audit = AUDIT_EPISODES if audit is None else audit
-        self._caught: set[str] = set(store.nondeterministic_environments())
+        self._caught: set[str] = set(self.reader.nondeterministic_environments())
         self._pending: list[PendingAudit] = []   # this round's played episodes, unaudited
         self._battery_flags: dict[str, str | None] = {}   # env id -> its battery flag, once read
 
@@ -258,7 +253,7 @@ class Tournament:
     def budget_reached(self) -> bool:
         if not self._budget_reached:
             b = self.cfg.budget
-            totals = self.store.totals()
+            totals = self.writer.totals()
             if (b.max_usd is not None and totals.cost_usd >= b.max_usd) or (
                     b.max_tokens is not None and totals.tokens >= b.max_tokens):
                 self._budget_reached = True
@@ -280,7 +275,7 @@ class Tournament:
             authored = await self._author_round(rnd)
             envs = [e for e in authored if e.valid]
             if rnd == 1:
-                envs = [e for e in self.store.environments() if e.fixed_pool and e.valid] + envs
+                envs = [e for e in self.reader.environments() if e.fixed_pool and e.valid] + envs
             await self._play(self._tasks(envs))
         return RunResult(complete=not self._budget_reached, budget_reached=self._budget_reached,
                          errors=self._errors)
@@ -288,10 +283,10 @@ class Tournament:
     def _upcoming_episodes(self, rnd: int) -> int:
         """At most how many episodes round `rnd` still plays: `planned_episodes` for the
         round, less those of its recorded environments already finished."""
-        recorded = self.store.environments()
+        recorded = self.reader.environments()
         envs = [e for e in recorded if e.valid and (
             (e.fixed_pool and rnd == 1) or (not e.fixed_pool and e.round == rnd))]
-        finished = self.store.finished_episode_keys()
+        finished = self.writer.finished_episode_keys()
         done = sum(1 for task in self._tasks(envs) if task.key in finished)
         return self.design.planned_episodes(recorded, [rnd]) - done
 
@@ -306,7 +301,7 @@ class Tournament:
         (an error: a resumed run validates it again)."""
         from envduels.envs._verdict_cache import VerdictCache
 
-        todo = [s for s in self.fixed_envs if self.store.environment(s.id) is None]
+        todo = [s for s in self.fixed_envs if self.reader.environment(s.id) is None]
         if not todo:
             return
         # checked once per run: an untrusted folder is one warning line, then never read
@@ -322,10 +317,10 @@ class Tournament:
                 log.error("validating %s failed: a sandbox could not start (%s)", spec.id, err)
                 self._errors += 1
                 return
-            self.store.put_validation(spec.id, 0, author=record.author, round=1,
-                                      valid=verdict.valid, reasons=list(verdict.reasons),
-                                      verdict=verdict.to_json(), reply="")
-            self.store.put_environment(replace(
+            self.writer.put_validation(ValidationRecord(
+                spec.id, 0, author=record.author, round=1, valid=verdict.valid,
+                reasons=list(verdict.reasons), verdict=verdict.to_json(), reply=""))
+            self.writer.put_environment(replace(
                 record, spec=replace(record.spec, class_name=record.class_name or verdict.class_name),
                 valid=verdict.valid, invalid_reason="; ".join(verdict.reasons) or None))
 
@@ -363,13 +358,12 @@ class Tournament:
         from envduels.envs import benchmark_seeds, validate_env
 
         t = self.cfg.tournament
-        jobs = [AuthoringJob(j.env_id, j.author, j.round, j.slot)
-                for j in self.design.authoring_jobs_of_round(rnd)]
-        done = {j.env_id: self.store.environment(j.env_id) for j in jobs}
+        jobs = self.design.authoring_jobs_of_round(rnd)
+        done = {j.env_id: self.reader.environment(j.env_id) for j in jobs}
         todo = [j for j in jobs if done[j.env_id] is None]
         if todo:
             examples = library_examples(2)
-            tables = self.store.tables() if rnd > 1 and t.history != "none" else None
+            tables = self.reader.tables() if rnd > 1 and t.history != "none" else None
             prompts = {
                 author: author_prompt(self.cfg, examples=examples, history=history_digest(
                     tables, author=author, round_=rnd, mode=t.history,
@@ -389,36 +383,36 @@ class Tournament:
                 except SandboxStartError as err:  # the host's failure: the attempt stays unjudged
                     raise SandboxDown(err.reason) from None
 
-            async def one(job: AuthoringJob) -> EnvRecord | None:
+            async def one(job: AuthoringSlot) -> EnvRecord | None:
                 if self.budget_reached():
                     return None
                 async with self._player_slots[job.author]:
                     row = await author_env(
-                        job, self.players[job.author], cfg=self.cfg, store=self.store,
+                        job, self.players[job.author], cfg=self.cfg, writer=self.writer,
                         validate=validate, prompt=prompts[job.author],
                         seeds=benchmark_seeds(self.cfg.seed, job.env_id, t.seeds_per_env))
                 if row is None and not self.budget_reached():
                     self._errors += 1
-                    self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
+                    self.writer.put_authoring_error(job.env_id, author=job.author, round=rnd)
                 return row
 
-            async def guarded(job: AuthoringJob) -> EnvRecord | None:
+            async def guarded(job: AuthoringSlot) -> EnvRecord | None:
                 try:
                     return await one(job)
                 except UserError:
                     raise   # the player's configuration: the run stops with its one line
                 except Exception as err:  # last resort: never cancels the other jobs
-                    log.error("authoring %s failed unexpectedly: %s", job.env_id, _exc(err))
+                    log.error("authoring %s failed unexpectedly: %s", job.env_id, describe(err))
                     self._errors += 1
                     with contextlib.suppress(Exception):   # `status` says it; never raises here
-                        self.store.put_authoring_error(job.env_id, author=job.author, round=rnd)
+                        self.writer.put_authoring_error(job.env_id, author=job.author, round=rnd)
                     return None
 
             async for row in self.executor.map(guarded, todo):
                 if row is not None:
                     done[row.env_id] = row
         rows = [row for j in jobs if (row := done[j.env_id]) is not None]
-        recorded = self.store.environments()
+        recorded = self.reader.environments()
         self.progress.envs_valid = sum(1 for e in recorded if e.valid)
         self.progress.envs_invalid = len(recorded) - self.progress.envs_valid
         return rows
@@ -447,7 +441,7 @@ class Tournament:
         return condition_order(self._draw_salt, env_id, solver, seed, trial)
 
     async def _play(self, tasks: list[EpisodeTask]) -> None:
-        finished = self.store.finished_episode_keys()
+        finished = self.writer.finished_episode_keys()
         todo = [task for task in tasks if task.key not in finished]
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         # the plays now, their replays after them: no worker started for nothing
@@ -462,16 +456,14 @@ class Tournament:
         Raises only `UserError` (the run must stop) and cancellation."""
         try:
             result = await self._play_one(task)
-        except UserError:
-            raise   # the player's configuration: the run stops with its one line
-        except Exception as err:  # last resort: the host's fault, retried on resume
-            log.error("episode %s failed unexpectedly: %s", task.key, _exc(err))
-            result = EpisodeResult(Outcome.ERROR, f"harness error: {_exc(err)}", 0)
+        except Exception as err:  # last resort, the host's (`faults`: a UserError stops the run)
+            result = EpisodeResult(*ending(err, Phase.HARNESS), 0)
+            log.error("episode %s failed unexpectedly: %s", task.key, describe(err))
             self._errors += 1
             try:
                 self._record(task, result)
             except Exception as store_err:
-                log.error("episode %s not recorded: %s", task.key, _exc(store_err))
+                log.error("episode %s not recorded: %s", task.key, describe(store_err))
             self.progress.episode_finished(result.outcome)
             return result
         if result is not None and self.audit and result.outcome in (Outcome.SUCCESS, Outcome.FAILURE):
@@ -485,11 +477,9 @@ class Tournament:
                 return None
             env = task.env
             if env.id in self._caught:
-                result = EpisodeResult(
-                    Outcome.INCOMPLETE, f"{AUDIT_REASON}: the environment is nondeterministic; "
-                    "not played", 0)
+                result = EpisodeResult(*not_played(Flag.NONDETERMINISTIC), 0)
             elif flag := self._battery_flag(env.id):   # its author's fault already: no token spent
-                result = EpisodeResult(Outcome.INCOMPLETE, f"{BATTERY_REASON}: {flag}: not played", 0)
+                result = EpisodeResult(*not_played(Flag(flag)), 0)
             else:
                 result = await play_episode(task, self.players[task.solver], self._opener(env))
         self._record(task, result)
@@ -503,7 +493,7 @@ class Tournament:
         `hint_is_key`, `fixed_answer`), or None. A verdict is final before its environment is played, so it is
         read once per environment."""
         if env_id not in self._battery_flags:
-            found = self.store.battery_verdicts()
+            found = self.reader.battery_verdicts()
             self._battery_flags.update({e: b.get("flag") if b.get("flag") in BATTERY_FLAGS else None
                                         for e, b in found.items()})
             self._battery_flags.setdefault(env_id, None)
@@ -519,7 +509,7 @@ class Tournament:
 
     def _record(self, task: EpisodeTask, result: EpisodeResult) -> None:
         env = task.env
-        self.store.put_episode(EpisodeRow(
+        self.writer.put_episode(EpisodeRow(
             episode_key=task.key, env_id=env.id, author=env.author, solver=task.solver,
             round=task.round, domain=env.domain, seed=task.seed, trial=task.trial,
             hinted=task.hinted, outcome=result.outcome, reason=result.reason, turns=result.turns,
@@ -534,22 +524,20 @@ class Tournament:
                 verdict = await replay_episode(transcript, seed=seed,
                                                hint=env.hint if hinted else None,
                                                open_env=self._opener(env, replay=True))
-                if not verdict.passed and verdict.detail.startswith(REPLAY_FAULT_PREFIX):
+                if verdict.faulted:
                     # a fault where the play had none may be the host's (a deadline missed
                     # under load): condemn the environment only if a second replay agrees
                     verdict = await replay_episode(transcript, seed=seed,
                                                    hint=env.hint if hinted else None,
                                                    open_env=self._opener(env, replay=True))
-        except ReplayHostError as err:
-            log.error("episode %s not audited: the sandbox could not start (%s)", key, err)
+        except ReplayHostError as err:   # the host's: no verdict, audited again on resume
+            log.error("episode %s not audited: %s", key, err)
             self._errors += 1
             return
-        except Exception as err:  # a value the parent could not take: the environment's
-            verdict = AuditResult(False, f"the replay failed: {_exc(err)}")
         try:
-            self.store.put_audit(key, env.id, passed=verdict.passed, detail=verdict.detail)
+            self.writer.put_audit(key, env.id, passed=verdict.passed, detail=verdict.detail)
         except Exception as err:
-            log.error("episode %s: audit not recorded: %s", key, _exc(err))
+            log.error("episode %s: audit not recorded: %s", key, describe(err))
             self._errors += 1
             return
         if not verdict.passed and env.id not in self._caught:
@@ -580,7 +568,7 @@ class Tournament:
         run database from before audits existed)."""
         if not self.audit:
             return
-        specs = {e.env_id: e.spec for e in self.store.environments()}
+        specs = {e.env_id: e.spec for e in self.reader.environments()}
         await self._audit_batch([
             PendingAudit(ep.episode_key, specs[ep.env_id], ep.seed, ep.hinted, ep.transcript)
-            for ep in self.store.unaudited_episodes() if ep.env_id in specs])
+            for ep in self.writer.unaudited_episodes() if ep.env_id in specs])

@@ -11,9 +11,10 @@ environment is the last balanced `\\boxed{...}` of the reply, wrapper included. 
   environment code ran (`SandboxStartError`: the host's fault); replayed on resume, never a
   failure and never blamed on the author.
 
-Last resort: an unexpected exception while talking to the environment (a value the parent could
-not take) is `incomplete`; one while asking the solver is `error`, except a `UserError` (a
-rejected key, an unknown model, a bad request before any answer), which stops the run.
+What each failure means is `duel.faults`' to decide (`faults.fail`): an unexpected exception
+while talking to the environment (a value the parent could not take) is `incomplete`; one while
+asking the solver is `error`, except a `UserError` (a rejected key, an unknown model, a bad
+request before any answer), which stops the run.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from envduels._text import valid_text
+from envduels.duel.faults import Phase, fail
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import (  # noqa: F401 (re-exported: the rules are the protocol's)
     ACTION_SEARCH_MAX_CHARS,
@@ -42,12 +44,6 @@ if TYPE_CHECKING:
     from envduels.envs import EnvSpec
     from envduels.players import ChatResult
     from envduels.sandbox import StepResult
-
-
-def _exc(err: BaseException) -> str:
-    """One line naming an unexpected exception, cut to a readable length."""
-    text = " ".join(f"{type(err).__name__}: {err}".split())
-    return text if len(text) <= 200 else text[:199] + "…"
 
 
 @dataclass(frozen=True)
@@ -115,69 +111,37 @@ async def play_episode(task: EpisodeTask, solver: SolverLike,
                        on_event: Event | None = None) -> EpisodeResult:
     """Play `task` with `solver` in an environment instance from `open_env()` (awaitable).
 
-    Never raises for environment or provider trouble: that is the outcome. `on_event` sees every
-    transcript entry as it is appended (the `play` command prints them).
+    Never raises for environment or provider trouble: that is the outcome (`duel.faults.fail`).
+    `on_event` sees every transcript entry as it is appended (the `play` command prints them).
     """
-    from envduels.errors import UserError
-    from envduels.players import ContentRefused, ContextOverflow, ProviderError
-    from envduels.sandbox import EnvFault, SandboxStartError
-
     episode = Episode(task.max_turns, hint=task.env.hint if task.hinted else None,
                       on_event=on_event)
-
-    def done(outcome: Outcome, reason: str) -> EpisodeResult:
-        episode.end(outcome, reason)
-        return result_of(episode)
-
     env = None
+    phase = Phase.START
     try:
-        try:
-            env = await open_env()
-            observation, _info = await env.reset(task.seed)
-        except SandboxStartError as fault:
-            return done(Outcome.ERROR, f"sandbox error: {fault.reason}")
-        except EnvFault as fault:
-            return done(Outcome.INCOMPLETE, f"environment failed to start: {fault.reason}")
-        except Exception as err:  # last resort: a value the parent could not take
-            return done(Outcome.INCOMPLETE, f"environment failed to start: {_exc(err)}")
+        env = await open_env()
+        observation, _info = await env.reset(task.seed)
         episode.start(observation)
         while not episode.done:
-            try:
-                reply = await solver.chat(episode.messages(),
-                                          call_id=f"ep:{task.key}:turn:{episode.turn + 1}",
-                                          role="solver")
-            except ContextOverflow as err:
-                return done(Outcome.FAILURE, f"context overflow: {err}")
-            except ContentRefused as err:   # the environment's text: its author's fault
-                return done(Outcome.INCOMPLETE, f"content refused: {err}")
-            except ProviderError as err:
-                return done(Outcome.ERROR, f"provider error: {err}")
-            except UserError:
-                raise   # a rejected key, unknown model, bad parameters: the run stops at once
-            except Exception as err:  # last resort: the host's side failed, retried on resume
-                return done(Outcome.ERROR, f"solver call failed: {_exc(err)}")
+            phase = Phase.SOLVER
+            reply = await solver.chat(episode.messages(),
+                                      call_id=f"ep:{task.key}:turn:{episode.turn + 1}",
+                                      role="solver")
             # valid text at this boundary: the action is what the environment gets (and what
-            # the sandbox sends), the reply what the store keeps
+            # the sandbox sends), the reply what the run database keeps
             action = episode.act(valid_text(reply.text), input_tokens=reply.input_tokens,
                                  output_tokens=reply.output_tokens)
             if action is None:
                 continue
-            try:
-                result = await env.step(action)
-            except SandboxStartError as fault:   # the host lost the sandbox (a cluster node)
-                episode.step_failed(fault.reason)
-                return done(Outcome.ERROR, f"sandbox error: {fault.reason}")
-            except EnvFault as fault:
-                episode.step_failed(fault.reason)
-                return done(Outcome.INCOMPLETE, f"environment fault: {fault.reason}")
-            except Exception as err:  # last resort: a value or frame the parent could not take
-                episode.step_failed(_exc(err))
-                return done(Outcome.INCOMPLETE, f"environment fault: {_exc(err)}")
+            phase = Phase.STEP
+            result = await env.step(action)
             episode.observe(result.observation, result.reward, result.terminated,
                             result.truncated)
-        return result_of(episode)
+    except Exception as err:   # what it means is the vocabulary's (a UserError stops the run)
+        fail(episode, err, phase)
     finally:
         if env is not None:
             with contextlib.suppress(Exception):
                 # killed now, collected in the background: the episode's slot is free at once
                 await env.close(wait=False)
+    return result_of(episode)

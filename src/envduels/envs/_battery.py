@@ -41,23 +41,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypedDict
 
 from envduels._text import plural
-from envduels.duel import faults, outcomes
 from envduels.duel.outcomes import Flag
-
-TRIVIAL = Flag.TRIVIAL
-"""Verdict flag: a policy that never reads the hint wins on most seeds."""
-HINT_IS_KEY = Flag.HINT_IS_KEY
-"""Verdict flag: boxing the hint's words (and echoing what the environment shows) wins on most
-seeds, while no hint-free policy does."""
-FIXED_ANSWER = Flag.FIXED_ANSWER
-"""Verdict flag: the oracle's winning answer is the same on every seed it played
-(`envs._answer_check`, run after the policies when none of them won)."""
-BATTERY_FLAGS = outcomes.BATTERY_FLAGS
-"""The battery's flags (`duel.outcomes.BATTERY_FLAGS`); each makes the environment its
-author's fault."""
-BATTERY_REASON = faults.BATTERY_REASON
-"""Every episode of an environment the battery flagged reads as `incomplete` with a reason
-starting with this (`store.Tables`; the rule is `duel.faults`)."""
 
 CONSTANTS = {"yes": "yes", "no": "no", "hint": "hint", "empty": ""}
 """The constant policies: name -> the text boxed on every turn."""
@@ -377,7 +361,7 @@ async def run_battery(play: Play, seeds: list[int], hint: str, salt: str) -> Bat
                     copy_lost_alike.add(seed)
         result.policies[name] = {"won": won, "seeds": played}
         if won >= need and result.flag is None:
-            result.flag = HINT_IS_KEY if isinstance(make(seeds[0]), _HintCopy) else TRIVIAL
+            result.flag = Flag.HINT_IS_KEY if isinstance(make(seeds[0]), _HintCopy) else Flag.TRIVIAL
             played_of = (f"{won} of the {plural(played, 'seed')} it played" if played < n
                          else f"{won} of {plural(n, 'seed')}")
             result.detail = (f"the {_describe(name)} policy won {played_of} (more than half of "
@@ -398,8 +382,8 @@ async def run_battery(play: Play, seeds: list[int], hint: str, salt: str) -> Bat
             if await judge(_hint_copier(list(phrases), echo)):
                 break
     result.hint_tokens_covered = tokens_covered and "hint_copy" in result.policies
-    if result.flag == TRIVIAL:
+    if result.flag == Flag.TRIVIAL:
         result.detail += "; the environment does not need a solver"
-    elif result.flag == HINT_IS_KEY:
+    elif result.flag == Flag.HINT_IS_KEY:
         result.detail += "; the hint is the answer (or a password), not teaching"
     return result

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, get_origin, get_type_hints
 
 from envduels._safe_load import load_json_capped, read_text_capped
-from envduels._text import valid_text
+from envduels._text import one_line, valid_text
 from envduels.envs._spec import DEFAULT_MAX_TURNS, EnvSpec
 from envduels.envs._static import (
     MAX_SOURCE_CHARS,
@@ -36,8 +36,7 @@ MAX_SEED = 2**63
 
 
 def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(repr(value), limit)
 
 
 # Byte caps on what a loader reads (`envduels._safe_load`): a source past MAX_SOURCE_CHARS

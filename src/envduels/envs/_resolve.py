@@ -25,7 +25,7 @@ from envduels.errors import UserError
 
 LIBRARY_PREFIX = "library:"
 
-Kind = Literal["file", "folder", "entry", "library"]
+ResolvedKind = Literal["file", "folder", "entry", "library"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Resolved:
     """
 
     text: str
-    kind: Kind
+    kind: ResolvedKind
     specs: list[EnvSpec]
 
     def one(self) -> EnvSpec:

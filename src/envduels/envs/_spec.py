@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from envduels._text import valid_text
 from envduels.envs._battery import BatteryFindings
@@ -51,6 +51,23 @@ class EnvSpec:
         return hashlib.sha256(valid_text(self.source).encode("utf-8")).hexdigest()
 
 
+class _VerdictRequired(TypedDict):
+    valid: bool
+    reasons: list[str]
+    oracle: OracleStatus
+    class_name: str | None
+    seeds: list[int]
+
+
+class VerdictRecord(_VerdictRequired, total=False):
+    """A `Verdict` as the run database records it (`Verdict.to_json`): the last three keys only
+    when there are any; a database written by an older envduels may lack the battery."""
+
+    warnings: list[str]
+    flags: list[str]
+    battery: BatteryFindings
+
+
 @dataclass
 class Verdict:
     """The outcome of `validate_env`.
@@ -75,10 +92,10 @@ class Verdict:
     """What the degenerate-policy battery found (`envs._battery.BatteryResult.to_json`) on a
     valid environment; None when it did not run."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> VerdictRecord:
         """A JSON-ready dict with exactly the fields above; `warnings`, `flags` and `battery`
         only when there are any."""
-        out: dict[str, Any] = {
+        out: VerdictRecord = {
             "valid": self.valid,
             "reasons": list(self.reasons),
             "oracle": self.oracle,

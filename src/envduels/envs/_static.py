@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
+from envduels._text import one_line
 from envduels.envs._spec import DEFAULT_MAX_TURNS
 
 _BOXED = re.compile(r"\\boxed\s*\{")
@@ -48,14 +49,9 @@ def parse_source(source: str) -> ast.Module:
     except MemoryError:
         raise StaticError("the source is too large to parse: write a smaller environment") from None
     except ValueError as err:  # e.g. null bytes, lone surrogates
-        raise StaticError(f"the source cannot be parsed ({_one_line(err)}): save it as plain UTF-8 Python") from None
+        raise StaticError(f"the source cannot be parsed ({one_line(err, 120)}): save it as plain UTF-8 Python") from None
     except Exception as err:  # anything else the parser may raise on hostile input
         raise StaticError(f"the source cannot be parsed ({type(err).__name__}): fix the source so that it parses") from None
-
-
-def _one_line(err: Exception) -> str:
-    text = " ".join(str(err).split())
-    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _methods(node: ast.ClassDef) -> set[str]:

@@ -36,9 +36,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from envduels._text import one_line
 from envduels.config import HINT_MAX_CHARS
+from envduels.duel.outcomes import Flag
 from envduels.envs._answer_check import check_answers
-from envduels.envs._battery import FIXED_ANSWER, BatteryFindings, Policy, run_battery
+from envduels.envs._battery import BatteryFindings, Policy, run_battery
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
 from envduels.envs._turns import turn_cap
@@ -62,9 +64,6 @@ environment must answer each with an observation, never by raising."""
 
 DRAWN_PROBES = 8
 """Probe actions drawn on top of `PROBE_ACTIONS` (see `probe_actions`)."""
-
-SEED_IGNORED = "seed_ignored"
-"""The verdict flag of a fixed-pool environment that ignores its seed (valid, with a warning)."""
 
 _WORDS = ("left", "right", "down", "north", "east", "take", "move", "swap", "fill", "pour", "no",
           "guess", "red", "blue", "open", "flip", "push", "pass", "stop", "cat", "apple", "stone")
@@ -189,8 +188,7 @@ def _status_if_fault(what: str) -> OracleStatus:
 
 
 def _short(text: str, limit: int = 60) -> str:
-    one_line = " ".join(text.split())
-    return repr(one_line if len(one_line) <= limit else one_line[: limit - 1] + "…")
+    return repr(one_line(text, limit))
 
 
 def _first_difference(a: _Episode, b: _Episode) -> str:
@@ -260,8 +258,8 @@ async def _run_episode(
     except Exception as fault:
         # last resort for anything else: a value the parent could not take is the
         # environment's doing, and must be a reason, never an exception out of validation
-        reason = fault.reason if isinstance(fault, EnvFault) else " ".join(
-            f"its answer could not be read ({type(fault).__name__}: {fault})".split())[:200]
+        reason = fault.reason if isinstance(fault, EnvFault) else one_line(
+            f"its answer could not be read ({type(fault).__name__}: {fault})", 200)
         where = "while loading" if call == "loading" else f"in {call}" + (f" (turn {turn})" if turn else "")
         raise _Failed(f"seed {seed}, {what}: {where}: {reason}",
                       _status_if_fault(what)) from None
@@ -417,7 +415,7 @@ async def validate_env(
                 f"every one of the {len(seeds)} benchmark seeds gives the same instance: the "
                 "environment ignores its seed, so its seeds are repeats of one fixed instance "
                 "(allowed for a fixed pool)")
-            flags.append(SEED_IGNORED)
+            flags.append(Flag.SEED_IGNORED)
         elif len(seeds) > 1 and _ignores_seed(probes, oracles):
             raise _Failed(
                 f"every one of the {len(seeds)} benchmark seeds gives the same initial observation "
@@ -454,11 +452,11 @@ async def validate_env(
         if found.flag is None and has_oracle:
             finals = {seed: o.actions[-1] for seed, o in zip(seeds, oracles, strict=True) if o}
             answers = await check_answers(oracle_final, finals, salt,
-                                          draw=SEED_IGNORED not in flags)
+                                          draw=Flag.SEED_IGNORED not in flags)
             found.answer_seeds = answers.seeds
             found.answers = {str(seed): digest for seed, digest in answers.by_seed.items()}
             if answers.fixed:
-                found.flag, found.detail = FIXED_ANSWER, answers.detail
+                found.flag, found.detail = Flag.FIXED_ANSWER, answers.detail
         battery = found.to_json()
         if found.flag is not None:
             warnings.append(found.detail)

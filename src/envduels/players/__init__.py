@@ -19,7 +19,13 @@ from envduels.players._base import (
     request_seed,
 )
 from envduels.players._build import CheckRow, build_player, build_players, check_models
-from envduels.players._cache import MemoryCache, ResponseCache, canonical_json, request_key
+from envduels.players._cache import (
+    CallRecord,
+    MemoryCache,
+    ResponseCache,
+    canonical_json,
+    request_key,
+)
 from envduels.players._cost import billed, cost_usd
 from envduels.players._retry import RetryPolicy
 
@@ -42,6 +48,7 @@ def __getattr__(name: str) -> type:
 __all__ = [
     "AnthropicPlayer",
     "BadRequest",
+    "CallRecord",
     "ContentRefused",
     "LocalPlayer",
     "OpenAIPlayer",

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import anthropic
 
-from envduels._text import valid_text
+from envduels._text import one_line, valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import (
-    Answer,
     Player,
+    ProviderAnswer,
     answer_tokens,
     check_finish,
     is_content_refusal,
@@ -27,8 +27,8 @@ from envduels.players._base import (
     sdk_http_client,
     token_count,
 )
-from envduels.players._cache import ResponseCache
-from envduels.players._openai import is_overflow, one_line
+from envduels.players._cache import Request, ResponseCache
+from envduels.players._openai import is_overflow
 from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
 
 ANTHROPIC_URL = "https://api.anthropic.com"
@@ -120,7 +120,7 @@ class AnthropicPlayer(Player):
                                                  http_client=http)
         return self._sdk
 
-    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> Request:
         cfg = self.config
         system, turns = split_system(messages)
         # The Messages API of current models fixes sampling (the SDK no longer takes temperature
@@ -136,7 +136,7 @@ class AnthropicPlayer(Player):
             request["system"] = system
         return request
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> ProviderAnswer:
         system, messages = request.get("system", ""), request["messages"]
         if conversation is not None:   # `cache: true`
             system, messages = cache_breakpoints(system, messages)
@@ -170,7 +170,7 @@ class AnthropicPlayer(Player):
         read = token_count(getattr(usage, "cache_read_input_tokens", None), "cache_read_input_tokens")
         written = token_count(getattr(usage, "cache_creation_input_tokens", None),
                               "cache_creation_input_tokens")
-        return Answer(text=text, finish_reason=finish_reason, usage=answer_tokens(
+        return ProviderAnswer(text=text, finish_reason=finish_reason, usage=answer_tokens(
             uncached + read + written,
             token_count(getattr(usage, "output_tokens", None), "output_tokens"),
             cache_read_tokens=read, cache_write_tokens=written))
@@ -179,7 +179,7 @@ class AnthropicPlayer(Player):
         status = err.status_code
         body = err.body if isinstance(err.body, dict) else {}
         inner = body.get("error", {}) if isinstance(body.get("error"), dict) else {}
-        message = self.scrub(one_line(inner.get("message") or err.message))
+        message = self.scrub(one_line(inner.get("message") or err.message, 300))
         who = f"player {self.name!r} ({self.endpoint}, model {self.config.model!r})"
         if status == 429 or status >= 500 or status in (408, 409):
             return Retryable(f"server said {status}: {message}", parse_retry_after(err.response.headers))

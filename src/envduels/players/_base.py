@@ -24,18 +24,25 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TypeVar, cast
 
-from envduels._text import plural, valid_text
+from envduels._text import one_line, plural, valid_text
 from envduels.config import PlayerConfig
+from envduels.duel.faults import ContentRefusal, ContextFull, ProviderFault
 from envduels.duel.usage import Usage
 from envduels.errors import UserError
-from envduels.players._cache import ResponseCache, request_key
+from envduels.players._cache import (
+    RECORDED_TOKENS,
+    CallRecord,
+    Request,
+    ResponseCache,
+    request_key,
+)
 from envduels.players._cost import billed
 from envduels.players._ratelimit import RateLimiter
 from envduels.players._retry import Retryable, RetryPolicy
 
 log = logging.getLogger("envduels.players")
 
-ROLES = ("author", "solver")
+_ROLES = ("author", "solver")
 
 _HIT = Usage(calls=1, cached=1)
 """What a response-cache hit adds to a role's usage: an answered call, nothing paid."""
@@ -98,7 +105,7 @@ class ChatResult:
         return self.usage.call_s
 
 
-class ContextOverflow(Exception):
+class ContextOverflow(ContextFull):
     """The conversation no longer fits the model's context: a solver failure, not an error."""
 
 
@@ -114,7 +121,7 @@ class BadRequest(UserError):
         self.status = status
 
 
-class ContentRefused(BadRequest):
+class ContentRefused(BadRequest, ContentRefusal):
     """The server refused this request for what the conversation says (a content filter or
     moderation policy), not for how it was asked. In an episode the conversation is the
     environment's text (docs/engine.md): the engine records `incomplete`, the author's fault,
@@ -150,12 +157,12 @@ def refusal(who: str, status: int, message: str, *, overflow: bool,
                       status)
 
 
-class ProviderError(Exception):
+class ProviderError(ProviderFault):
     """The provider still failed after every retry: the episode is an `error` (played again on resume)."""
 
 
 @dataclass(frozen=True)
-class Answer:
+class ProviderAnswer:
     """What a provider returns for one successful attempt: the text, why it stopped, and its
     token counts as a `Usage` (from `answer_tokens`; calls, cost and seconds left at 0)."""
 
@@ -200,7 +207,7 @@ def token_count(value: object, field: str) -> int:
     elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
         count = int(value)
     if count is None or not 0 <= count <= MAX_TOKENS_PER_CALL:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        shown = one_line(repr(value), 40)
         raise Retryable(f"malformed response (usage {field} is {shown}, not a token count)")
     return count
 
@@ -213,21 +220,15 @@ def check_finish(finish_reason: str) -> str:
     return finish_reason
 
 
-def _from_record(record: dict, key: str) -> ChatResult:
+def _from_record(record: CallRecord, key: str) -> ChatResult:
     """A cache hit: the original answer, tokens and latency; nothing new to pay. Records
     written before the prompt-cache split read as all input uncached."""
-    tokens = record["usage"]
-    usage = Usage(calls=1, cached=1, call_s=float(record["latency_s"]),
-                  **{name: int(tokens.get(name, 0)) for name in _RECORDED_TOKENS})
-    return ChatResult(text=valid_text(record["reply"]["text"]),  # a record cached before replies were cleaned
-                      finish_reason=record["reply"]["finish_reason"], request_key=key,
-                      usage=usage)
-
-
-_RECORDED_TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens",
-                    "cache_write_tokens")
-"""The token counts a response-cache record keeps under `usage` (the first two always; the
-others 0 when absent, in records written before they were counted)."""
+    u = record.usage
+    usage = Usage(calls=1, cached=1, call_s=u.call_s, input_tokens=u.input_tokens,
+                  output_tokens=u.output_tokens, reasoning_tokens=u.reasoning_tokens,
+                  cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens)
+    return ChatResult(text=valid_text(record.text),  # a record cached before replies were cleaned
+                      finish_reason=record.finish_reason, request_key=key, usage=usage)
 
 
 _TURN_SUFFIX = re.compile(r":(turn|attempt):\d+$")
@@ -329,7 +330,7 @@ class Player:
         self._limiter = RateLimiter(config.requests_per_minute, config.tokens_per_minute)
         self._usage: dict[str, Usage] = defaultdict(Usage)   # frozen: replaced with +=
         self._secrets: list[str] = []
-        self._inflight: dict[str, asyncio.Future[dict]] = {}
+        self._inflight: dict[str, asyncio.Future[CallRecord]] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.provider}:{self.config.model}>"
@@ -357,8 +358,8 @@ class Player:
         key, a rejected key, an unknown model or a bad request. Lone surrogates in `messages`
         are sent, keyed and recorded as U+FFFD; the answer's text never holds one.
         """
-        if role not in ROLES:
-            raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+        if role not in _ROLES:
+            raise ValueError(f"role must be one of {_ROLES}, not {role!r}")
         # Observations come from untrusted environment code: a lone surrogate could be neither
         # sent, hashed nor stored. Ordinary text is unchanged, so existing cache keys still hit.
         messages = [{k: valid_text(v) if isinstance(v, str) else v for k, v in m.items()}
@@ -383,7 +384,7 @@ class Player:
                 raise
             self._usage[role] += _HIT
             return _from_record(record, key)
-        future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[CallRecord] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
             result, record = await self._answer_fresh(request, key, messages, role, call_id)
@@ -399,8 +400,8 @@ class Player:
             del self._inflight[key]
         return result
 
-    async def _answer_fresh(self, request: dict, key: str, messages: list[dict[str, str]],
-                            role: str, call_id: str) -> tuple[ChatResult, dict]:
+    async def _answer_fresh(self, request: Request, key: str, messages: list[dict[str, str]],
+                            role: str, call_id: str) -> tuple[ChatResult, CallRecord]:
         estimate = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 16
         # Prompt-cache hints go with the request but not into it: they never change the
         # answer, so the request key (and every call recorded before them) stays valid.
@@ -414,20 +415,16 @@ class Player:
         self._usage[role] += usage
         result = ChatResult(text=answer.text, finish_reason=answer.finish_reason,
                             request_key=key, usage=usage)
-        # The record's shape is the run database's (calls.record): keep it as it is, so
-        # every response cached before stays readable (`_from_record`).
-        record = {
-            "request": request,
-            "reply": {"text": answer.text, "finish_reason": answer.finish_reason},
-            "usage": {name: int(getattr(tokens, name)) for name in _RECORDED_TOKENS},
-            "cost_usd": usage.cost_usd, "saved_usd": usage.saved_usd, "latency_s": latency,
-            "retries": retries, "player": self.name, "role": role, "call_id": call_id}
+        record = CallRecord(request=request, text=answer.text, finish_reason=answer.finish_reason,
+                            usage=replace(usage, **{n: int(getattr(tokens, n))
+                                                    for n in RECORDED_TOKENS}),
+                            player=self.name, role=role, call_id=call_id)
         if self.cache is not None:
             self.cache.put(key, record)
         return result, record
 
-    async def _send_with_retries(self, request: dict, estimate: int, conversation: str | None
-                                 ) -> tuple[Answer, float, int]:
+    async def _send_with_retries(self, request: Request, estimate: int, conversation: str | None
+                                 ) -> tuple[ProviderAnswer, float, int]:
         attempt = 0
         while True:
             await self._limiter.acquire(estimate)  # every attempt is a request the server counts
@@ -458,14 +455,14 @@ class Player:
             text = re.sub(rf"(?<![\w./-]){re.escape(secret)}(?![\w-]|\.\w)", "***", text)
         return text
 
-    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> Request:
         """The full request as a secret-free dict; its canonical JSON is the cache key."""
         raise NotImplementedError
 
     async def _ready(self) -> None:
         """Prepare to send (e.g. start a model server), outside the latency measurement."""
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> ProviderAnswer:
         """Send `request` once. Raise `Retryable`, `ContextOverflow` or `UserError`.
 
         `conversation` (None when `cache` is off) names the conversation the call belongs to

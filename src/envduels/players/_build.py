@@ -6,6 +6,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from envduels._text import one_line
 from envduels.config import PlayerConfig, RunConfig
 from envduels.errors import UserError
 from envduels.players._base import ContextOverflow, Player, ProviderError
@@ -30,10 +31,6 @@ def provider_class(provider: str) -> type[Player]:
     return getattr(importlib.import_module(module), name)
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    from envduels.players._openai import one_line as _one_line
-
-    return _one_line(text, limit)
 
 CHECK_PROMPT = [{"role": "user", "content": "Reply with OK"}]
 CHECK_MAX_TOKENS = 8
@@ -88,14 +85,14 @@ async def _check_one(config: PlayerConfig) -> CheckRow:
                               retry_policy=RetryPolicy(base_s=0.5, max_retry_after_s=5.0))
     except UserError as err:
         return CheckRow(**base, ok=False, latency_s=None, input_tokens=0, output_tokens=0,
-                        reply="", error=one_line(str(err)))
+                        reply="", error=one_line(str(err), 300))
     started = time.monotonic()
     try:
         result = await player.chat(CHECK_PROMPT, call_id="models-check", role="solver",
                                    max_tokens=CHECK_MAX_TOKENS)
     except (UserError, ProviderError, ContextOverflow) as err:
         return CheckRow(**base, ok=False, latency_s=time.monotonic() - started, input_tokens=0,
-                        output_tokens=0, reply="", error=one_line(player.scrub(str(err))))
+                        output_tokens=0, reply="", error=one_line(player.scrub(str(err)), 300))
     finally:
         await player.aclose()
     usage = result.usage

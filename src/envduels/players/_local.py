@@ -39,10 +39,11 @@ from pathlib import Path
 import httpx
 import openai
 
+from envduels._text import one_line
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
-from envduels.players._base import Answer, ProviderError
-from envduels.players._cache import ResponseCache
+from envduels.players._base import ProviderAnswer, ProviderError
+from envduels.players._cache import Request, ResponseCache
 from envduels.players._openai import OpenAIPlayer
 from envduels.players._retry import Retryable, RetryPolicy
 
@@ -286,9 +287,9 @@ class ModelServer:
             return "no log"
         causes = [m.group(1) for m in map(_LLAMA_CPP_ERROR.match, lines) if m]
         if causes:  # llama.cpp's own log (xllamacpp): its first error is the cause
-            return " ".join(causes[0].split())[:300]
+            return one_line(causes[0], 300)
         errors = [line for line in lines if "error" in line.lower()]
-        return " ".join((errors or lines or ["no output"])[-1].split())[:300]
+        return one_line((errors or lines or ["no output"])[-1], 300)
 
     def stop(self) -> None:
         """Kill the server's process group; idempotent."""
@@ -383,7 +384,7 @@ class LocalPlayer(OpenAIPlayer):
         # llama.cpp reuses its KV cache by itself and bills nothing: no key to send.
         return None
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> ProviderAnswer:
         server = self.server
         async with server.slot():
             try:
@@ -430,6 +431,6 @@ async def check_binding(binding: str, model: str = "smollm2") -> str | None:
             return f"its server's chat completion has no text or usage: {reply.text[:200]}"
         return None
     except (UserError, ProviderError, httpx.HTTPError, ValueError) as err:
-        return " ".join(str(err).split())[:400] or type(err).__name__
+        return one_line(err, 400) or type(err).__name__
     finally:
         server.stop()

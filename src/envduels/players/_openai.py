@@ -14,12 +14,12 @@ import re
 
 import openai
 
-from envduels._text import valid_text
+from envduels._text import one_line, valid_text
 from envduels.config import PlayerConfig
 from envduels.errors import UserError
 from envduels.players._base import (
-    Answer,
     Player,
+    ProviderAnswer,
     answer_tokens,
     check_finish,
     is_content_refusal,
@@ -28,7 +28,7 @@ from envduels.players._base import (
     sdk_http_client,
     token_count,
 )
-from envduels.players._cache import ResponseCache
+from envduels.players._cache import Request, ResponseCache
 from envduels.players._retry import Retryable, RetryPolicy, parse_retry_after
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -45,11 +45,6 @@ def is_overflow(message: str, code: object = None) -> bool:
     """Does a 400's message or code say the conversation does not fit the context?"""
     return code in ("context_length_exceeded", "string_above_max_length") or bool(
         _OVERFLOW.search(message or ""))
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def server_message(err: openai.APIStatusError) -> str:
@@ -111,7 +106,7 @@ class OpenAIPlayer(Player):
             self._sdk = self._make_client(self.endpoint)
         return self._sdk
 
-    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> dict:
+    def _request(self, messages: list[dict[str, str]], max_tokens: int, seed: int) -> Request:
         cfg = self.config
         params: dict[str, object] = {"seed": seed}
         if cfg.reasoning_effort is not None:
@@ -138,7 +133,7 @@ class OpenAIPlayer(Player):
         digest = hashlib.sha256(f"{self.name}\x00{conversation}".encode("utf-8", "surrogatepass"))
         return "envduels-" + digest.hexdigest()[:32]
 
-    async def _send(self, request: dict, conversation: str | None = None) -> Answer:
+    async def _send(self, request: Request, conversation: str | None = None) -> ProviderAnswer:
         sdk = await self.client()
         body = {"model": request["model"], "messages": request["messages"], **request["params"]}
         cache_key = self.prompt_cache_key(conversation)
@@ -181,7 +176,7 @@ class OpenAIPlayer(Player):
         return Retryable(f"connection to {self.endpoint} failed ({detail})")
 
     @staticmethod
-    def _answer(reply: object) -> Answer:
+    def _answer(reply: object) -> ProviderAnswer:
         """The answer in a chat-completion JSON body; `Retryable` when the body is malformed."""
         if not isinstance(reply, dict):
             raise Retryable("malformed response (no choices)")
@@ -199,7 +194,7 @@ class OpenAIPlayer(Player):
         usage = _mapping(reply.get("usage"))
         prompt = _mapping(usage.get("prompt_tokens_details"))
         completion = _mapping(usage.get("completion_tokens_details"))
-        return Answer(text=text, finish_reason=finish_reason, usage=answer_tokens(
+        return ProviderAnswer(text=text, finish_reason=finish_reason, usage=answer_tokens(
             token_count(usage.get("prompt_tokens"), "prompt_tokens"),
             token_count(usage.get("completion_tokens"), "completion_tokens"),
             cache_read_tokens=token_count(prompt.get("cached_tokens"), "cached_tokens"),
@@ -207,7 +202,7 @@ class OpenAIPlayer(Player):
 
     def _classify(self, err: openai.APIStatusError) -> Exception:
         status = err.status_code
-        message = self.scrub(one_line(server_message(err)))
+        message = self.scrub(one_line(server_message(err), 300))
         code = getattr(err, "code", None)
         who = f"player {self.name!r} ({self.endpoint}, model {self.config.model!r})"
         if status == 429:

@@ -1,15 +1,17 @@
-"""`envduels report` and `envduels leaderboard`: read run databases, analyse, write and print."""
+"""The report's commands: `envduels report`, `leaderboard`, `demo`, `correlate` and `plan`, as
+the CLI calls them: read run databases (through `store.RunReader`), analyse, write and print."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envduels.errors import UserError
 
 if TYPE_CHECKING:
+    from envduels.report.plan import DesignFlags
     from envduels.store import Tables
 
 
@@ -29,13 +31,13 @@ def schema_command() -> int:
 
 def _load(run_dir: Path) -> tuple[Tables, str, str | None]:
     """The run's tables, its name and history mode; UserError when it is not a finished-enough run."""
-    from envduels.store import DB_NAME, Store
+    from envduels.store import DB_NAME, RunReader
 
     run_dir = Path(run_dir)
     if not (run_dir / DB_NAME).is_file():
         raise UserError(f"{run_dir} holds no run database ({DB_NAME}); pass the output_dir of a run "
                         "started with `envduels run CONFIG`")
-    store = Store.open_readonly(run_dir, live=False)
+    store = RunReader(run_dir)
     try:
         tables = store.tables()
         config = store.run_config()
@@ -175,4 +177,81 @@ def demo_command(*, json_path: Path | None, html_path: Path | None, bootstrap: i
         _write(Path(html_path), render_html([analysis], preface=lines))
         written.append(str(html_path))
     print_summary(lines + headline(analysis.result), written)
+    return 0
+
+
+def correlate_command(run_dir: Path, gains: Path, *, out: Path | None, bootstrap: int) -> int:
+    """The CLI command: print the correlations, save JSON and the scatter plot; returns 0."""
+    if bootstrap < 0:
+        raise UserError(f"--bootstrap {bootstrap} is negative; give 0 (no intervals) or e.g. 2000")
+    from rich.console import Console
+
+    from envduels.report.correlate import (
+        correlate_tables,
+        load_run_tables,
+        print_result,
+        save_scatter,
+    )
+
+    tables = load_run_tables(run_dir)
+    result = correlate_tables(tables, gains, bootstrap=bootstrap)
+    out_dir = out if out is not None else run_dir / "correlate"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        doc = result.to_json() | {"run_dir": str(run_dir), "gains_file": str(gains)}
+        (out_dir / "correlate.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        save_scatter(result, out_dir)
+    except OSError as err:
+        raise UserError(f"cannot write to {out_dir} ({err.strerror}); pass a writable --out folder") from None
+    print_result(result)
+    Console().print(f"saved {out_dir / 'correlate.json'}, {out_dir / 'scatter.png'}, {out_dir / 'scatter.svg'}")
+    return 0
+
+
+def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float], replicates: int,
+                 bootstrap: int, cycle: float, seed: int, as_json: bool, jobs: int = 1) -> int:
+    """Print the cost and simulated power of a design (one JSON object with `--json`)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from envduels._fixed_envs import load_fixed_envs
+    from envduels.analysis.plan import plan
+    from envduels.report.plan import DEFAULT_SPREADS, design_config, design_cost, emit, sim_design
+
+    if replicates < 1:
+        raise UserError(f"--replicates must be 1 or more (got {replicates}); 20 gives figures ± about 0.1")
+    if bootstrap < 1:
+        raise UserError(f"--bootstrap must be 1 or more (got {bootstrap}); intervals need draws")
+    if any(s < 0 for s in spreads):
+        raise UserError("--spread takes a half-width in logits, 0 or more (e.g. --spread 0.4 --spread 1.5)")
+    if jobs < 1:
+        raise UserError(f"--jobs must be 1 or more (got {jobs})")
+    if cycle < 0:
+        raise UserError(f"--cycle must be 0 or more logits (got {cycle})")
+    cfg = design_config(config, flags)
+    if len(cfg.players) < 2:
+        raise UserError(f"{config}: plan needs at least 2 players; ratings compare players")
+    cost = design_cost(cfg, load_fixed_envs(cfg))
+    spreads = list(dict.fromkeys(spreads or DEFAULT_SPREADS))
+    doc: dict[str, Any] = {"design": {"name": cfg.name, "players": [p.name for p in cfg.players],
+                                      "tournament": cfg.tournament.model_dump(mode="json")},
+                           "cost": cost}
+    if sum(p.authors for p in cfg.players) < 2:
+        # the simulator plays authored tournaments; a fixed-pool evaluation has no author or duel
+        # rating to plan, and its solver rating depends on pool environments it cannot know
+        doc |= {"simulation": None, "spreads": [],
+                "no_simulation": "fewer than 2 players author: plan simulates authored tournaments only"}
+        emit(cfg, cost, doc, as_json)
+        return 0
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulating", total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        result = plan(sim_design(cfg), spreads, replicates=replicates, bootstrap=bootstrap, cycle=cycle,
+                      seed=seed, jobs=jobs, progress=tick)
+    doc |= result.json()
+    emit(cfg, cost, doc, as_json)
     return 0

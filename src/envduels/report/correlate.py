@@ -8,10 +8,9 @@ the run's tables (`envduels.analysis.transfer`), prints a table, and saves `corr
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -19,9 +18,7 @@ from envduels._safe_load import read_text_capped
 from envduels.errors import UserError
 
 if TYPE_CHECKING:  # the analysis stack loads scipy: imported only once the input is known good
-    from envduels.analysis.transfer import TransferResult
-
-Unit = Literal["author", "env_id"]
+    from envduels.analysis.transfer import TransferResult, Unit
 
 GAINS_MAX_BYTES = 64 << 20
 """The largest gains file read (one short row per author or environment)."""
@@ -124,31 +121,10 @@ def load_run_tables(run_dir: Path) -> Any:
         raise UserError(f"run folder {run_dir} does not exist; pass the folder that holds run.db")
     if not (run_dir / "run.db").is_file():
         raise UserError(f"{run_dir} holds no run.db; pass the output_dir of an `envduels run`")
-    from envduels.store import Store
+    from envduels.store import RunReader
 
-    with Store.open_readonly(run_dir, live=False) as store:
+    with RunReader(run_dir) as store:
         return store.tables()
-
-
-def correlate_command(run_dir: Path, gains: Path, *, out: Path | None, bootstrap: int) -> int:
-    """The CLI command: print the correlations, save JSON and the scatter plot; returns 0."""
-    if bootstrap < 0:
-        raise UserError(f"--bootstrap {bootstrap} is negative; give 0 (no intervals) or e.g. 2000")
-    tables = load_run_tables(run_dir)
-    result = correlate_tables(tables, gains, bootstrap=bootstrap)
-    out_dir = out if out is not None else run_dir / "correlate"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        doc = result.to_json() | {"run_dir": str(run_dir), "gains_file": str(gains)}
-        (out_dir / "correlate.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        save_scatter(result, out_dir)
-    except OSError as err:
-        raise UserError(f"cannot write to {out_dir} ({err.strerror}); pass a writable --out folder") from None
-    print_result(result)
-    from rich.console import Console
-
-    Console().print(f"saved {out_dir / 'correlate.json'}, {out_dir / 'scatter.png'}, {out_dir / 'scatter.svg'}")
-    return 0
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

@@ -108,7 +108,7 @@ def design_cost(cfg: RunConfig, pool_specs: Sequence[EnvSpec]) -> DesignCost:
             "calls_max": authoring + solving, "players": players}
 
 
-def _sim_design(cfg: RunConfig) -> SimDesign:
+def sim_design(cfg: RunConfig) -> SimDesign:
     from envduels.analysis.plan import SimDesign
 
     t = cfg.tournament
@@ -177,55 +177,8 @@ def _print_plan(cfg: RunConfig, cost: DesignCost, doc: dict[str, Any]) -> None:
                   "(raise --replicates to narrow it).", style="dim")
 
 
-def plan_command(config: Path | None, flags: DesignFlags, *, spreads: list[float], replicates: int,
-                 bootstrap: int, cycle: float, seed: int, as_json: bool, jobs: int = 1) -> int:
-    """Print the cost and simulated power of a design (one JSON object with `--json`)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from envduels._pool import load_fixed_envs
-    from envduels.analysis.plan import plan
-
-    if replicates < 1:
-        raise UserError(f"--replicates must be 1 or more (got {replicates}); 20 gives figures ± about 0.1")
-    if bootstrap < 1:
-        raise UserError(f"--bootstrap must be 1 or more (got {bootstrap}); intervals need draws")
-    if any(s < 0 for s in spreads):
-        raise UserError("--spread takes a half-width in logits, 0 or more (e.g. --spread 0.4 --spread 1.5)")
-    if jobs < 1:
-        raise UserError(f"--jobs must be 1 or more (got {jobs})")
-    if cycle < 0:
-        raise UserError(f"--cycle must be 0 or more logits (got {cycle})")
-    cfg = design_config(config, flags)
-    if len(cfg.players) < 2:
-        raise UserError(f"{config}: plan needs at least 2 players; ratings compare players")
-    cost = design_cost(cfg, load_fixed_envs(cfg))
-    spreads = list(dict.fromkeys(spreads or DEFAULT_SPREADS))
-    doc: dict[str, Any] = {"design": {"name": cfg.name, "players": [p.name for p in cfg.players],
-                                      "tournament": cfg.tournament.model_dump(mode="json")},
-                           "cost": cost}
-    if sum(p.authors for p in cfg.players) < 2:
-        # the simulator plays authored tournaments; a fixed-pool evaluation has no author or duel
-        # rating to plan, and its solver rating depends on pool environments it cannot know
-        doc |= {"simulation": None, "spreads": [],
-                "no_simulation": "fewer than 2 players author: plan simulates authored tournaments only"}
-        _emit(cfg, cost, doc, as_json)
-        return 0
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("simulating", total=None)
-
-        def tick(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        result = plan(_sim_design(cfg), spreads, replicates=replicates, bootstrap=bootstrap, cycle=cycle,
-                      seed=seed, jobs=jobs, progress=tick)
-    doc |= result.json()
-    _emit(cfg, cost, doc, as_json)
-    return 0
-
-
-def _emit(cfg: RunConfig, cost: DesignCost, doc: dict[str, Any], as_json: bool) -> None:
+def emit(cfg: RunConfig, cost: DesignCost, doc: dict[str, Any], as_json: bool) -> None:
+    """Print the plan: one JSON object (`as_json`), else the tables and their reading."""
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     else:

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from envduels._text import printable  # noqa: E402
+from envduels._text import one_line, printable  # noqa: E402
 from envduels.analysis.result import CostRow, Learning, MapPoint, RatingRow, Scale  # noqa: E402
 
 plt.rcParams.update({"font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
@@ -40,9 +40,7 @@ def plot_label(name: object, n: int = 24) -> str:
     the terminal raw, through matplotlib's "Glyph missing" warning), cut to `n` characters, with
     `$` escaped (matplotlib reads `$…$` as math, and a name such as `a$\\frac{$` would crash the
     report). Every name that reaches a figure goes through here."""
-    s = printable(str(name))
-    s = s if len(s) <= n else s[: n - 1] + "…"
-    return s.replace("$", r"\$")
+    return one_line(printable(str(name)), n).replace("$", r"\$")
 
 
 def ratings_plot_figure(rows: Sequence[RatingRow], title: str) -> plt.Figure | None:

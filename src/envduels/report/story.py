@@ -79,7 +79,7 @@ GLOSSARY: dict[str, str] = {
 """Every column and term the report shows, defined once (hover titles and the glossary section)."""
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
+def _plural(n: int, word: str, many: str | None = None) -> str:
     """`1 environment`, `2 environments` (`many` for irregular plurals)."""
     return f"{n} {word if n == 1 else many or word + 's'}"
 
@@ -132,14 +132,14 @@ def unrated_reason(kind: str, j: RunReport | Mapping[str, object]) -> str:
     if kind == "solver":
         if len(solvers) < 2:
             who = f" ({solvers[0]})" if solvers else ""
-            return (f"this run has {plural(len(solvers), 'solver')}{who}; a solver rating compares "
+            return (f"this run has {_plural(len(solvers), 'solver')}{who}; a solver rating compares "
                     "two or more solvers on common environments")
         return "no two solvers both finished matched pairs on a common environment"
     if kind == "author":
         if authored and not writers:
             return "no authored environment was valid"
         if len(writers) < 2:
-            return (f"{plural(len(writers), 'author')} wrote a valid environment; an author rating compares "
+            return (f"{_plural(len(writers), 'author')} wrote a valid environment; an author rating compares "
                     "two or more authors on common solvers")
         return "no solver finished matched pairs on the valid environments of two different authors"
     return "no two models met in a scored duel"
@@ -161,7 +161,7 @@ def _validity(j: RunReport) -> list[str]:
          f"failed validation ({'; '.join(reasons[:2])}{'; …' if len(reasons) > 2 else ''}), so nothing here "
          "measures authoring")
     if pool:
-        s += (f"; the solvers played only the {plural(len(pool), 'library environment')} of the fixed pool, "
+        s += (f"; the solvers played only the {_plural(len(pool), 'library environment')} of the fixed pool, "
               "and the duels count each invalid environment as a forfeit")
     return [s + "."]
 
@@ -235,7 +235,7 @@ def leader(kind: Kind, j: RunReport) -> str:
     return s + _driver(kind, j, level if len(level) > 1 else [top.model])
 
 
-def flagged_lead(j: RunReport) -> str | None:
+def _flagged_lead(j: RunReport) -> str | None:
     """The call-out when the duel leader's lead comes from a leaking or hint-gated environment."""
     f = j.duel_flagged_lead
     if f is None:
@@ -252,7 +252,7 @@ def flagged_lead(j: RunReport) -> str | None:
             f"answer away or the puzzle cannot be solved without it: {envs}; {after}.")
 
 
-def unrated_authors(j: RunReport) -> str | None:
+def _unrated_authors(j: RunReport) -> str | None:
     """The authors the author rating leaves out, each with why (None when it leaves out none or
     has no rating at all, which `unrated_reason` explains)."""
     out = j.rating_methods.author.unrated
@@ -266,7 +266,7 @@ def _divergence(j: RunReport) -> str | None:
     if d.spearman is None:
         return None
     s = (f"Authoring vs solving: Spearman ρ = {d.spearman:.2f} between author and solver ratings over "
-         f"{plural(d.models, 'model')}")
+         f"{_plural(d.models, 'model')}")
     if d.ci_low is not None and d.ci_high is not None:
         s += f" (95% interval {d.ci_low:.2f} to {d.ci_high:.2f})"
         if d.ci_low <= 0 <= d.ci_high:
@@ -289,7 +289,7 @@ def battery_faults(j: RunReport) -> str | None:
     if not hit:
         return None
     envs = "; ".join(f"{e.id} by {e.author} ({f}: {_BATTERY_WHY[f]})" for e, f in hit)
-    return (f"{plural(len(hit), 'environment')} scored as {'its' if len(hit) == 1 else 'their'} "
+    return (f"{_plural(len(hit), 'environment')} scored as {'its' if len(hit) == 1 else 'their'} "
             f"author's fault in every episode (no lift, a forfeit in every duel): {envs}.")
 
 
@@ -306,9 +306,9 @@ def findings(report: RunReport | Mapping[str, object]) -> list[str]:
         if kind == "author" and not authored_valid and any(not e.fixed_pool for e in j.environments):
             continue  # said by the validity sentence
         out.append(leader(kind, j))
-        if kind == "author" and (u := unrated_authors(j)):
+        if kind == "author" and (u := _unrated_authors(j)):
             out.append(u)
-        if kind == "duel" and (f := flagged_lead(j)):
+        if kind == "duel" and (f := _flagged_lead(j)):
             out.append(f)
     if (d := _divergence(j)) is not None:
         out.append(d)
@@ -316,8 +316,8 @@ def findings(report: RunReport | Mapping[str, object]) -> list[str]:
     valid = sum(1 for e in envs if e.valid)
     run = j.run
     cost = "" if run.cost_usd is None else f", ${run.cost_usd:.2f}"
-    out.append(f"{plural(len(envs), 'environment')} ({valid} valid), {plural(run.episodes, 'episode')}, "
-               f"{plural(run.matched_pairs, 'matched pair')}{cost}.")
+    out.append(f"{_plural(len(envs), 'environment')} ({valid} valid), {_plural(run.episodes, 'episode')}, "
+               f"{_plural(run.matched_pairs, 'matched pair')}{cost}.")
     t = j.transitivity
     if t.triads:
         sig = t.significant_cycles

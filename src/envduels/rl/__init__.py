@@ -1,7 +1,8 @@
 """Training on what the duels found: the hinted rescue, self-distillation rows, the TRL adapter.
 
 Public surface: `HintedRescue` (the hinted rescue as a pure, trainer-independent policy),
-`RescueCounters`, `GroupRecord`, `GroupKey`; `Curriculum` (which (environment, seed) to train
+`RescueCounters`, `GroupRecord`, `GroupKey`, `rewarded` (a rollout's reward is a win's;
+`is_success`, its old name, is kept); `Curriculum` (which (environment, seed) to train
 on next, by panel learnability or by what the rescue made trainable); `solver_prompt`,
 `TEACHER_PROMPT_TEMPLATE` and `first_observations` (the rows `envduels export --format jsonl|hf`
 writes for TRL's self-distillation trainers). The TRL adapter lives in `envduels.rl.grpo` and needs
@@ -11,7 +12,8 @@ How it fits together: docs/training.md.
 
 from envduels.rl._curriculum import Curriculum
 from envduels.rl._distill import TEACHER_PROMPT_TEMPLATE, first_observations, solver_prompt
-from envduels.rl._rescue import GroupKey, GroupRecord, HintedRescue, RescueCounters, is_success
+from envduels.rl._rescue import GroupKey, GroupRecord, HintedRescue, RescueCounters, rewarded
+from envduels.rl._rescue import rewarded as is_success  # the old name, kept for its callers
 
 __all__ = ["TEACHER_PROMPT_TEMPLATE", "Curriculum", "GroupKey", "GroupRecord", "HintedRescue",
-           "RescueCounters", "first_observations", "is_success", "solver_prompt"]
+           "RescueCounters", "first_observations", "is_success", "rewarded", "solver_prompt"]

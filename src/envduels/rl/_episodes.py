@@ -22,7 +22,8 @@ less the time the policy spent generating (the trainer's own compute, which a sl
 machine must not turn into cut episodes). An environment call still running when it is spent
 is cancelled (the sandbox kills its worker), and every episode not yet over ends `incomplete`
 with `budget_reason(episode_wall_s)`: the batch spends at most `episode_wall_s` on its
-environments.
+environments. What each failure means is `duel.faults`' to decide, as for every other driver
+of an episode; a host's failure (no sandbox could start: `error`) ends the whole batch.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from envduels._text import valid_text
+from envduels.duel.faults import OutOfTime, Phase, fail
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import SYSTEM_PROMPT, Entry, Episode, turn_cap
 from envduels.rl._rescue import HINT_1, HINT_2, NO_HINT
@@ -52,21 +54,20 @@ sandbox starts on a loaded machine and still bounds a batch that one slow enviro
 
 
 def budget_reason(episode_wall_s: float) -> str:
-    """The reason of an episode ended by the wall budget: the harness's limit, said as such."""
-    return (f"harness limit: the per-episode wall budget (episode_wall_s={episode_wall_s:g} s "
-            "of environment time) ran out")
-
-
-class _OutOfBudget(Exception):
-    """The batch's wall budget ran out while (or before) an environment call ran."""
+    """The reason of an episode ended by the wall budget (`duel.faults.OutOfTime.of`)."""
+    return OutOfTime.of(episode_wall_s).reason
 
 
 class _Clock:
     """A batch's environment time against its budget: wall time since the batch began, less
-    the time spent generating (`generated`)."""
+    the time spent generating (`generated`). A call past the budget raises `OutOfTime`."""
 
     def __init__(self, budget_s: float) -> None:
         self.deadline = time.monotonic() + budget_s
+        self.budget_s = budget_s
+
+    def out(self) -> OutOfTime:
+        return OutOfTime.of(self.budget_s)
 
     def generated(self, seconds: float) -> None:
         self.deadline += seconds
@@ -75,18 +76,18 @@ class _Clock:
         return time.monotonic() >= self.deadline
 
     async def within(self, call: Awaitable[T]) -> T:
-        """`call`'s result, or `_OutOfBudget` once the budget is spent (the call cancelled)."""
+        """`call`'s result, or `OutOfTime` once the budget is spent (the call cancelled)."""
         left = self.deadline - time.monotonic()
         if left <= 0:
             if asyncio.iscoroutine(call):
                 call.close()   # never started
-            raise _OutOfBudget
+            raise self.out()
         try:
             async with asyncio.timeout(left) as scope:
                 return await call
         except TimeoutError:
             if scope.expired():
-                raise _OutOfBudget from None
+                raise self.out() from None
             raise
 
 
@@ -199,14 +200,12 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
     `episode_wall_s` seconds on its environments (the model's generation not counted), every
     episode still running ends `incomplete` with `budget_reason(episode_wall_s)`, so the call
     returns within that budget plus its generation time. A sandbox that cannot start
-    (`SandboxStartError`) raises: the host is broken and no reward would be honest.
+    (`SandboxStartError`, an `error` by `duel.faults`) raises: the host is broken and no reward
+    would be honest.
     """
-    from envduels.sandbox import EnvFault, SandboxStartError
-
     if not episode_wall_s > 0:
         raise ValueError(f"episode_wall_s must be above 0 seconds, got {episode_wall_s!r}")
     clock = _Clock(episode_wall_s)
-    out_of_budget = budget_reason(episode_wall_s)
     envs: list[EnvInstance | RemoteEnvInstance | None] = [None] * len(requests)
     rollouts: list[Rollout] = []
     running: list[int] = []
@@ -214,17 +213,10 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
         opened = await asyncio.gather(
             *(clock.within(_open(pool, r)) for r in requests), return_exceptions=True)
         for i, (req, got) in enumerate(zip(requests, opened, strict=True)):
-            if isinstance(got, SandboxStartError):
-                raise got
             episode = Episode(turn_cap(req.spec.max_turns, max_turns),
                               hint=hint_text(req.spec, req.hint_level))
             if isinstance(got, BaseException):
-                if isinstance(got, _OutOfBudget):
-                    episode.end(Outcome.INCOMPLETE, out_of_budget)
-                elif isinstance(got, EnvFault):
-                    episode.end(Outcome.INCOMPLETE, f"environment failed to start: {got.reason}")
-                else:
-                    raise got
+                _failed(episode, got, Phase.START)
                 system = [{"role": "system", "content": SYSTEM_PROMPT}]
                 rollouts.append(Rollout(req, policy.prompt_ids(system), episode))
                 continue
@@ -238,7 +230,7 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
             replies = await asyncio.to_thread(policy.generate, contexts)
             clock.generated(time.monotonic() - began)
             steps = await asyncio.gather(
-                *(_turn(rollouts[i], _opened(envs[i]), reply, policy, clock, out_of_budget)
+                *(_turn(rollouts[i], _opened(envs[i]), reply, policy, clock)
                   for i, reply in zip(running, replies, strict=True)))
             running = [i for i, still in zip(running, steps, strict=True) if still]
     finally:
@@ -268,11 +260,17 @@ async def _open(pool: SandboxPool, req: EpisodeRequest
     return env, observation
 
 
-async def _turn(ro: Rollout, env: EnvInstance | RemoteEnvInstance, reply_ids: list[int], policy: TokenPolicy,
-                clock: _Clock, out_of_budget: str) -> bool:
-    """Play one sampled reply as its episode's turn; True while the episode goes on."""
-    from envduels.sandbox import EnvFault, SandboxStartError
+def _failed(episode: Episode, err: BaseException, phase: Phase) -> None:
+    """End `episode` as `duel.faults` decides for `err`; an `error` (the host's: no sandbox
+    could start) raises it, for no reward of the batch would be honest."""
+    fail(episode, err, phase)
+    if episode.outcome is Outcome.ERROR:
+        raise err
 
+
+async def _turn(ro: Rollout, env: EnvInstance | RemoteEnvInstance, reply_ids: list[int],
+                policy: TokenPolicy, clock: _Clock) -> bool:
+    """Play one sampled reply as its episode's turn; True while the episode goes on."""
     ro.completion_ids += reply_ids
     ro.mask += [1] * len(reply_ids)
     episode = ro.episode
@@ -281,20 +279,13 @@ async def _turn(ro: Rollout, env: EnvInstance | RemoteEnvInstance, reply_ids: li
     if action is not None:
         try:
             result: StepResult = await clock.within(env.step(action))
-        except SandboxStartError:   # the host's: no reward would be honest
-            raise
-        except EnvFault as fault:
-            episode.step_failed(fault.reason)
-            episode.end(Outcome.INCOMPLETE, f"environment fault: {fault.reason}")
-            return False
-        except _OutOfBudget:
-            episode.step_failed(out_of_budget)
-            episode.end(Outcome.INCOMPLETE, out_of_budget)
+        except Exception as err:
+            _failed(episode, err, Phase.STEP)
             return False
         episode.observe(result.observation, result.reward, result.terminated, result.truncated)
     elif not episode.done and clock.spent():
         # a format error costs no environment time, but the batch's budget is spent
-        episode.end(Outcome.INCOMPLETE, out_of_budget)
+        _failed(episode, clock.out(), Phase.SOLVER)
         return False
     if episode.done:
         return False

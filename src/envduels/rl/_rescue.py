@@ -28,9 +28,9 @@ HINT_1 = 1
 HINT_2 = 2
 
 
-def is_success(reward: float) -> bool:
-    """An episode's reward counts as a success when it is above 0 (SPEC §2: terminated with
-    reward > 0; the rollout's reward is 1.0 for a success and 0.0 otherwise)."""
+def rewarded(reward: float) -> bool:
+    """Whether a rollout's reward is a win's: above 0 (the rollout's reward is 1.0 for a
+    success and 0.0 otherwise; an episode's own success is `duel.protocol.is_success`)."""
     return reward > 0
 
 
@@ -68,7 +68,7 @@ class GroupRecord:
 
     @property
     def any_success(self) -> bool:
-        return any(is_success(r) for r in self.kept_rewards)
+        return any(rewarded(r) for r in self.kept_rewards)
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class RescueCounters:
             groups=n,
             no_hint_rollouts=len(cold),
             hinted_rollouts=sum(len(r) for rec in hinted for r in rec.rewards[1:]),
-            no_hint_success_fraction=share(sum(is_success(r) for r in cold), len(cold)),
+            no_hint_success_fraction=share(sum(rewarded(r) for r in cold), len(cold)),
             hinted_group_fraction=share(len(hinted), n),
             rescued_group_fraction=share(sum(rec.any_success for rec in hinted), n),
             rescued_trainable_group_fraction=share(sum(not rec.constant for rec in hinted), n),
@@ -174,7 +174,7 @@ class HintedRescue:
         group = self._open.setdefault(key, _Open(levels=[NO_HINT]))
         group.rewards.append(tuple(float(r) for r in rewards))
         level = group.levels[-1]
-        if not any(is_success(r) for r in rewards):
+        if not any(rewarded(r) for r in rewards):
             nxt = level + 1
             allowed = nxt == HINT_1 or (nxt == HINT_2 and self.escalate)
             if allowed and nxt in hint_levels:

@@ -145,6 +145,32 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def _sigkill_reason(launched: Launched, limits: SandboxLimits, born: float) -> str:
+    """Why a SIGKILL that no limit of ours announced came to the worker `launched` at `born`
+    (its `time.monotonic()`): the hard CPU limit only where
+    the sandbox's own CPU account shows it reached the limit (RLIMIT_CPU kills one process
+    at cpu_s + 1 s of its own CPU, after SIGXCPU at cpu_s), else "unexplained", with the
+    CPU it had used: never a limit that cannot be shown."""
+    group = launched.cgroup
+    if launched.runtime == "gvisor":
+        # gVisor's Sentry kills at the limit by its own count of the app's CPU, which the
+        # host's account of the sandbox does not match (it ran out ahead of it: measured
+        # 0.89 s of host CPU at a 1 s limit on a loaded machine); a process cannot have
+        # used cpu_s of CPU in less wall time than that
+        if time.monotonic() - born >= limits.cpu_s:
+            return f"CPU time limit exceeded ({limits.cpu_s} s)"
+        return ("worker killed by SIGKILL, unexplained (not the CPU limit: the sandbox "
+                f"lived less than {limits.cpu_s} s; no out-of-memory kill)")
+    used = group.cpu_seconds() if group is not None else None
+    if used is not None and used >= limits.cpu_s:
+        return f"CPU time limit exceeded ({limits.cpu_s} s)"
+    if used is None:
+        return ("worker killed by SIGKILL, unexplained (no out-of-memory kill; its CPU "
+                "time cannot be read here)")
+    return (f"worker killed by SIGKILL, unexplained (not the CPU limit: {used:.2f} s used "
+            f"of {limits.cpu_s} s; no out-of-memory kill)")
+
+
 class WorkerChannel:
     """One live worker process. Not safe for concurrent calls: EnvInstance serializes them."""
 
@@ -451,34 +477,10 @@ class WorkerChannel:
         if sig == signal.SIGXCPU:
             return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
         if sig == signal.SIGKILL:
-            return self._sigkill_reason()
+            return _sigkill_reason(self.launched, self.limits, self._born)
         if sig:
             return f"worker killed by {_signal_name(sig)}"
         return f"worker exited with status {rc}"
-
-    def _sigkill_reason(self) -> str:
-        """Why a SIGKILL that no limit of ours announced came: the hard CPU limit only where
-        the sandbox's own CPU account shows it reached the limit (RLIMIT_CPU kills one process
-        at cpu_s + 1 s of its own CPU, after SIGXCPU at cpu_s), else "unexplained", with the
-        CPU it had used: never a limit that cannot be shown."""
-        group = self.launched.cgroup
-        if self.launched.runtime == "gvisor":
-            # gVisor's Sentry kills at the limit by its own count of the app's CPU, which the
-            # host's account of the sandbox does not match (it ran out ahead of it: measured
-            # 0.89 s of host CPU at a 1 s limit on a loaded machine); a process cannot have
-            # used cpu_s of CPU in less wall time than that
-            if time.monotonic() - self._born >= self.limits.cpu_s:
-                return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
-            return ("worker killed by SIGKILL, unexplained (not the CPU limit: the sandbox "
-                    f"lived less than {self.limits.cpu_s} s; no out-of-memory kill)")
-        used = group.cpu_seconds() if group is not None else None
-        if used is not None and used >= self.limits.cpu_s:
-            return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
-        if used is None:
-            return ("worker killed by SIGKILL, unexplained (no out-of-memory kill; its CPU "
-                    "time cannot be read here)")
-        return (f"worker killed by SIGKILL, unexplained (not the CPU limit: {used:.2f} s used "
-                f"of {self.limits.cpu_s} s; no out-of-memory kill)")
 
     async def fail(self, reason: str) -> EnvFault:
         """Kill the worker, remember `reason`, and return the EnvFault to raise."""

@@ -448,14 +448,14 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
                 slot = h.take_slot()
                 uid = h.slot_uid(slot)
             if h.cgroups is not None:
-                group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
+                group = h.cgroups.create(*limits.cgroup())
         nproc = limits.max_procs
         if group is None and uid is None:
             # Shared with every process of this uid: leave room for the ones already running.
             nproc += _count_own_processes(os.getuid())
         # The worker lowers its own limits before it reads any environment code: no
         # preexec_fn, whose Python-level fork of the whole harness costs milliseconds.
-        argv.append(_rlimit_spec(limits, nproc))
+        argv.append(limits.rlimits(nproc=nproc))
         popen_uid: int | None = None   # only without setpriv: Popen then switches uid itself
         if uid is not None and h.setpriv is not None:
             # Popen(user=...) forks the whole harness (no vfork with a uid switch): ms per start
@@ -493,12 +493,6 @@ def launch(limits: SandboxLimits, *, unsafe_no_sandbox: bool) -> Launched:
     return Launched(popen, req_w, resp_r, out_r, slot, uid, group, not unsafe_no_sandbox, scratch)
 
 
-def _rlimit_spec(limits: SandboxLimits, nproc: int) -> str:
-    """The worker's last argument: the limits it sets on itself (see `_worker._limit_self`)."""
-    return ",".join(str(v) for v in (limits.memory_mb << 20, limits.cpu_s, limits.cpu_s + 1,
-                                     limits.open_files, limits.file_size_mb << 20, nproc))
-
-
 def _launch_gvisor(h: Host, limits: SandboxLimits) -> Launched:
     """`launch` under gVisor (`_gvisor.py`): `runsc run` of a bundle written for this
     sandbox, the protocol on its standard streams, the whole of runsc inside the sandbox's
@@ -517,7 +511,7 @@ def _launch_gvisor(h: Host, limits: SandboxLimits) -> Launched:
         scratch = tempfile.mkdtemp(prefix="envduels-gvisor-")
         program = _gvisor.program(WORKER_SOURCE, h.worker_code, h.seccomp)
         args = [h.python, "-s", "-S", "-c", program, "0", "1", str(limits.observation_max_chars),
-                str(limits.frame_max_bytes), _rlimit_spec(limits, limits.max_procs)]
+                str(limits.frame_max_bytes), limits.rlimits()]
         if h.resident is not None:
             binds = [(h.resident.usr, "/usr")]
         else:
@@ -530,8 +524,8 @@ def _launch_gvisor(h: Host, limits: SandboxLimits) -> Launched:
         argv = [h.python, "-s", "-S", "-c", _gvisor.REAPER, str(os.getpid()),
                 *_gvisor.argv(h.runsc or "runsc", scratch)]
         if h.cgroups is not None:
-            group = h.cgroups.create(limits.memory_mb + _gvisor.MEMORY_OVERHEAD_MB,
-                                     limits.max_procs + _gvisor.TASKS_OVERHEAD, limits.cpu_cores)
+            group = h.cgroups.create(*limits.cgroup(memory_extra_mb=_gvisor.MEMORY_OVERHEAD_MB,
+                                                    pids_extra=_gvisor.TASKS_OVERHEAD))
             group.enter_thread()
         try:
             popen = subprocess.Popen(argv, stdin=req_r, stdout=resp_w, stderr=out_w, env={},

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from envduels import _sandbox_defaults as _defaults
+from envduels.duel.faults import EnvironmentFault, HostFault
 from envduels.errors import UserError
 
 if TYPE_CHECKING:   # never at run time: the sandbox imports under a bare system interpreter
@@ -60,6 +61,27 @@ class SandboxLimits:
         if self.open_files < 16:
             raise ValueError("SandboxLimits.open_files must be at least 16 (the interpreter needs them)")
 
+    def rlimits(self, *, nproc: int | None = None, cpu_s: int | None = None,
+                open_files: int | None = None) -> str:
+        """These limits as the rlimits a sandboxed process lowers its own to before any
+        environment code exists: the worker's RLIMITS argument, "AS,CPU_SOFT,CPU_HARD,NOFILE,
+        FSIZE,NPROC" (`_worker._limit_self` reads it). `nproc`, `cpu_s` and `open_files`
+        replace the limits' own where a launcher needs others (a template's, or a uid shared
+        with the harness's own processes). The one encoding of these limits as OS settings,
+        for every launch path (bubblewrap, gVisor, a template and the instances it forks)."""
+        cpu = self.cpu_s if cpu_s is None else cpu_s
+        return ",".join(str(v) for v in (
+            self.memory_mb << 20, cpu, cpu + 1, self.open_files if open_files is None else open_files,
+            self.file_size_mb << 20, self.max_procs if nproc is None else nproc))
+
+    def cgroup(self, *, memory_extra_mb: int = 0, pids: int | None = None,
+               pids_extra: int = 0) -> tuple[int, int, float]:
+        """(memory MiB, pids.max, CPU cores) of a sandbox's cgroup (`CgroupHost.create`): these
+        limits, plus what a runtime needs beside the environment (`memory_extra_mb`,
+        `pids_extra`: gVisor's own), `pids` in place of `max_procs` for a template."""
+        return (self.memory_mb + memory_extra_mb,
+                (self.max_procs if pids is None else pids) + pids_extra, self.cpu_cores)
+
     @classmethod
     def from_config(cls, cfg: SandboxConfig) -> SandboxLimits:
         """The limits a run's `sandbox:` section asks for: every config field that is also a
@@ -71,18 +93,14 @@ class SandboxLimits:
 DEFAULT_LIMITS = SandboxLimits()
 
 
-class EnvFault(Exception):
+class EnvFault(EnvironmentFault):
     """The environment misbehaved: it raised, timed out, broke a limit, violated the protocol
     or exited. `reason` is one line meant for the environment's author; `detail` keeps a short
-    traceback or output tail for diagnostics. The instance that raised it is dead."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
+    traceback or output tail for diagnostics. The instance that raised it is dead. What it
+    means for an episode: `duel.faults` (an `EnvironmentFault`)."""
 
 
-class SandboxStartError(EnvFault):
+class SandboxStartError(EnvFault, HostFault):
     """The sandbox failed before any environment code ran: the worker could not be forked
     (EAGAIN), its interpreter or bubblewrap could not be executed, a cgroup could not be
     created, the worker died before its greeting, or the pool was closed. The host's fault,

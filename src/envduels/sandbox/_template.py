@@ -333,12 +333,6 @@ def _map_user_namespace(info_r: int, block_w: int) -> None:
     os.write(block_w, b"1")
 
 
-def _rlimits(limits: SandboxLimits, *, cpu: int, nproc: int, open_files: int = 0) -> str:
-    return ",".join(str(v) for v in (limits.memory_mb << 20, cpu, cpu + 1,
-                                     open_files or limits.open_files,
-                                     limits.file_size_mb << 20, nproc))
-
-
 def _joined(group: SandboxCgroup, limits: SandboxLimits) -> list[Path]:
     """The groups an instance joins itself (their `cgroup.procs` go with its fork request)."""
     joined = [g for g in (group.memory, group.pids, group.cpu) if g is not None]
@@ -418,7 +412,7 @@ class Template:
             block_r, block_w = pipe()
             slot = h.take_slot()
             uid = h.slot_uid(slot)
-            group = h.cgroups.create(limits.memory_mb, TEMPLATE_PIDS, limits.cpu_cores)
+            group = h.cgroups.create(*limits.cgroup(pids=TEMPLATE_PIDS))
             bwrap = template_argv(h, limits)
             fork_fds = 4 + len(_joined(group, limits))
             argv = [h.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
@@ -426,9 +420,8 @@ class Template:
                     str(block_r), bwrap[-1], "-s", "-S", "-c",
                     _WORKER_STUB.format(fd=code_r), "template", str(ctl_child.fileno()),
                     str(seccomp_r), str(limits.observation_max_chars), str(limits.frame_max_bytes),
-                    _rlimits(limits, cpu=1 << 30, nproc=TEMPLATE_PIDS,
-                             open_files=TEMPLATE_FILES),
-                    _rlimits(limits, cpu=limits.cpu_s, nproc=limits.max_procs),
+                    limits.rlimits(cpu_s=1 << 30, nproc=TEMPLATE_PIDS, open_files=TEMPLATE_FILES),
+                    limits.rlimits(),
                     str(limits.scratch_mb << 20), str(SANDBOX_ID), str(fork_fds)]
             group.enter_thread()
             try:
@@ -509,7 +502,7 @@ class Template:
         # could read each other's counts (docs/templates.md)
         slot = h.take_slot()
         try:
-            group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
+            group = h.cgroups.create(*limits.cgroup())
         except BaseException:
             h.give_slot(slot)
             raise

@@ -26,6 +26,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
+from envduels._text import one_line
 from envduels.serve._catalog import Served
 from envduels.serve._connection import CONNECTION, Connection
 from envduels.serve._env import (
@@ -64,7 +65,7 @@ class EnvironmentList(BaseModel):
     environments: list[EnvironmentInfo]
 
 
-def one_line(detail: object) -> str:
+def detail_line(detail: object) -> str:
     """An error detail as one line: pydantic's error list as `field: problem; ...`."""
     if isinstance(detail, list):
         parts = []
@@ -75,18 +76,17 @@ def one_line(detail: object) -> str:
             else:
                 parts.append(str(err))
         detail = "; ".join(parts) or "invalid request"
-    text = " ".join(str(detail).split())
-    return text if len(text) <= 500 else text[:499] + "…"
+    return one_line(detail, 500)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     errors = exc.errors() if isinstance(exc, RequestValidationError) else str(exc)
-    return JSONResponse({"detail": one_line(errors)}, status_code=422)
+    return JSONResponse({"detail": detail_line(errors)}, status_code=422)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return JSONResponse({"detail": one_line(exc.detail)}, status_code=exc.status_code,
+    return JSONResponse({"detail": detail_line(exc.detail)}, status_code=exc.status_code,
                         headers=getattr(exc, "headers", None))
 
 

@@ -78,9 +78,9 @@ def panel_of(metadata: Mapping[str, object]) -> dict[str, float | None] | None:
 def _from_run(run_dir: Path) -> list[Served]:
     """The valid, unflagged environments of a run, with its limits, turn cap and results."""
     from envduels.export import Filters, select
-    from envduels.store import Store
+    from envduels.store import RunReader
 
-    with Store.open_readonly(run_dir, live=False) as store:
+    with RunReader(run_dir) as store:
         envs = store.environments()
         tables = store.tables()
         cfg = store.run_config()

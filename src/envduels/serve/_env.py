@@ -17,9 +17,10 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 from pydantic import BaseModel, Field
 
+from envduels._text import one_line
 from envduels.duel.protocol import Entry
 from envduels.serve._connection import CONNECTION
-from envduels.serve._session import Hub, ServeError, Session
+from envduels.serve._session import Hub, ServedSession, ServeError
 
 if TYPE_CHECKING:
     from envduels.serve._catalog import Served
@@ -98,8 +99,7 @@ def _int(value: object, name: str, low: int, high: int, fix: str) -> int:
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return one_line(repr(value), 40)
 
 
 def _episode_id(value: object) -> str:
@@ -123,7 +123,7 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
     def __init__(self, hub: Hub) -> None:
         super().__init__()
         self._hub = hub
-        self._session: Session | None = None   # this WebSocket connection's own
+        self._session: ServedSession | None = None   # this WebSocket connection's own
 
     # -- OpenEnv's interface ------------------------------------------------------------
 
@@ -231,17 +231,17 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
                                   f"{_ids(served)} (GET /environments lists them)")
         return served[env_id]
 
-    def _session_for_reset(self, episode_id: object) -> Session:
+    def _session_for_reset(self, episode_id: object) -> ServedSession:
         if TRANSPORT.get() == "http":
             key = self._hub.place.new_episode_id() if episode_id is None \
                 else _episode_id(episode_id)
             self._hub.forget_expired(key)
             session = self._hub.http.get(key)
             if session is None:
-                session = self._hub.http[key] = Session(self._hub, episode_id=key)
+                session = self._hub.http[key] = ServedSession(self._hub, episode_id=key)
             return session
         if self._session is None:
-            self._session = Session(self._hub, connection=CONNECTION.get())
+            self._session = ServedSession(self._hub, connection=CONNECTION.get())
         if episode_id is not None:
             self._session.episode_id = _episode_id(episode_id)
         return self._session

@@ -23,17 +23,16 @@ from typing import TYPE_CHECKING, TypedDict
 from fastapi import HTTPException
 
 from envduels._text import valid_text
+from envduels.duel.faults import Phase, fail, session_ended
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
 from envduels.sandbox import (
-    EnvFault,
     EnvInstance,
     EnvPool,
     HarnessCapacity,
     HarnessPool,
     RemoteEnvInstance,
     SandboxLimits,
-    SandboxStartError,
     sandbox_pool,
 )
 from envduels.serve._connection import Connection
@@ -81,11 +80,6 @@ class ServeError(HTTPException):
         return self.line
 
 
-def _exc(err: BaseException) -> str:
-    text = " ".join(f"{type(err).__name__}: {err}".split())
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
 class Hub:
     """Every session's sandbox in this server process: one `EnvPool` per distinct limits, at
     most `max_sessions` instances alive at once in all the server's processes together
@@ -104,8 +98,8 @@ class Hub:
         self.harness_workers = harness_workers
         self.idle_timeout_s = idle_timeout_s
         self.unsafe_no_sandbox = unsafe_no_sandbox
-        self.sessions: set[Session] = set()
-        self.http: dict[str, Session] = {}
+        self.sessions: set[ServedSession] = set()
+        self.http: dict[str, ServedSession] = {}
         self.connections: set[Connection] = set()
         self._expired: OrderedDict[str, str] = OrderedDict()   # HTTP episode id -> why
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -141,32 +135,37 @@ class Hub:
         else:
             loop.call_soon_threadsafe(start)
 
-    async def open(self, session: Session, served: Served) -> EnvInstance | RemoteEnvInstance:
-        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
-        which holds one of the `max_sessions` places until `release`d. ServeError 503 at
-        `max_sessions`; HarnessCapacity when this process is short of descriptors; the pool's
-        faults when no sandbox could start."""
+    def admit(self) -> None:
+        """Claim one of the `max_sessions` places for the sandbox the next `open` starts (which
+        gives it back when none could start). ServeError 503 at `max_sessions` or while
+        shutting down: no episode begins."""
         if self._closed:
             raise ServeError(503, "the server is shutting down")
         self._start_reaper()
-        if not self.descriptors.room():
-            raise HarnessCapacity("the harness is out of capacity and started no sandbox: "
-                                  + self.descriptors.why())
         if not self.place.claim(Held.SANDBOXES):
             everywhere = f" (its {self.place.count} processes together)" \
                 if self.place.count > 1 else ""
             raise ServeError(503, f"the server is at --max-sessions {self.max_sessions} "
                                   f"sandboxes{everywhere}: end another episode or session, or "
                                   "try again later")
-        pool = self._pools.get(served.limits)
-        if pool is None:
-            pool = self._pools[served.limits] = sandbox_pool(
-                served.limits, workers=self.harness_workers, replays_apart=False,
-                unsafe_no_sandbox=self.unsafe_no_sandbox, warm=min(2, self.max_sessions),
-                max_warm=self.max_sessions)
-        self.sessions.add(session)
-        spec = served.spec
+
+    async def open(self, session: ServedSession, served: Served
+                   ) -> EnvInstance | RemoteEnvInstance:
+        """A fresh sandboxed instance of `served` for `session` (whose previous one is closed),
+        in the place `admit` claimed, which it holds until `release`d. HarnessCapacity when
+        this process is short of descriptors; the pool's faults when no sandbox could start."""
         try:
+            if not self.descriptors.room():
+                raise HarnessCapacity("the harness is out of capacity and started no sandbox: "
+                                      + self.descriptors.why())
+            pool = self._pools.get(served.limits)
+            if pool is None:
+                pool = self._pools[served.limits] = sandbox_pool(
+                    served.limits, workers=self.harness_workers, replays_apart=False,
+                    unsafe_no_sandbox=self.unsafe_no_sandbox, warm=min(2, self.max_sessions),
+                    max_warm=self.max_sessions)
+            self.sessions.add(session)
+            spec = served.spec
             return await pool.open(spec.source, class_name=spec.class_name,
                                    max_turns=spec.max_turns)
         except BaseException:
@@ -237,7 +236,7 @@ class Hub:
             await pool.aclose()
 
 
-class Session:
+class ServedSession:
     """One client's episodes, one at a time, each in a fresh sandbox; see the module docstring.
 
     Calls are serialized. `reset` and `step` return the observation's fields as a dict; bad
@@ -275,23 +274,18 @@ class Session:
             self.busy, self.last_active = True, time.monotonic()
             try:
                 await self._close_instance()
+                episode = Episode(turn_cap(served.max_turns, max_turns),
+                                  hint=served.hint_text(hint))
+                self.episode = None
+                self.hub.admit()   # at --max-sessions: ServeError 503, and no episode begins
                 self.served, self.seed, self.hint, self.ended = served, seed, hint, None
-                self.episode = Episode(turn_cap(served.max_turns, max_turns),
-                                       hint=served.hint_text(hint))
+                self.episode = episode
                 try:
                     self.instance = await self.hub.open(self, served)
                     observation, _info = await self.instance.reset(seed)
-                except SandboxStartError as fault:
-                    self.episode.end(Outcome.ERROR, f"sandbox error: {fault.reason}")
-                    await self._close_instance()
-                    raise ServeError(503, f"no sandbox could start ({fault.reason}); try again"
-                                     ) from None
-                except EnvFault as fault:
-                    return await self._fault(f"environment failed to start: {fault.reason}")
-                except ServeError:
-                    self.episode.end(Outcome.ERROR, "no sandbox")
-                    raise
-                return self.fields(self.episode.start(observation)) | {"system": SYSTEM_PROMPT}
+                except Exception as err:
+                    return await self._fault(err, Phase.START)
+                return self.fields(episode.start(observation)) | {"system": SYSTEM_PROMPT}
             finally:
                 self.busy, self.last_active = False, time.monotonic()
 
@@ -322,15 +316,8 @@ class Session:
         assert self.instance is not None
         try:
             result = await self.instance.step(action)
-        except SandboxStartError as fault:   # the host's, not the environment's
-            episode.step_failed(fault.reason)
-            return await self._fault(f"sandbox error: {fault.reason}", outcome=Outcome.ERROR)
-        except EnvFault as fault:
-            episode.step_failed(fault.reason)
-            return await self._fault(f"environment fault: {fault.reason}")
-        except Exception as err:  # last resort, as the engine: a value the parent could not take
-            episode.step_failed(_exc(err))
-            return await self._fault(f"environment fault: {_exc(err)}")
+        except Exception as err:
+            return await self._fault(err, Phase.STEP)
         upcoming = episode.observe(result.observation, result.reward, result.terminated,
                                    result.truncated)
         if episode.done:
@@ -338,22 +325,29 @@ class Session:
         text = upcoming if upcoming is not None else result.observation
         return self.fields(text) | {"reward": result.reward, "success": episode.success}
 
-    async def _fault(self, reason: str, *, outcome: Outcome = Outcome.INCOMPLETE) -> Fields:
-        """End the episode for an environment (or sandbox) failure: this client gets the
-        error, no one else notices."""
-        assert self.episode is not None and self.served is not None
-        self.episode.end(outcome, reason)
-        self.ended = reason
-        await self._close_instance()
-        log.warning("session on %s seed %s ended: %s", self.served.id, self.seed, reason)
-        raise ServeError(503 if outcome is Outcome.ERROR else 502,
-                         f"{reason}; the episode ended ({outcome}), reset to start another")
+    async def _fault(self, err: BaseException, phase: Phase) -> Fields:
+        """End the episode for a failure of its environment (or sandbox) in `phase`, as
+        `duel.faults` decides: this client gets the error, no one else notices. No sandbox
+        for a reset (the host's) is a 503 the client may simply retry."""
+        episode = self.episode
+        assert episode is not None and self.served is not None
+        try:
+            fault = fail(episode, err, phase)
+        finally:   # whatever it was, this session's sandbox is gone
+            await self._close_instance()
+        if episode.outcome is Outcome.ERROR and phase is Phase.START:
+            raise ServeError(503, f"no sandbox could start ({fault}); try again")
+        self.ended = episode.reason
+        log.warning("session on %s seed %s ended: %s", self.served.id, self.seed, episode.reason)
+        raise ServeError(503 if episode.outcome is Outcome.ERROR else 502,
+                         f"{episode.reason}; the episode ended ({episode.outcome}), reset to "
+                         "start another")
 
     async def expire(self, why: str) -> None:
         """End this session from outside (idle reaping): a running episode ends, its sandbox
         is killed, and the client's next step hears why (over HTTP, from the hub)."""
         if self.episode is not None and not self.episode.done:
-            self.episode.end(Outcome.FAILURE, f"session ended: {why}")
+            self.episode.end(*session_ended(why))
             self.ended = why
         if self.connection is None and self.episode_id is not None:
             self.hub.remember_expired(self.episode_id, why)

@@ -21,7 +21,7 @@ from scipy.special import expit
 
 from envduels.duel.outcomes import Outcome
 
-DOMAINS = ("logic", "planning", "math", "language", "search")
+_DOMAINS = ("logic", "planning", "math", "language", "search")
 
 
 def many_model_episodes(models: int = 100, *, envs_per_author: int = 1, seeds: int = 1,
@@ -42,7 +42,7 @@ def many_model_episodes(models: int = 100, *, envs_per_author: int = 1, seeds: i
             difficulty = 9.0 if kind < 0.25 else -9.0 if kind < 0.37 else level[a] + rng.standard_t(3)
             mix = rng.random()
             effect = quality[a] * (0.0 if mix < 0.3 else -1.0 if mix < 0.4 else 4.0 if mix < 0.6 else 1.2)
-            domain = DOMAINS[(a + k) % len(DOMAINS)]
+            domain = _DOMAINS[(a + k) % len(_DOMAINS)]
             for s, solver in enumerate(names):
                 if s == a:
                     continue

@@ -1,8 +1,9 @@
 """What the viewer reads from one run folder, and the caches that keep pages fast.
 
-The database is opened read-only (`Store.open_readonly`) and every read is one short autocommit
-query, so a tournament writing to it is never blocked. Everything is cached against the
-database's change counter (`Store.data_version`):
+The database is read through a live `store.RunReader` (read-only, following a run that starts
+writing) and every read is one short autocommit query, so a tournament writing to it is never
+blocked. Everything is cached against the database's change counter
+(`RunReader.data_version`):
 
 - a `Snapshot` per version: the episode index (every episode without its transcript, kept
   grouped by environment and by solver) and the usage per player and role, both grown
@@ -27,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from envduels._text import one_line
 from envduels.analysis.result import RatingRow
 from envduels.config import RunConfig
 from envduels.duel.outcomes import Flag, Outcome
-from envduels.store import EnvRecord, EpisodeRow, Store
+from envduels.store import EnvRecord, EpisodeRow, RunReader, ValidationRecord
 
 _log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class EnvFacts(TypedDict):
 
 
 @dataclass
-class Analysis:
+class PageAnalysis:
     """The numbers a run's pages show, as of one database version."""
 
     version: int
@@ -69,24 +71,24 @@ class Analysis:
     error: str = ""                   # why the analysis failed (one line); empty when it did not
 
 
-def failed_analysis(version: int, err: BaseException, seconds: float) -> Analysis:
+def failed_analysis(version: int, err: BaseException, seconds: float) -> PageAnalysis:
     """An empty analysis saying, in one line, why computing it failed."""
-    why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-    return Analysis(version=version, computed_at=time.time(), seconds=seconds, episodes=0,
+    why = one_line(f"{type(err).__name__}: {err}", 300)
+    return PageAnalysis(version=version, computed_at=time.time(), seconds=seconds, episodes=0,
                     ratings={"duel": [], "author": [], "solver": []}, headline=[], envs={},
                     error=why)
 
 
-PENDING = Analysis(version=-1, computed_at=0.0, seconds=0.0, episodes=0,
+PENDING = PageAnalysis(version=-1, computed_at=0.0, seconds=0.0, episodes=0,
                    ratings={"duel": [], "author": [], "solver": []}, headline=[], envs={},
                    pending=True)
 
 
-def analyse_run(run_dir: str | Path, version: int, bootstrap: int = BOOTSTRAP) -> Analysis:
+def analyse_run(run_dir: str | Path, version: int, bootstrap: int = BOOTSTRAP) -> PageAnalysis:
     """`analyse` on its own read-only connection: what the worker process runs (one read,
     so not `live`: it follows no run and leaves nothing in the folder)."""
-    with Store.open_readonly(run_dir, live=False) as store:
-        return analyse(store, version, bootstrap=bootstrap)
+    with RunReader(run_dir) as reader:
+        return analyse(reader, version, bootstrap=bootstrap)
 
 
 def analysis_pool() -> Executor:
@@ -98,29 +100,30 @@ def analysis_pool() -> Executor:
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
-def analyse(store: Store, version: int, *, bootstrap: int = BOOTSTRAP) -> Analysis:
-    """The report's analysis of the run in `store` as of now (`envduels.analysis.analyze`,
+def analyse(reader: RunReader, version: int, *, bootstrap: int = BOOTSTRAP) -> PageAnalysis:
+    """The report's analysis of the run `reader` reads, as of now (`envduels.analysis.analyze`,
     without design convergence: it needs the embedding model and says nothing a page here
     shows), with the report's headline findings."""
     from envduels.analysis import analyze
     from envduels.report.html import headline
 
     started = time.perf_counter()
-    tables = store.summary_tables()
-    attempts = dict(Counter(v["env_id"] for v in store.validations()))
+    tables = reader.tables(transcripts="hinted wins")
+    attempts = dict(Counter(v.env_id for v in reader.validations()))
     if tables.environments.empty or tables.episodes.empty:
-        return Analysis(version=version, computed_at=time.time(),
-                        seconds=time.perf_counter() - started, episodes=len(tables.episodes),
-                        ratings={"duel": [], "author": [], "solver": []}, headline=[],
-                        envs={}, attempts=attempts)
+        return PageAnalysis(version=version, computed_at=time.time(),
+                            seconds=time.perf_counter() - started, episodes=len(tables.episodes),
+                            ratings={"duel": [], "author": [], "solver": []}, headline=[],
+                            envs={}, attempts=attempts)
     j = analyze(tables, bootstrap=bootstrap, convergence=False).result
     envs = {e.id: EnvFacts(flags=e.flags, lift=e.lift, no_hint=e.panel_no_hint, with_hint=e.panel_with_hint,
                            pairs=e.pairs)
             for e in j.environments}
-    return Analysis(version=version, computed_at=time.time(),
-                    seconds=time.perf_counter() - started, episodes=len(tables.episodes),
-                    ratings={"duel": j.ratings.duel, "author": j.ratings.author, "solver": j.ratings.solver},
-                    headline=headline(j), envs=envs, attempts=attempts)
+    return PageAnalysis(version=version, computed_at=time.time(),
+                        seconds=time.perf_counter() - started, episodes=len(tables.episodes),
+                        ratings={"duel": j.ratings.duel, "author": j.ratings.author,
+                                 "solver": j.ratings.solver},
+                        headline=headline(j), envs=envs, attempts=attempts)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class Snapshot:
     the reader, which copies only the group wanted)."""
 
     version: int
-    config: RunConfig | None         # as recorded (Store.run_config); None: none readable
+    config: RunConfig | None         # as recorded (RunReader.run_config); None: none readable
     environments: list[EnvRecord]
     episode_counts: dict[str, int]                 # env_id -> episodes recorded
     latest: list[dict[str, Any]]                   # the last LATEST episodes, newest first
@@ -137,14 +140,15 @@ class Snapshot:
     progress: dict[str, Any]
 
 
-class RunReader:
-    """One run folder, read-only, shared by every request (thread-safe)."""
+class ViewedRun:
+    """One run folder as the viewer shows it, read-only, shared by every request
+    (thread-safe)."""
 
     def __init__(self, run_dir: str | Path, *, bootstrap: int = BOOTSTRAP,
                  pool: Executor | None = None) -> None:
         """`pool`: where analyses run (`analysis_pool()`); None runs them in this process."""
         self.run_dir = Path(run_dir)
-        self.store = Store.open_readonly(self.run_dir)
+        self.reader = RunReader(self.run_dir, live=True)
         self.bootstrap = bootstrap
         self.pool = pool
         self._lock = threading.Lock()
@@ -158,7 +162,7 @@ class RunReader:
         self._usage_rowid = 0
         self._envs: tuple[tuple[int, int], list[EnvRecord]] | None = None
         self._snapshot: Snapshot | None = None
-        self._analysis: Analysis | None = None
+        self._analysis: PageAnalysis | None = None
         self._analysing = False
         self._analysis_lock = threading.Lock()
         self._first = threading.Lock()
@@ -180,18 +184,18 @@ class RunReader:
         return [p.name for p in config.players] if config is not None else []
 
     def version(self) -> int:
-        return self.store.data_version()
+        return self.reader.data_version()
 
     # -- one row by key, always read fresh ---------------------------------------------------
 
     def environment(self, env_id: str) -> EnvRecord | None:
-        return self.store.environment(env_id)
+        return self.reader.environment(env_id)
 
-    def validations(self, env_id: str) -> list[dict[str, Any]]:
-        return self.store.validations(env_id)
+    def validations(self, env_id: str) -> list[ValidationRecord]:
+        return self.reader.validations(env_id)
 
     def episode(self, key: str) -> EpisodeRow | None:
-        return self.store.episode(key)
+        return self.reader.episode(key)
 
     # -- cached by version -------------------------------------------------------------------
 
@@ -204,11 +208,11 @@ class RunReader:
                 return self._snapshot
             self._take_new_episodes()
             self._take_new_calls()
-            stamp = self.store.environments_stamp()
+            stamp = self.reader.environments_stamp()
             if self._envs is None or self._envs[0] != stamp:
-                self._envs = (stamp, self.store.environments())
+                self._envs = (stamp, self.reader.environments())
             envs = self._envs[1]
-            config = self.store.run_config()
+            config = self.reader.run_config()
             usage = [self._usage[k] for k in sorted(self._usage, key=lambda k: (str(k[0]), str(k[1])))]
             latest = list(itertools.islice(reversed(self._index.values()), LATEST))
             self._snapshot = Snapshot(
@@ -217,7 +221,7 @@ class RunReader:
             return self._snapshot
 
     def _take_new_episodes(self) -> None:
-        for row in self.store.episode_index(self._index_rowid):
+        for row in self.reader.episode_index(self._index_rowid):
             key = row["episode_key"]
             old = self._index.pop(key, None)   # replaced (an error retried): it moves to the end
             if old is not None:
@@ -231,7 +235,7 @@ class RunReader:
             self._index_rowid = max(self._index_rowid, row["rowid"])
 
     def _take_new_calls(self) -> None:
-        for row in self.store.usage_by_player_role(self._usage_rowid):
+        for row in self.reader.usage_by_player_role(self._usage_rowid):
             old = self._usage.get((row["player"], row["role"]))
             if old is not None:
                 for k in ("calls", "input_tokens", "output_tokens", "cost_usd", "retries"):
@@ -262,7 +266,7 @@ class RunReader:
         """Calls, tokens, cost and retries per player and role."""
         return self.snapshot().usage
 
-    def analysis(self, *, wait: bool = True) -> Analysis:
+    def analysis(self, *, wait: bool = True) -> PageAnalysis:
         """The latest analysis. When the run has changed since it was computed, a fresh one
         is started in the background (at most every `REFRESH_S`, or four times as long as the
         last one took, so that a run in progress is not analysed back to back) and this one is
@@ -299,7 +303,7 @@ class RunReader:
                     self._analysis = fresh
             return self._analysis
 
-    def _compute(self, version: int) -> Analysis:
+    def _compute(self, version: int) -> PageAnalysis:
         pool = self.pool
         if pool is not None:
             try:
@@ -310,7 +314,7 @@ class RunReader:
                 # the worker died (killed, out of memory, or this process's main module cannot
                 # be re-imported by a spawned child): analyse here from now on
                 self.pool = None
-        return analyse(self.store, version, bootstrap=self.bootstrap)
+        return analyse(self.reader, version, bootstrap=self.bootstrap)
 
     def warm(self) -> None:
         """Start the first analysis in the background (imports and bootstrap take seconds), so
@@ -336,7 +340,7 @@ class RunReader:
 
     def close(self) -> None:
         self._closed = True
-        self.store.close()
+        self.reader.close()
 
 
 def _progress(config: RunConfig | None, envs: list[EnvRecord], counts: Counter[str],

@@ -1,46 +1,17 @@
-"""`envduels export RUN_DIR OUT_DIR`: a run's valid environments as RL training data.
-
-Formats:
-- `envduels`: an EnvDuels v1 export folder (SPEC §9) written by `envs.write_export`; sources are
-  byte-identical to the run's, and each row's metadata carries `benchmark_seeds` plus the run's
-  results (`round`, `flags`, `panel` rates, per-solver `results`).
-- `jsonl`: `OUT_DIR/environments.jsonl`, one record per (environment, seed): see `ROW_FIELDS`.
-  The record carries the source text, so a loader needs nothing but the file (the source hash
-  lets it deduplicate), and the rows self-distillation trainers read: `prompt` (the duel's
-  solver system prompt and unhinted first user turn for that seed, as a conversation: each
-  environment is reset in the sandbox, with the run's limits, to read it) and
-  `privileged_context` (the hint), `hint_1`/`hint_2` (a graded pair's; `hint_1` is the hint
-  otherwise). A seed whose reset faults has no record; the summary and `export.json` name it.
-- `hf`: a Hugging Face `datasets` folder (`Dataset.save_to_disk`) with the same records, which
-  `datasets.load_from_disk` hands to TRL's SDFT/SDPO trainers as it is (docs/training.md).
-
-Every format also writes `OUT_DIR/export.json` (what was exported, from where, with which
-filters); an existing non-empty OUT_DIR is replaced only when it holds that file.
-
-Selection (all filters combine): `authors`, `rounds`, `flags` (keep environments carrying any of
-these flags), `[min_pass, max_pass]` on the panel's no-hint pass rate (environments without panel
-data are dropped when a band is given), and `target`: per (environment, seed) keep only the seeds
-the target model failed on every no-hint trial and passed on some hinted trial; an environment
-keeps those seeds as its benchmark seeds and is dropped when none is left.
-"""
+"""Which environments and seeds of a run an export keeps (the filters), and each as the
+records the JSON Lines and `datasets` formats write (`ROW_FIELDS`), with its first turn read in
+the sandbox."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import shutil
-import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
-from envduels._safe_load import load_json_capped
 from envduels.analysis.metrics import AUTHOR_FAULT_FLAGS, FLAGS, TablesLike
-from envduels.analysis.transfer import env_solver_rates, matched_pairs
+from envduels.analysis.transfer import env_solver_rates, panel_pairs
 from envduels.envs import EnvSpec
 from envduels.errors import UserError
 from envduels.rl._distill import first_observations, solver_prompt
@@ -49,13 +20,8 @@ from envduels.rl._rescue import HINT_1, HINT_2
 from envduels.store import EnvRecord
 
 if TYPE_CHECKING:
-    from datasets import Features
-
     from envduels.sandbox import SandboxLimits
 
-FORMATS = ("envduels", "jsonl", "hf")
-MARKER = "export.json"
-JSONL_NAME = "environments.jsonl"
 ROW_FIELDS = (
     "id", "author", "round", "domain", "title", "seed", "source_sha256", "class_name",
     "max_turns", "hint", "flags", "panel_no_hint_rate", "panel_hinted_rate", "learnability",
@@ -196,7 +162,7 @@ def select(
         from envduels.analysis.metrics import environment_flags
 
         flags = environment_flags(tables)
-    pairs = matched_pairs(tables.episodes)
+    pairs = panel_pairs(tables.episodes)
     rates = env_solver_rates(pairs)
     rescued = rescued_seeds(pairs, filters.target) if filters.target else {}
     kept = []
@@ -311,171 +277,3 @@ def with_first_observations(items: list[Selected], limits: SandboxLimits, *,
         if seen:
             kept.append(replace(item, seeds=list(seen), first_observations=seen))
     return kept, skipped
-
-
-def _hf_features() -> Features:
-    from datasets import Features, Sequence, Value
-
-    solver = {
-        "solver": Value("string"), "no_hint_rate": Value("float64"),
-        "hinted_rate": Value("float64"), "learnability": Value("float64"), "pairs": Value("int64"),
-    }
-    return Features({
-        "id": Value("string"), "author": Value("string"), "round": Value("int64"),
-        "domain": Value("string"), "title": Value("string"), "seed": Value("int64"),
-        "source_sha256": Value("string"), "class_name": Value("string"),
-        "max_turns": Value("int64"), "hint": Value("string"), "flags": Sequence(Value("string")),
-        "panel_no_hint_rate": Value("float64"), "panel_hinted_rate": Value("float64"),
-        "learnability": Value("float64"), "solvers": [solver], "source": Value("string"),
-        "prompt": [{"role": Value("string"), "content": Value("string")}],
-        "privileged_context": Value("string"), "hint_1": Value("string"),
-        "hint_2": Value("string"),
-    })
-
-
-def write(items: list[Selected], folder: Path, fmt: str) -> int:
-    """Write `items` into the empty or new `folder` in format `fmt`; returns the record count."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if fmt == "envduels":
-        from envduels.envs import write_export
-
-        write_export(folder, [item.spec() for item in items])
-        return len(items)
-    rows = records(items)
-    if fmt == "jsonl":
-        with (folder / JSONL_NAME).open("w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        return len(rows)
-    try:
-        from datasets import Dataset
-    except ImportError:
-        raise UserError("--format hf needs the `datasets` package; pip install 'envduels[hf]'") from None
-    Dataset.from_list(rows, features=_hf_features()).save_to_disk(str(folder))
-    return len(rows)
-
-
-def _check_contained(folder: Path) -> None:
-    """Every file written stays inside `folder` (no symlink or odd name led out)."""
-    root = folder.resolve()
-    for path in folder.rglob("*"):
-        if path.is_symlink() or not path.resolve().is_relative_to(root):
-            raise RuntimeError(f"export wrote {path} outside {folder}")
-
-
-def _files(folder: Path) -> list[str]:
-    """Every file below `folder`, as sorted POSIX paths relative to it."""
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir())
-
-
-def _prepare_out_dir(out_dir: Path) -> None:
-    """OUT_DIR must be new, empty, or an earlier export holding only the files it wrote: an
-    export replaces the whole folder, so anything else in it would be deleted."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"{out_dir} is a file; give a new or empty folder as OUT_DIR")
-    if not out_dir.is_dir() or not any(out_dir.iterdir()):
-        return
-    if not (out_dir / MARKER).is_file():
-        raise UserError(
-            f"{out_dir} is not empty and holds no earlier envduels export; give a new or empty folder"
-        )
-    try:   # a damaged marker (any of it) counts as none: every file is then foreign
-        written = set(load_json_capped(out_dir / MARKER, 64 << 20, "export marker")["files"])
-    except (UserError, KeyError, TypeError):
-        written = set()
-    foreign = [f for f in _files(out_dir) if f != MARKER and f not in written]
-    if foreign:
-        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
-        raise UserError(
-            f"{out_dir} holds files the earlier export did not write, such as {foreign[0]}{more}; "
-            "a new export replaces the whole folder, so move them away or choose another OUT_DIR"
-        )
-
-
-def export_items(items: list[Selected], out_dir: Path, *, fmt: str, provenance: Mapping[str, object]) -> int:
-    """Write a fresh export next to `out_dir`, then swap it in; an earlier export is replaced.
-
-    Nothing is left half-written in `out_dir`: a failure removes the fresh copy and keeps the old.
-    """
-    _prepare_out_dir(out_dir)
-    out_dir = out_dir.absolute()
-    fresh = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(fresh, ignore_errors=True)
-    try:
-        count = write(items, fresh, fmt)
-        marker = {"envduels_export": 1, "format": fmt, "environments": len(items), "records": count,
-                  **provenance, "files": _files(fresh)}
-        (fresh / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        _check_contained(fresh)
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            out_dir.rename(old)
-            fresh.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            fresh.rename(out_dir)
-    except OSError as err:
-        raise UserError(f"cannot write {out_dir} ({err.strerror}); choose a writable OUT_DIR") from None
-    finally:
-        shutil.rmtree(fresh, ignore_errors=True)
-    return count
-
-
-def export_command(
-    run_dir: Path,
-    out_dir: Path,
-    *,
-    fmt: str,
-    authors: list[str],
-    rounds: list[int],
-    flags: list[str],
-    min_pass: float | None,
-    max_pass: float | None,
-    target: str | None,
-    unsafe_no_sandbox: bool = False,
-) -> int:
-    """The CLI command: select, write, print one summary line (and, on stderr, one line naming
-    the seeds left out because their environment faulted on reset); returns 0. UserError on bad
-    input (missing run, unknown format/author/round/flag/target, bad band, OUT_DIR not ours,
-    nothing selected, no sandbox for the record formats)."""
-    if fmt not in FORMATS:
-        raise UserError(f"--format {fmt!r} is unknown; use one of: {', '.join(FORMATS)}")
-    if not Path(run_dir).is_dir():
-        raise UserError(f"run folder {run_dir} does not exist; pass the output_dir of an `envduels run`")
-    from envduels.store import Store
-
-    filters = Filters(list(authors), list(rounds), list(flags), min_pass, max_pass, target)
-    with Store.open_readonly(run_dir, live=False) as store:
-        envs = store.environments()
-        tables = store.tables()
-        cfg = store.run_config()
-    valid = sum(e.valid for e in envs)
-    items = select(envs, tables, filters)
-    if not items:
-        raise UserError(
-            f"no environment passes the filters ({valid} valid in {run_dir}); loosen --author/--round/--flag/--min-pass/--max-pass/--target"
-        )
-    provenance: dict[str, object] = {"run_dir": str(Path(run_dir).absolute()),
-                                     "filters": filters.to_json()}
-    skipped: list[Skipped] = []
-    if fmt != "envduels":
-        from envduels.sandbox import SandboxLimits
-
-        limits = SandboxLimits.from_config(cfg.sandbox) if cfg is not None else SandboxLimits()
-        items, skipped = with_first_observations(items, limits,
-                                                 unsafe_no_sandbox=unsafe_no_sandbox)
-        if not items:
-            first = skipped[0]
-            raise UserError(f"no record to write: every selected seed's environment faulted on "
-                            f"reset (such as {first.env_id} seed {first.seed}: {first.reason}); "
-                            "`envduels validate` an --format envduels export to see why")
-        provenance["skipped"] = [s.to_json() for s in skipped]
-    count = export_items(items, Path(out_dir), fmt=fmt, provenance=provenance)
-    noun = "environments" if fmt == "envduels" else "records"
-    print(f"exported {len(items)} of {valid} valid environments ({count} {noun}, format {fmt}) to {out_dir}")
-    if skipped:
-        first = skipped[0]
-        more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
-        print(f"left out {len(skipped)} (environment, seed) whose reset faulted: {first.env_id} "
-              f"seed {first.seed} ({first.reason}){more}; {MARKER} lists them", file=sys.stderr)
-    return 0
