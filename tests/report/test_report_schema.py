@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pydantic
 import pytest
 from typer.testing import CliRunner
 
-from envduels.analysis.result import RunReport
+from envduels.analysis.result import FlaggedEnvironment, RunReport
 from envduels.cli import app
+from envduels.duel.outcomes import Flag
 from envduels.report.commands import report_command, report_episodes_command
 
 from .runs import leak_run, quickstart_run, write
@@ -112,3 +114,12 @@ def test_a_report_read_back_into_the_record_writes_the_same_bytes(reports):
     for text in reports.values():
         again = json.dumps(RunReport.model_validate_json(text).to_json(), indent=2, allow_nan=False)
         assert again == text
+
+
+def test_a_report_lists_no_flag_of_validation_s_own():
+    # `seed_ignored` is a `Flag` member (validation's warning on a fixed-pool environment), but
+    # no report lists it: the report refuses it where it is made, and its schema leaves it out
+    with pytest.raises(pydantic.ValidationError, match="'seed_ignored' is validation's own flag"):
+        FlaggedEnvironment(id="env", flags=[Flag.SEED_IGNORED])
+    assert FlaggedEnvironment(id="env", flags=[Flag.HINT_LEAK]).flags == [Flag.HINT_LEAK]
+    assert "seed_ignored" not in RunReport.model_json_schema()["$defs"]["Flag"]["enum"]

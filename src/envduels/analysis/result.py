@@ -12,17 +12,19 @@ Conventions a caller may rely on:
   the analysis functions produced;
 - a few keys are absent, not null, in some reports (`run.source`, `irt.converged`,
   `convergence.null_ci`): the field's docstring says when; `to_json()` leaves them out then;
-- flags are `envduels.duel.outcomes.Flag` members, which serialise to the stored names;
+- flags are `envduels.duel.outcomes.Flag` members of `FLAGS`, which serialise to the stored names;
 - unknown keys are refused (`extra="forbid"`): a new analysis key is declared here first.
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
-from envduels.duel.outcomes import Flag
+from envduels.duel.outcomes import FLAGS, Flag
 
 JSONValue: TypeAlias = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
 """Any value `json.dumps` writes without help (what `summary.json_safe` returns)."""
@@ -30,6 +32,27 @@ JSONValue: TypeAlias = None | bool | int | float | str | list["JSONValue"] | dic
 Real = int | float
 """A JSON number: a float, or an int where the analysis produced an int (kept as is: pydantic's
 smart union keeps the exact type, so the JSON keeps the producer's `3` or `3.0`)."""
+
+
+def _listed(flag: Flag) -> Flag:
+    if flag not in FLAGS:
+        raise ValueError(f"{flag.value!r} is validation's own flag, which no report lists")
+    return flag
+
+
+class _ListedInSchema:
+    """The schema's `Flag` lists what a report can hold (`FLAGS`), not every member."""
+
+    @staticmethod
+    def __get_pydantic_json_schema__(schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        ref = handler(schema)
+        handler.resolve_ref_schema(ref)["enum"] = [flag.value for flag in FLAGS]
+        return ref
+
+
+ReportedFlag: TypeAlias = Annotated[Flag, AfterValidator(_listed), _ListedInSchema()]
+"""A flag a report lists: one of `duel.outcomes.FLAGS` (`Flag.SEED_IGNORED` is validation's
+alone), in the schema too."""
 
 
 class _Record(BaseModel):
@@ -268,7 +291,7 @@ class EnvironmentRow(_Record):
     hint: str | None
     fixed_pool: bool
     """A library environment of the fixed pool (not authored in this run)."""
-    flags: list[Flag]
+    flags: list[ReportedFlag]
     """Its flags, in `duel.outcomes.FLAGS` order."""
     title: str | None
     panel_no_hint: Real | None
@@ -420,7 +443,7 @@ class LearnabilityRow(_Record):
 
 class FlaggedEnvironment(_Record):
     id: str
-    flags: list[Flag]
+    flags: list[ReportedFlag]
 
 
 class FlaggedLead(_Record):
