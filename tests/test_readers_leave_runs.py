@@ -66,6 +66,7 @@ def finished_run(tmp_path: Path) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_view_then_every_reading_command_leave_a_finished_writable_run_unchanged(finished_run, tmp_path):
     before = folder(finished_run)
     assert sorted(before) == ["", "run.db", "run.lock"]
@@ -95,6 +96,7 @@ with RunWriter.locked(sys.argv[1]) as store:   # what `envduels run` holds for i
 """
 
 
+@pytest.mark.slow
 def test_a_viewer_that_followed_a_run_to_its_end_leaves_what_the_run_alone_would(finished_run, tmp_path):
     proc, url = start_view(finished_run, tmp_path)
     try:

@@ -42,6 +42,7 @@ def _args(cmd, run, out):
     return [a.format(run=run, out=out) for a in cmd]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", READERS, ids=lambda c: " ".join(c[:1] + c[2:4]))
 def test_a_reading_command_leaves_a_writable_run_folder_untouched(cmd, run_dir, tmp_path):
     before = snapshot(run_dir)
@@ -53,6 +54,7 @@ def test_a_reading_command_leaves_a_writable_run_folder_untouched(cmd, run_dir, 
     assert sorted(p.name for p in run_dir.iterdir()) == ["run.db"]
 
 
+@pytest.mark.slow
 def test_report_without_paths_writes_into_the_current_folder(run_dir, tmp_path):
     r = subprocess.run([str(SCRIPT), "report", str(run_dir), "--bootstrap", "20"],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path,

@@ -67,6 +67,7 @@ def test_run_stopped_mid_tournament_leaves_no_process_behind_and_resumes(sig, tm
         assert store.meta("config")["name"] == "scripted"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_serve_stopped_ends_cleanly_with_exit_0_and_no_process_behind(sig, tmp_path):
     pytest.importorskip("openenv.core", reason="envduels serve needs the serve extra")

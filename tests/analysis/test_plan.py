@@ -165,6 +165,7 @@ def cli(monkeypatch, capsys):
     return run
 
 
+@pytest.mark.slow
 def test_plan_cli_prints_one_json_object_and_bad_flags_are_one_line(cli):
     code, out, err = cli("--players", "3", "--envs-per-author", "2", "--seeds", "2", "--spread", "1.0",
                          "--replicates", "2", "--bootstrap", "10", "--json")

@@ -29,6 +29,7 @@ def _wait_for_holder(lock, proc: subprocess.Popen) -> None:
     raise AssertionError(f"the first run never took the lock (exit {proc.poll()})")
 
 
+@pytest.mark.slow
 def test_a_second_run_on_the_same_folder_fails_at_once_naming_the_holder(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     run_dir = tmp_path / "run"

@@ -75,6 +75,7 @@ def test_a_folder_without_a_run_database_is_a_one_line_user_error(tmp_path):
         leaderboard_command(tmp_path, bootstrap=-1)
 
 
+@pytest.mark.slow
 def test_cli_report_exits_zero_and_bad_folder_exits_nonzero_in_one_line(run_dir, tmp_path):
     ok = subprocess.run([sys.executable, "-m", "envduels.cli", "report", str(run_dir), "--json",
                          str(tmp_path / "x.json"), "--bootstrap", "20"], capture_output=True, text=True, timeout=120)

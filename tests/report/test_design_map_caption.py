@@ -29,6 +29,7 @@ runpy.run_module("envduels.cli", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", ["absent", "installed"])
 def test_report_names_the_embedding_in_its_json_and_design_map_caption(extra, tmp_path):
     if extra == "installed":
