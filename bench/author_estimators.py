@@ -10,7 +10,8 @@
   information, pooled per author with weights 1/(σ²_env + se²), σ²_env by DerSimonian–Laird);
 - the divergence test with three author-strength estimators: the author rating's θ (Pearson
   with the solver ranks, θ refitted for every rearrangement), mean lift (today's, the
-  studentized trend) and the mixed model (its weighted means, studentized by 1/Σ w).
+  studentized trend; and beside it the same means unstudentized, Pearson with the ranks) and the
+  mixed model (its weighted means, studentized by 1/Σ w).
 
 Run: `python bench/author_estimators.py --cells uneven:strong:9x10x1,uneven:constant:9x10x1
 --reps 300 --json out.json` (cells as in bench/divergence_table.py).
@@ -204,6 +205,20 @@ def weighted_trend(values: np.ndarray, weights: np.ndarray, own: np.ndarray, c: 
     return (1 + int(np.sum(t(perm) <= obs + 1e-9))) / 5000
 
 
+def plain_trend(values: np.ndarray, own: np.ndarray, c: np.ndarray, rng: np.random.Generator) -> float:
+    """The divergence test's mean lifts without studentizing: Pearson of the authors' means with
+    the solver ranks, over 4,999 rearrangements of environments among authors."""
+    n = len(c)
+    perm = np.vstack([own[None], np.take_along_axis(np.broadcast_to(own, (4999, len(own))),
+                                                    np.argsort(rng.random((4999, len(own))), axis=1), axis=1)])
+    flat = (perm + n * np.arange(len(perm))[:, None]).ravel()
+    mean = (np.bincount(flat, np.tile(values, len(perm)), minlength=len(perm) * n)
+            / np.bincount(flat, minlength=len(perm) * n)).reshape(len(perm), n)
+    mc = mean - mean.mean(axis=1, keepdims=True)
+    r = (mc * c).sum(axis=1) / np.sqrt((mc * mc).sum(axis=1) * (c * c).sum())
+    return (1 + int(np.sum(r[1:] <= r[0] + 1e-12))) / 5000
+
+
 def rating_trend(num: np.ndarray, den: np.ndarray, authors: list[str], solvers: list[str], own: np.ndarray,
                  c: np.ndarray, rng: np.random.Generator) -> float:
     """The divergence test on the author rating's θ: Pearson of θ with the solver ranks, the
@@ -261,6 +276,8 @@ def one(args: tuple[str, int]) -> dict[str, Any]:
         rank = rankdata([solver.theta[solver.players.index(m)] for m in author.players])
         c = rank - rank.mean()
         out["test_rating"] = rating_trend(b.num, b.den, b.players, b.solvers, own, c, rng)
+        gamma, has = author.lifts.solver_adjusted()
+        out["test_plain"] = plain_trend(gamma[has], author.lifts.author[has], c, rng)
         out["test_mixed"] = weighted_trend(effect, w, own, c, rng)
     return out
 
@@ -284,7 +301,7 @@ def main() -> None:
     t0 = time.perf_counter()
     print("| cell | runs | author claims per run: points (main) / mean lift (today) / mixed model "
           "| of them in the reverse of solving order | divergence test p < 0.05: rating θ / mean lift (today) / "
-          "mixed model |")
+          "mixed model / mean lift unstudentized |")
     print("|---|---|---|---|---|")
     with ProcessPoolExecutor(args.jobs) as pool:
         for cell in args.cells.split(","):
@@ -298,7 +315,7 @@ def main() -> None:
             out["cells"][cell] = reps
             claims = " / ".join(f"{np.mean([r[f'claims_{s}'] for r in reps]):.2f}" for s in ("points", "mean_lift", "mixed"))
             up = " / ".join(f"{np.mean([r[f'claims_{s}_up'] for r in reps]):.2f}" for s in ("points", "mean_lift", "mixed"))
-            tests = " / ".join(_rate(reps, k) for k in ("test_rating", "test_mean_lift", "test_mixed"))
+            tests = " / ".join(_rate(reps, k) for k in ("test_rating", "test_mean_lift", "test_mixed", "test_plain"))
             print(f"| {cell} | {len(reps)} | {claims} | {up} | {tests} |", flush=True)
             if args.json:
                 Path(args.json).write_text(json.dumps(out, default=float))

@@ -13,6 +13,10 @@ bootstrap draws from the estimate / variance of the ratings, below `MIN_RELIABIL
 interval holds its level (0.73 or less at ±0.4 logits in the coverage table; 0.68 on uneven
 environments when only the draws' variance was counted), so none is given and `ci_note` says
 why; likewise without author intervals (no within-author replication).
+
+Whether authoring and solving rank the models differently is not read off that interval, which
+on environments like real ones is withheld at every design measured, but tested
+(`divergence_test`): the entry's `p_value`, `claim`, `crossings` and `clearest_crossing`.
 """
 
 from __future__ import annotations

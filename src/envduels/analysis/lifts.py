@@ -5,8 +5,9 @@ An author's strength, for both tests, is the **mean lift of its environments**: 
 lift is Σ (yh − y0) / matched pairs over the solvers that played it (rounds pooled, self-play
 never counted). The author rating's Bradley–Terry fit compares the same lifts solver by solver
 and keeps only which author was ahead; the tests keep the size of the difference too, which at
-the reference design gives them a half to twice as many claims (docs/analysis.md, "How much the
-author statistic matters"), and they stay exact because they rearrange whole environments.
+9 models × 10–20 environments per author gave a quarter to a half more author rank claims and
+a stronger divergence test (docs/analysis.md, "How much the author statistic matters"), and
+they stay exact because they rearrange whole environments.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ for each pair of models, which `ratings.holm_above` turns into family-wise rank 
 
 The bootstrap z of a strength difference, used before, was optimistic in the far tail that Holm
 needs (0.05/36 at 9 models): identical solvers were ordered in 8% of runs at 9 × 10 × 1, and
-identical authors in 16–53% (so author ranks were withheld). Both tests here are exact when the
+identical authors in 16–53% (so author ranks were withheld). Every test here is exact when the
 two models are alike, whatever the environments' values.
 """
 
@@ -76,9 +76,9 @@ def author_pair_pvalues(lifts: EnvironmentLifts, *, seed: int = 0, level: float 
     independent one is). NaN for a pair without an environment each.
 
     The statistic was each author's points against the other and the other authors, solver by
-    solver (the sign of each lift difference): the same exact test, with a quarter to a half of
-    the claims at the reference design (docs/analysis.md, "How much the author statistic
-    matters")."""
+    solver (the sign of each lift difference): the same exact test, with a fifth to a third
+    fewer claims at 9 models × 10–20 environments per author (docs/analysis.md, "How much the
+    author statistic matters")."""
     n = len(lifts.authors)
     pairs = n * (n - 1) // 2
     # p can reach half of Holm's smallest level, 0.05/pairs
