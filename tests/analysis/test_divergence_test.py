@@ -13,6 +13,7 @@ import pytest
 from envduels.analysis import compute_ratings, divergence, matched_pairs, simulate_tournament
 from envduels.analysis.divergence_test import crossings, divergence_test
 from envduels.analysis.lifts import EnvironmentLifts
+from envduels.analysis.ratings import Rating
 
 ABILITY = np.linspace(-1.5, 1.5, 9)
 STRONG = {"author_teaching": list(1.0 - ABILITY), "author_difficulty": list(-ABILITY)}
@@ -115,10 +116,16 @@ def test_a_crossing_is_certain_only_when_both_rank_claims_hold():
     p_author[2, 0], p_author[1, 0], p_author[2, 1] = 1e-4, 0.04, 0.5  # c certainly above a as an author
     above_s, above_a = np.zeros((3, 3), bool), np.zeros((3, 3), bool)
     above_s[0, 2], above_a[2, 0] = True, True
-    found = crossings(players, (players, theta_a, above_a, p_author), (players, theta_s, above_s, p_solver))
+
+    def rating(kind: str, theta: np.ndarray, above: np.ndarray, p: np.ndarray | None) -> Rating:
+        return Rating(kind, players, np.zeros((3, 3)), theta, np.zeros((0, 3)), np.ones(3, bool), above=above,
+                      pair_p=p)
+
+    author, solver = rating("author", theta_a, above_a, p_author), rating("solver", theta_s, above_s, p_solver)
+    found = crossings(players, author, solver)
     assert [(c.better_solver, c.better_author, c.certain) for c in found] == [
         ("a", "c", True), ("a", "b", False), ("b", "c", False)]
-    assert crossings(players, (players, theta_a, above_a, None), (players, theta_s, above_s, p_solver)) == []
+    assert crossings(players, rating("author", theta_a, above_a, None), solver) == []
 
 
 def test_a_clear_reversal_on_many_environments_is_a_certain_crossing():

@@ -152,8 +152,7 @@ def _test_entry(author: Rating, solver: Rating, common: list[str], *, seed: int,
         return out
     out["p_value"] = test.p_value
     out["claim"] = bool(test.p_value < TEST_LEVEL)
-    found = crossings(common, (author.players, author.theta, author.above, author.pair_p),
-                      (solver.players, solver.theta, solver.above, solver.pair_p))
+    found = crossings(common, author, solver)
     out["crossings"] = [asdict(c) for c in found if c.certain]
     out["clearest_crossing"] = asdict(found[0]) if found else None
     return out

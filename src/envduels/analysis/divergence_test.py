@@ -45,6 +45,7 @@ from scipy.stats import rankdata
 
 from envduels.analysis._ties import snap
 from envduels.analysis.lifts import EnvironmentLifts
+from envduels.analysis.ratings import Rating
 
 TEST_PERMUTATIONS = 4_999
 """Rearrangements of environments among authors behind the divergence test's p-value."""
@@ -99,7 +100,6 @@ def divergence_test(lifts: EnvironmentLifts, solver_theta: dict[str, float], mod
     if len(models) < 3:
         return "fewer than 3 models are rated both as author and as solver"
     gamma, has = lifts.solver_adjusted()
-    index = {a: k for k, a in enumerate(lifts.authors)}
     where = {m: k for k, m in enumerate(models)}
     own = np.array([where.get(lifts.authors[a], -1) for a in lifts.author], dtype=int)
     rows = np.flatnonzero((own >= 0) & has)
@@ -107,8 +107,6 @@ def divergence_test(lifts: EnvironmentLifts, solver_theta: dict[str, float], mod
     if counts.min() < 2:
         short = sorted(m for m, k in zip(models, counts, strict=True) if k < 2)
         return f"{', '.join(short[:3])}{', ...' if len(short) > 3 else ''} wrote fewer than 2 environments with results"
-    if any(m not in index for m in models):
-        return "a model has no environments"
     theta = snap(np.array([solver_theta[m] for m in models], dtype=float))
     rank = rankdata(theta)
     c = rank - rank.mean()
@@ -130,32 +128,30 @@ def divergence_test(lifts: EnvironmentLifts, solver_theta: dict[str, float], mod
                      solver_rank={m: float(rank[k]) for k, m in enumerate(models)})
 
 
-def crossings(models: list[str], author: tuple[list[str], np.ndarray, np.ndarray | None, np.ndarray | None],
-              solver: tuple[list[str], np.ndarray, np.ndarray | None, np.ndarray | None]) -> list[Crossing]:
+def crossings(models: list[str], author: Rating, solver: Rating) -> list[Crossing]:
     """Every pair of `models` (A, B) that the two ratings order oppositely, A ahead as a solver and
     B as an author, in their estimates and in their rank tests' directions, clearest first:
     certain ones first, then by the larger of the two tests' p-values (the p-value of "A is the
     better solver *and* B the better author"), then by the two ratings' gaps summed (logits),
-    then by name. `certain` when both orders are family-wise rank claims.
-    Each rating is (players, θ, above, pair_p) as `ratings.Rating` holds them; a rating without
-    rank tests (pair_p None) gives no crossing."""
-    a_players, a_theta, a_above, a_p = author
-    s_players, s_theta, s_above, s_p = solver
-    if a_p is None or s_p is None:
+    then by name. `certain` when both orders are family-wise rank claims (`Rating.above`). A
+    rating without rank tests (`pair_p` None) gives no crossing."""
+    if author.pair_p is None or solver.pair_p is None:
         return []
     found: list[tuple[Crossing, float]] = []
     for x in models:
         for y in models:
             if x == y:
                 continue
-            si, sj = s_players.index(x), s_players.index(y)
-            ai, aj = a_players.index(y), a_players.index(x)
-            p_solver, p_author = s_p[si, sj], a_p[ai, aj]  # the solver test favours x, the author test y
-            if not (s_theta[si] > s_theta[sj] and a_theta[ai] > a_theta[aj]
+            si, sj = solver.players.index(x), solver.players.index(y)
+            ai, aj = author.players.index(y), author.players.index(x)
+            # the solver test must favour x and the author test y (`holm_above` reads them so)
+            p_solver, p_author = solver.pair_p[si, sj], author.pair_p[ai, aj]
+            if not (solver.theta[si] > solver.theta[sj] and author.theta[ai] > author.theta[aj]
                     and np.isfinite(p_solver) and np.isfinite(p_author)):
                 continue
-            certain = bool(s_above is not None and a_above is not None and s_above[si, sj] and a_above[ai, aj])
-            gap = float(s_theta[si] - s_theta[sj] + a_theta[ai] - a_theta[aj])
+            certain = bool(solver.above is not None and author.above is not None
+                           and solver.above[si, sj] and author.above[ai, aj])
+            gap = float(solver.theta[si] - solver.theta[sj] + author.theta[ai] - author.theta[aj])
             found.append((Crossing(x, y, float(p_solver), float(p_author), certain), gap))
     # Monte Carlo p-values of clear pairs sit at the same floor: then the wider gap is clearer
     found.sort(key=lambda f: (not f[0].certain, max(f[0].p_solver, f[0].p_author), -f[1], f[0].better_solver,
