@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 from envduels.analysis import compute_ratings, divergence, matched_pairs, simulate_tournament
 from envduels.analysis.divergence_test import divergence_test
-from envduels.analysis.ratings import RIDGE, fit_bradley_terry
+from envduels.analysis.ratings import MIN_AUTHOR_ENVS, RIDGE, fit_bradley_terry
 from envduels.analysis.simulate import FrameTables
 from envduels.analysis.transitivity import wilson
 
@@ -96,13 +96,16 @@ def tables(cell: str, seed: int) -> FrameTables:
     return steps_tournament(envs_per_author=k, seed=seed, **steps_params(n, shape))
 
 
+MIN_ENVIRONMENTS = [MIN_AUTHOR_ENVS]  # set by main() before the worker processes start (they fork)
+
+
 def one(args: tuple[str, int, int]) -> dict[str, Any]:
     """One tournament rated as `analyze` rates a run: the test and the rank claims behind it."""
     cell, seed, draws = args
     with threadpool_limits(limits=1, user_api="blas"):
         t = tables(cell, seed)
         r = compute_ratings(t, matched_pairs(t.episodes), bootstrap=draws, seed=seed, kinds=("author", "solver"))
-        d = divergence(r["author"], r["solver"], seed=seed)
+        d = divergence(r["author"], r["solver"], seed=seed, min_environments=MIN_ENVIRONMENTS[0])
     author, solver = r["author"], r["solver"]
     return {"seed": seed, "p": d["p_value"], "claim": d["claim"], "note": d["test_note"], "rho": d["spearman"],
             "certain": len(d["crossings"]),
@@ -120,7 +123,8 @@ def truth_sample(args: tuple[str, int]) -> dict[str, Any]:
         r = compute_ratings(t, matched_pairs(t.episodes), bootstrap=0, seed=seed, kinds=("author", "solver"))
         solver = r["solver"]
         theta = {m: float(solver.theta[i]) for i, m in enumerate(solver.players)}
-        test = divergence_test(r["author"].lifts, theta, list(solver.players), permutations=1, seed=seed)
+        test = divergence_test(r["author"].lifts, theta, list(solver.players), permutations=1, seed=seed,
+                               min_environments=2)
     return {"players": solver.players, "solver_scores": solver.scores.tolist(),
             "author_strength": None if isinstance(test, str) else test.author_strength}
 
@@ -195,7 +199,10 @@ def main() -> None:
     ap.add_argument("--progress", default=None, help="append a line here every 25 tournaments")
     ap.add_argument("--merge", nargs="+", default=None)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--min-environments", type=int, default=MIN_AUTHOR_ENVS,
+                    help="the test's least environments per author (below the report's, to measure why it is 4)")
     args = ap.parse_args()
+    MIN_ENVIRONMENTS[0] = args.min_environments
     if args.list:
         for shape, what in SHAPES.items():
             print(f"{shape:10} {'null' if shape in NULL_SHAPES else 'power':5}  {what}")

@@ -56,7 +56,9 @@ def test_an_author_with_one_environment_gets_no_test_and_a_reason():
     r = compute_ratings(run.tables, matched_pairs(run.tables.episodes), bootstrap=20, kinds=("author", "solver"))
     d = divergence(r["author"], r["solver"])
     assert (d["p_value"], d["claim"]) == (None, False)
-    assert d["test_note"].startswith("no divergence test: ") and "fewer than 2 environments" in d["test_note"]
+    assert d["test_note"] == ("no divergence test: m00, m01, m02, ... wrote fewer than 4 environments with results, "
+                              "too few to tell an author's strength from its environments' luck; write more "
+                              "environments per author")
 
 
 def test_two_models_get_no_test_and_a_reason():
@@ -89,7 +91,7 @@ def test_over_every_arrangement_of_alike_environments_the_test_rejects_about_5_p
             continue
         seen.add(labels)
         test = divergence_test(_lifts(values, np.array(labels), 4), theta, list(theta), permutations=999,
-                               seed=len(seen))
+                               seed=len(seen), min_environments=2)
         rejected += test.p_value < 0.05
     assert len(seen) == 2520
     # 5% of 2,520 is 126; the Monte Carlo p-values move it by about ±11
@@ -100,8 +102,8 @@ def test_author_strength_falling_with_solver_rank_gives_a_small_p_and_rising_a_l
     author = np.repeat(np.arange(4), 3)
     falling = 0.3 - 0.1 * author + np.tile([-0.02, 0.0, 0.02], 4)
     theta = {f"m{i}": float(i) for i in range(4)}
-    down = divergence_test(_lifts(falling, author, 4), theta, list(theta), seed=1)
-    up = divergence_test(_lifts(falling[::-1].copy(), author, 4), theta, list(theta), seed=1)
+    down = divergence_test(_lifts(falling, author, 4), theta, list(theta), seed=1, min_environments=3)
+    up = divergence_test(_lifts(falling[::-1].copy(), author, 4), theta, list(theta), seed=1, min_environments=3)
     assert down.p_value < 0.01 and up.p_value > 0.99
     assert down.author_strength["m0"] > down.author_strength["m3"]
     assert down.solver_rank == {"m0": 1.0, "m1": 2.0, "m2": 3.0, "m3": 4.0}

@@ -34,7 +34,7 @@ from envduels.analysis.divergence_test import (
     crossings,
     divergence_test,
 )
-from envduels.analysis.ratings import Rating
+from envduels.analysis.ratings import MIN_AUTHOR_ENVS, Rating
 
 DivergenceEntry = dict[str, Any]
 """The divergence's JSON entry: numbers (ρ, bounds, reliabilities, model count, the test's
@@ -78,10 +78,12 @@ def reliability(theta: np.ndarray, draws: np.ndarray, *, shift: bool = True) -> 
 
 
 def divergence(author: Rating, solver: Rating, *, min_reliability: float = MIN_RELIABILITY,
-               shift: bool = True, seed: int = 0, permutations: int = TEST_PERMUTATIONS) -> DivergenceEntry:
+               shift: bool = True, seed: int = 0, permutations: int = TEST_PERMUTATIONS,
+               min_environments: int = MIN_AUTHOR_ENVS) -> DivergenceEntry:
     """Spearman ρ over models rated as both author and solver, with a 95% bootstrap interval,
     and whether the best solver is also the best author. Fewer than 3 common models: nulls.
-    `min_reliability` and `shift` are the gate (the coverage bench measures others beside it).
+    `min_reliability` and `shift` are the gate (the coverage bench measures others beside it),
+    `min_environments` the test's (bench/divergence_table.py measures below it).
 
     Then the divergence test (`divergence_test`, from the author rating's environment lifts):
     `p_value`, and `claim`, True exactly when p < `TEST_LEVEL` (the report then states that
@@ -95,7 +97,7 @@ def divergence(author: Rating, solver: Rating, *, min_reliability: float = MIN_R
                            "best_solver": None, "best_author": None, "best_solver_is_best_author": None,
                            "spearman_bias_corrected": None, "ci_method": None, "ci_note": None,
                            "reliability_author": None, "reliability_solver": None}
-    out |= _test_entry(author, solver, common, seed=seed, permutations=permutations)
+    out |= _test_entry(author, solver, common, seed=seed, permutations=permutations, min_environments=min_environments)
     if len(common) < 2:
         return out
     ai = [author.players.index(m) for m in common]
@@ -137,7 +139,8 @@ def divergence(author: Rating, solver: Rating, *, min_reliability: float = MIN_R
     return out
 
 
-def _test_entry(author: Rating, solver: Rating, common: list[str], *, seed: int, permutations: int) -> DivergenceEntry:
+def _test_entry(author: Rating, solver: Rating, common: list[str], *, seed: int, permutations: int,
+                min_environments: int) -> DivergenceEntry:
     """The divergence test's keys of the entry: p_value, claim, test_note, crossings,
     clearest_crossing."""
     out: DivergenceEntry = {"p_value": None, "claim": False, "test_note": None, "crossings": [],
@@ -146,7 +149,8 @@ def _test_entry(author: Rating, solver: Rating, common: list[str], *, seed: int,
         out["test_note"] = "no divergence test: the author rating carries no environment lifts"
         return out
     solver_theta = {m: float(solver.theta[solver.players.index(m)]) for m in common}
-    test = divergence_test(author.lifts, solver_theta, common, permutations=permutations, seed=seed)
+    test = divergence_test(author.lifts, solver_theta, common, permutations=permutations, seed=seed,
+                           min_environments=min_environments)
     if isinstance(test, str):
         out["test_note"] = f"no divergence test: {test}"
         return out
