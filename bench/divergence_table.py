@@ -164,8 +164,10 @@ def print_table(cells: dict[str, dict[str, Any]]) -> None:
         ac = [r["author_claims"] for r in reps if r["author_claims"] is not None]
         role = "null" if shape in NULL_SHAPES else "power"
         rho = c.get("truth", {}).get("rho")
-        print(f"| {generator} | {design.replace('x', '×')} | {shape} ({role}) | "
-              f"{'–' if rho is None or rho != rho else f'{rho:.2f}'} | {len(reps):,} | {share(claims, len(reps))} "
+        # every author alike: the truth has no order, and ρ of 50 tournaments' means would be noise
+        truth_rho = "– (alike)" if shape == "constant" else "–" if rho is None or rho != rho else f"{rho:.2f}"
+        print(f"| {generator} | {design.replace('x', '×')} | {shape} ({role}) | {truth_rho} | {len(reps):,} "
+              f"| {share(claims, len(reps))} "
               f"| {share(crossing, len(reps))} | {np.mean(ac) if ac else float('nan'):.2f} "
               f"| {len(reps) - len(tested)} |")
 
