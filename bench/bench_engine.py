@@ -31,6 +31,14 @@ episodes of 4 turns; the scripted solver bisects). Every design also drives the 
 conversations through the bare official `openai` client (one `AsyncOpenAI` per player,
 `max_concurrency` at a time), the issue's baseline, and prints the engine's share of both.
 
+    .venv/bin/python bench/bench_engine.py --design solver-eval --cli [--latency-ms 500]
+
+Timed as a user times it: `envduels run CONFIG --quiet` as a subprocess, from its spawn to its
+exit (imports, config, validation, pool start, play, audit, closing), against the bare
+`openai` client sending the same conversations; the fixed cost around the play is split into
+start to first solver call, solving, and last episode to exit, with the interpreter's import
+time measured apart (`python -c "import envduels.cli"`).
+
     .venv/bin/python bench/bench_engine.py --audit [--seeds 1]
 
 The replay audit's cost instead: at 50 ms and 500 ms server latency, the same tournament with
@@ -76,6 +84,11 @@ def main() -> int:
     ap.add_argument("--compare-src", metavar="SRC",
                     help="at 50 and 500 ms, this tree against the envduels at SRC (e.g. "
                          "/work/main/src), alternated, side by side")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="harness worker processes (sandbox.workers; default: one per core, "
+                         "0: sandbox work in the engine process)")
+    ap.add_argument("--cli", action="store_true",
+                    help="time `envduels run` as a subprocess, spawn to exit (above)")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.concurrency is None:
@@ -92,6 +105,8 @@ def main() -> int:
     try:
         base_url = server.stdout.readline().strip()
         with tempfile.TemporaryDirectory() as tmp:
+            if args.cli:
+                return _bench_cli(base_url, Path(tmp), args)
             return _bench(base_url, Path(tmp), args)
     finally:
         server.terminate()
@@ -188,6 +203,8 @@ def _write_config(base_url: str, tmp: Path, args: argparse.Namespace) -> Path:
                       "max_turns": 4, "history": "none"}
     cfg = {"name": "bench", "seed": 1, "output_dir": str(tmp / "run"), "players": players,
            "tournament": tournament, "sandbox": {"warm_workers": 4}}
+    if getattr(args, "workers", None) is not None:
+        cfg["sandbox"]["workers"] = args.workers
     path = tmp / "bench.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -280,6 +297,47 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
         for name, (span, tree, own) in phases.items():
             print(f"  {name:12s} {span:6.2f} s wall  {tree:6.2f} s CPU  {own:6.2f} s engine "
                   f"process   ({tree / n * 1000:5.1f} / {own / n * 1000:5.1f} ms per episode)")
+    return 0
+
+
+def _bench_cli(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
+    """`envduels run` timed from spawn to exit against the bare client (module docstring)."""
+    from envduels.store import Store
+
+    path = _write_config(base_url, tmp, args)
+    script = Path(sys.executable).with_name("envduels")
+    argv = [str(script) if script.exists() else sys.executable, "run", str(path), "--quiet"]
+    if not script.exists():
+        argv[1:1] = ["-m", "envduels.cli"]
+    imports = subprocess.run([sys.executable, "-c", "import time, sys; t = time.monotonic(); "
+                              "import envduels.cli; print(time.monotonic() - t)"],
+                             capture_output=True, text=True, check=True)
+    spawned = time.time()
+    started = time.monotonic()
+    run = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    exited = time.time()
+    if run.returncode != 0:
+        print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)
+        return run.returncode
+    store = Store(tmp / "run", create=False)
+    n = len(store.episodes())
+    solver_calls = [r for r in store.call_records() if r["role"] == "solver"]
+    first_call, last_episode = store.solving_span()
+    store.close()
+    bare_wall = asyncio.run(_bare_ceiling(path, _conversations(solver_calls)))
+    print(f"{args.design} as a user times it: `envduels run` {n} episodes, server latency "
+          f"{args.latency_ms:g} ms, workers {args.workers if args.workers is not None else 'cores'}"
+          f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"  whole command (spawn to exit)      {wall:7.2f} s")
+    print(f"    of it: spawn to first solver call {first_call - spawned:6.2f} s  "
+          f"(interpreter + `import envduels.cli` {float(imports.stdout):.2f} s of it)")
+    print(f"    of it: solving                    {last_episode - first_call:6.2f} s")
+    print(f"    of it: last episode to exit       {exited - last_episode:6.2f} s  (audit tail, "
+          "analysis, closing)")
+    print(f"  bare `openai` client, same calls   {bare_wall:7.2f} s")
+    print(f"  bare / whole command               {bare_wall / wall:7.2f}   (target >= 0.85 at "
+          "500 ms)")
     return 0
 
 

@@ -7,7 +7,8 @@ NAME is anything `envduels validate` accepts: a library name, a `.py` file, an e
 from `envduels export` (all its environments), `FOLDER/ENV_ID`. The default model is the bundled
 SmolLM2-135M-Instruct, loaded through transformers from its GGUF file; `--model` takes a `.gguf`
 file or a Hugging Face model folder. Every group starts without the hint; an all-failing group is
-re-rolled once with the hint (the hinted rescue, docs/training.md). Writes OUT/rescue.jsonl (the
+re-rolled once with the hint (the hinted rescue, docs/training.md; `--no-rescue` turns it off),
+and `--curriculum` draws the groups (docs/training.md, "A curriculum"). Writes OUT/rescue.jsonl (the
 rescue's counters, one row per step), OUT/model (the trained checkpoint) and OUT/train.json.
 Needs `pip install 'envduels[train]'` (torch first, as the README says).
 """
@@ -35,6 +36,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--learning-rate", type=float, default=1e-6)
     ap.add_argument("--escalate", action="store_true",
                     help="re-roll a still-failing hinted group once more with hint_2")
+    ap.add_argument("--no-rescue", action="store_true",
+                    help="never re-roll with the hint (GRPO alone: a baseline)")
+    ap.add_argument("--curriculum", choices=("learnability", "trainable"), default=None,
+                    help="draw each group's environment by the export's panel learnability, or "
+                    "by the share of its groups that were trainable so far (default: every "
+                    "environment and seed once per epoch)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     for name in ("steps", "group", "max_turns", "groups_per_step", "max_new_tokens"):
@@ -80,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             specs=tuple(specs), out=args.out, steps=args.steps, group=args.group,
             max_turns=args.max_turns, model=args.model, groups_per_step=args.groups_per_step,
             max_new_tokens=args.max_new_tokens, learning_rate=args.learning_rate,
-            escalate=args.escalate, seed=args.seed)
+            escalate=args.escalate, seed=args.seed, rescue=not args.no_rescue,
+            curriculum=args.curriculum)
         started = time.monotonic()
         model_dir = train(settings).model_dir
     except UserError as err:
@@ -88,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summary = {"environments": ids, "steps": args.steps, "group": args.group,
                "max_turns": args.max_turns, "model": args.model or "smollm2-135m-instruct",
+               "rescue": not args.no_rescue, "curriculum": args.curriculum,
                "checkpoint": str(model_dir), "wall_s": round(time.monotonic() - started, 1)}
     (args.out / "train.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(f"trained {args.steps} steps in {summary['wall_s']} s; checkpoint {model_dir}; "

@@ -1,4 +1,4 @@
-"""The public Python surface (`envduels.run`, `arun`, `open_run`, `Run`): the README's example
+"""The public Python surface (`envduels.run`, `arun`, `open_run`, `Run`): the user guide's example
 runs as written, nothing prints or exits, bad input is one-line `UserError`s, and
 `import envduels` stays cheap. Real parts throughout: the scripted server on loopback, the
 bubblewrap sandbox, SQLite."""
@@ -26,11 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_example() -> str:
-    """The first ```python block of the README's "Python API" section, exactly as printed."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The first ```python block of the user's guide's "Python API" section (docs/guide.md,
+    where the README points), exactly as printed."""
+    text = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
     section = text.split("\n## Python API\n", 1)[1].split("\n## ", 1)[0]
     found = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found is not None, "the README's Python API section has no ```python block"
+    assert found is not None, "docs/guide.md's Python API section has no ```python block"
     return found.group(1)
 
 
@@ -43,7 +44,7 @@ def one_line(err: pytest.ExceptionInfo[envduels.UserError]) -> str:
 def test_readme_example_runs_a_tournament_and_reads_a_rating_without_printing(capfd):
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     scope: dict[str, object] = {"__name__": "readme_example"}
-    exec(compile(readme_example(), "README.md", "exec"), scope)   # its own asserts run too
+    exec(compile(readme_example(), "docs/guide.md", "exec"), scope)   # its own asserts run too
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
     best = scope["best"]

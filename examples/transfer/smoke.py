@@ -6,7 +6,8 @@ It proves the plumbing, nothing about models: its numbers are a smoke test, not 
 
 1. A real `envduels run` (engine, sandbox, run database) whose players are scripted by the
    OpenAI-compatible `envduels.testing.ScriptedServer` on loopback: authors a1-a4 and h each
-   write a one-turn "vault" environment (say the password) with a hint; five panel solvers
+   write a one-turn "vault" environment (say the password: the author's word and the last
+   digit of the vault's number, so the answer differs per seed) with a hint; five panel solvers
    s1-s5 always win with the hint, and without it solvers s1..s_k win author a_k's vault, so the
    panel's no-hint pass rate is k/5 and the hint lift 1 - k/5 (0.8, 0.6, 0.4, 0.2).
 2. `envduels export --author h`: h's environment is the held-out export.
@@ -42,23 +43,25 @@ class Vault:
 
     def reset(self, seed=None):
         number = random.Random(seed).randint(1, 999)
+        self.password = f"WORD{number % 10}"
         return f"Vault AUTHOR #{number}: say the password.", {}
 
     def step(self, action):
         word = action.strip()[len("\\boxed{"):-1].strip().lower()
-        if word == "WORD":
+        if word == self.password:
             return "The vault opens.", 1.0, True, False, {}
         return "Wrong password: the vault stays shut.", 0.0, True, False, {}
 
     def oracle_action(self):
-        return "\\boxed{WORD}"
+        return "\\boxed{" + self.password + "}"
 '''
 
 
 def author_reply(author: str) -> str:
     word = AUTHORS[author]
     source = VAULT.replace("AUTHOR", author).replace("WORD", word)
-    return (f"```python\n{source}```\n<hint>The password is {word[::-1]!r} read backwards.</hint>\n"
+    hint = f"The password is {word[::-1]!r} read backwards, then the last digit of the vault's number."
+    return (f"```python\n{source}```\n<hint>{hint}</hint>\n"
             f"<domain>language</domain>\n<title>Vault of {author}</title>")
 
 
@@ -68,9 +71,9 @@ def respond(model: str, messages: list[dict]) -> str:
     if name in AUTHORS:
         return author_reply(name)
     first = next(m["content"] for m in messages if m["role"] == "user")
-    author = first.split("Vault ", 1)[1].split(" ", 1)[0]
+    author, number = first.split("Vault ", 1)[1].split(":", 1)[0].split(" #")
     wins = first.startswith("Hint: ") or int(name[1:]) <= COLD_WINNERS[author]
-    return f"\\boxed{{{AUTHORS[author] if wins else 'nope'}}}"
+    return f"\\boxed{{{AUTHORS[author] + number[-1] if wins else 'nope'}}}"
 
 
 def config(base_url: str, out: Path) -> dict:

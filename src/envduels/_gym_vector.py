@@ -1,4 +1,5 @@
-"""`envduels.gym.make_vec`: a Gymnasium vector environment whose sandboxes run on a Ray cluster.
+"""`envduels.gym.make_vec`: a Gymnasium vector environment whose sandboxes run in this machine's
+harness worker processes (`LocalVectorEnv`) or on a Ray cluster (`RayVectorEnv`).
 
 Each sub-environment behaves exactly like `envduels.gym.EnvDuelsGymEnv` (same observations,
 format errors, turn cap, hint option, faults as truncation); only where its sandbox runs
@@ -28,17 +29,18 @@ from envduels._gym_env import EnvDuelsGymEnv, GymOptions, Info
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
-    from envduels.sandbox import StepResult
-    from envduels.sandbox.ray_pool import RayEnvPool, RemoteEnvInstance
+    from envduels.sandbox import HarnessPool, RemoteEnvInstance, StepResult
+    from envduels.sandbox.ray_pool import RayEnvPool
 
 T = TypeVar("T")
 
 
 class VecOptions(GymOptions, total=False):
-    """`make_vec`'s keyword arguments: `EnvDuelsGymEnv`'s, and the sandboxes a node holds per
-    CPU."""
+    """`make_vec`'s keyword arguments: `EnvDuelsGymEnv`'s, the sandboxes a Ray node holds per
+    CPU, and the harness workers on this machine (None: one per core)."""
 
     sandboxes_per_cpu: int
+    workers: int | None
 
 
 class _Loop:
@@ -75,7 +77,7 @@ class _SyncRemote:
 
 
 class _RemoteGymEnv(EnvDuelsGymEnv):
-    def __init__(self, spec: EnvSpec, *, loop: _Loop, pool: RayEnvPool,
+    def __init__(self, spec: EnvSpec, *, loop: _Loop, pool: RayEnvPool | HarnessPool,
                  **kwargs: Unpack[GymOptions]) -> None:
         super().__init__(spec, **kwargs)
         self._loop, self._pool = loop, pool
@@ -87,27 +89,27 @@ class _RemoteGymEnv(EnvDuelsGymEnv):
         return _SyncRemote(self._loop, instance)
 
 
-class RayVectorEnv(VectorEnv):
-    """`num_envs` copies of one environment, each in its own sandbox on the Ray cluster at
-    `address` (joined, or the one this process is connected to). kwargs as
-    `EnvDuelsGymEnv` (hint_in_first_observation, parse_reply, max_turns, limits)."""
+class PoolVectorEnv(VectorEnv):
+    """`num_envs` copies of one environment, each in its own sandbox held by another process
+    (see the subclasses). kwargs as `EnvDuelsGymEnv` (hint_in_first_observation, parse_reply,
+    max_turns, limits)."""
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}   # each instance adds its env_id
 
-    def __init__(self, spec: EnvSpec, num_envs: int, *, address: str | None = None,
-                 sandboxes_per_cpu: int = 4, **kwargs: Unpack[GymOptions]) -> None:
-        from envduels.sandbox import SandboxLimits
-        from envduels.sandbox.ray_pool import RayEnvPool
+    def _make_pool(self) -> RayEnvPool | HarnessPool:
+        raise NotImplementedError
 
+    async def _start_pool(self) -> None:
+        pass
+
+    def __init__(self, spec: EnvSpec, num_envs: int, **kwargs: Unpack[GymOptions]) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = num_envs
         self._loop = _Loop()
-        limits = kwargs.get("limits") or SandboxLimits()
-        self._pool = RayEnvPool(limits, unsafe_no_sandbox=kwargs.get("unsafe_no_sandbox", False),
-                                address=address, sandboxes_per_cpu=sandboxes_per_cpu)
         try:
-            self._loop.run(self._pool.start())
+            self._pool = self._make_pool()
+            self._loop.run(self._start_pool())
         except BaseException:
             self._loop.stop()
             raise
@@ -170,3 +172,48 @@ class RayVectorEnv(VectorEnv):
         self._threads.shutdown(wait=True)
         self._loop.run(self._pool.aclose())
         self._loop.stop()
+
+
+class LocalVectorEnv(PoolVectorEnv):
+    """Sandboxes in this machine's harness worker processes (`workers`, None: one per core):
+    the sub-environments' sandbox work is spread over the cores."""
+
+    def __init__(self, spec: EnvSpec, num_envs: int, *, workers: int | None = None,
+                 **kwargs: Unpack[GymOptions]) -> None:
+        self._workers = workers
+        self._options = kwargs
+        super().__init__(spec, num_envs, **kwargs)
+
+    def _make_pool(self) -> HarnessPool:
+        from envduels.sandbox import HarnessPool, SandboxLimits
+
+        self._harness = HarnessPool(self._options.get("limits") or SandboxLimits(),
+                                    unsafe_no_sandbox=self._options.get("unsafe_no_sandbox", False),
+                                    workers=self._workers, replays_apart=False, warm=0)
+        return self._harness
+
+    async def _start_pool(self) -> None:
+        await self._harness.start()
+
+
+class RayVectorEnv(PoolVectorEnv):
+    """Sandboxes on the Ray cluster at `address` (joined, or the one this process is connected
+    to), `sandboxes_per_cpu` per CPU of each node."""
+
+    def __init__(self, spec: EnvSpec, num_envs: int, *, address: str | None = None,
+                 sandboxes_per_cpu: int = 4, **kwargs: Unpack[GymOptions]) -> None:
+        self._address, self._per_cpu = address, sandboxes_per_cpu
+        self._options = kwargs
+        super().__init__(spec, num_envs, **kwargs)
+
+    def _make_pool(self) -> RayEnvPool:
+        from envduels.sandbox import SandboxLimits
+        from envduels.sandbox.ray_pool import RayEnvPool
+
+        self._ray_pool = RayEnvPool(self._options.get("limits") or SandboxLimits(),
+                                    unsafe_no_sandbox=self._options.get("unsafe_no_sandbox", False),
+                                    address=self._address, sandboxes_per_cpu=self._per_cpu)
+        return self._ray_pool
+
+    async def _start_pool(self) -> None:
+        await self._ray_pool.start()   # a host per node, each checking its sandbox

@@ -77,6 +77,14 @@ app.add_typer(library_app, name="library")
 app.add_typer(models_app, name="models")
 
 UNSAFE_HELP = "Run environment code WITHOUT the bubblewrap sandbox. Only for code you trust."
+WORKERS_HELP = ("Harness worker processes that hold the sandboxes (0: none, all in this "
+                "process) [default: one per core]")
+
+
+def _workers_option(value: int | None) -> int | None:
+    if value is not None and value < 0:
+        raise typer.BadParameter(f"must be 0 or more, got {value}")
+    return value
 
 
 def _version(value: bool) -> None:
@@ -108,12 +116,16 @@ def run(
         "--no-cache", help="Send every model call to the provider, even one this run has "
         "recorded; calls are still recorded. Resuming this way pays again for the calls of "
         "unfinished work.")] = False,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", metavar="N", callback=_workers_option,
+        help="Harness worker processes that hold the sandboxes (0: none, all in this process) "
+        "[default: the config's sandbox.workers, else one per core]", show_default=False)] = None,
 ) -> None:
     """Run or resume a tournament; a kill or Ctrl-C loses nothing finished."""
     from envduels.engine.run import run_command
 
     raise typer.Exit(run_command(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet,
-                                 no_cache=no_cache))
+                                 no_cache=no_cache, workers=workers))
 
 
 @app.command()
@@ -153,6 +165,20 @@ def report(
 
 
 @app.command()
+def demo(
+    json_path: Annotated[Path | None, typer.Option("--json", metavar="FILE", help="Write the SPEC §8 JSON here.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Write the HTML report here.")] = None,
+    bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
+) -> None:
+    """A report of a simulated tournament whose truth is known: every section with something
+    to find, and the planted orders beside the ones the ratings found (no model is run; default
+    output ./demo-report.html)."""
+    from envduels.report.commands import demo_command
+
+    raise typer.Exit(demo_command(json_path=json_path, html_path=html_path, bootstrap=bootstrap))
+
+
+@app.command()
 def leaderboard(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="A run folder.")],
     bootstrap: Annotated[int, typer.Option(metavar="N", help="Bootstrap draws for intervals.")] = 1000,
@@ -172,6 +198,7 @@ def validate(
     hint_max_chars: Annotated[int | None, typer.Option(metavar="N", help="Longest hint allowed [default: that of a run config's tournament.hint_max_chars].", show_default=False)] = None,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
     revalidate: Annotated[bool, typer.Option("--revalidate", help="Judge library and export environments again instead of reusing the verdict cached for the same source, seeds, options and validator.")] = False,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=_workers_option, help=WORKERS_HELP, show_default=False)] = None,
 ) -> None:
     """Validate an environment file or an EnvDuels export folder; exit 0 only if valid."""
     from envduels.config import HINT_MAX_CHARS  # here, not at the top: --help stays fast
@@ -186,6 +213,7 @@ def validate(
             hint_max_chars=HINT_MAX_CHARS if hint_max_chars is None else hint_max_chars,
             unsafe_no_sandbox=unsafe_no_sandbox,
             revalidate=revalidate,
+            workers=workers,
         )
     )
 
@@ -199,6 +227,7 @@ def play(
     hint: Annotated[bool, typer.Option("--hint", help="Show the privileged hint.")] = False,
     seed: Annotated[int, typer.Option(metavar="N", help="Environment seed.")] = 0,
     unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
+    workers: Annotated[int | None, typer.Option("--workers", metavar="N", callback=_workers_option, help="Harness worker processes that hold the sandbox (0: none, in this process) [default: 1; an episode lives in one worker]", show_default=False)] = None,
 ) -> None:
     """Play one episode in the terminal, printing the transcript as it goes."""
     from envduels.engine.play import play_command
@@ -212,6 +241,7 @@ def play(
             hint=hint,
             seed=seed,
             unsafe_no_sandbox=unsafe_no_sandbox,
+            workers=workers,
         )
     )
 
@@ -227,8 +257,10 @@ def export(
     min_pass: Annotated[float | None, typer.Option(metavar="RATE", help="Lowest panel no-hint pass rate kept.")] = None,
     max_pass: Annotated[float | None, typer.Option(metavar="RATE", help="Highest panel no-hint pass rate kept.")] = None,
     target: Annotated[str | None, typer.Option(metavar="NAME", help="Keep what this model fails without the hint and passes with it.")] = None,
+    unsafe_no_sandbox: Annotated[bool, typer.Option("--unsafe-no-sandbox", help=UNSAFE_HELP)] = False,
 ) -> None:
-    """Write a run's valid environments as RL training data."""
+    """Write a run's valid environments as RL training data (jsonl and hf: one self-distillation
+    row per environment and seed, its first turn read in the sandbox)."""
     from envduels.export import export_command
 
     raise typer.Exit(
@@ -242,6 +274,7 @@ def export(
             min_pass=min_pass,
             max_pass=max_pass,
             target=target,
+            unsafe_no_sandbox=unsafe_no_sandbox,
         )
     )
 

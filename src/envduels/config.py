@@ -203,6 +203,9 @@ class SandboxConfig(_Strict):
     max_procs: int = Field(default=_sandbox.MAX_PROCS, ge=1, le=4096, json_schema_extra=NO_RESULT_EFFECT)
     observation_max_chars: int = Field(default=_sandbox.OBSERVATION_MAX_CHARS, ge=100)
     warm_workers: int = Field(default=2, ge=0, le=256, json_schema_extra=NO_RESULT_EFFECT)
+    # harness worker processes that hold the sandboxes (docs/workers.md): None, one per core;
+    # 0, none (all sandbox work on the command's own event loop). Never changes a result.
+    workers: int | None = Field(default=None, ge=0, le=1024, json_schema_extra=NO_RESULT_EFFECT)
     # bubblewrap (the default) or gvisor: gVisor's user-space kernel (`runsc`) gives each
     # sandbox its own kernel counters, /proc and clocks (docs/sandbox.md, "Runtimes")
     runtime: Literal["bubblewrap", "gvisor"] = Field(default=_sandbox.RUNTIME,

@@ -6,8 +6,13 @@ Formats:
   results (`round`, `flags`, `panel` rates, per-solver `results`).
 - `jsonl`: `OUT_DIR/environments.jsonl`, one record per (environment, seed): see `ROW_FIELDS`.
   The record carries the source text, so a loader needs nothing but the file (the source hash
-  lets it deduplicate).
-- `hf`: a Hugging Face `datasets` folder (`Dataset.save_to_disk`) with the same records.
+  lets it deduplicate), and the rows self-distillation trainers read: `prompt` (the duel's
+  solver system prompt and unhinted first user turn for that seed, as a conversation: each
+  environment is reset in the sandbox, with the run's limits, to read it) and
+  `privileged_context` (the hint), `hint_1`/`hint_2` (a graded pair's; `hint_1` is the hint
+  otherwise). A seed whose reset faults has no record; the summary and `export.json` name it.
+- `hf`: a Hugging Face `datasets` folder (`Dataset.save_to_disk`) with the same records, which
+  `datasets.load_from_disk` hands to TRL's SDFT/SDPO trainers as it is (docs/training.md).
 
 Every format also writes `OUT_DIR/export.json` (what was exported, from where, with which
 filters); an existing non-empty OUT_DIR is replaced only when it holds that file.
@@ -21,9 +26,11 @@ keeps those seeds as its benchmark seeds and is dropped when none is left.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,10 +43,15 @@ from envduels.analysis.metrics import AUTHOR_FAULT_FLAGS, FLAGS, TablesLike
 from envduels.analysis.transfer import env_solver_rates, matched_pairs
 from envduels.envs import EnvSpec
 from envduels.errors import UserError
+from envduels.rl._distill import first_observations, solver_prompt
+from envduels.rl._episodes import hint_text
+from envduels.rl._rescue import HINT_1, HINT_2
 from envduels.store import EnvRecord
 
 if TYPE_CHECKING:
     from datasets import Features
+
+    from envduels.sandbox import SandboxLimits
 
 FORMATS = ("envduels", "jsonl", "hf")
 MARKER = "export.json"
@@ -47,7 +59,7 @@ JSONL_NAME = "environments.jsonl"
 ROW_FIELDS = (
     "id", "author", "round", "domain", "title", "seed", "source_sha256", "class_name",
     "max_turns", "hint", "flags", "panel_no_hint_rate", "panel_hinted_rate", "learnability",
-    "solvers", "source",
+    "solvers", "source", "prompt", "privileged_context", "hint_1", "hint_2",
 )
 
 
@@ -91,6 +103,9 @@ class Selected:
     panel_hinted_rate: float | None
     learnability: float | None
     solvers: list[SolverResult]
+    first_observations: dict[int, str] = field(default_factory=dict)
+    """Per kept seed, the observation the environment resets to (`with_first_observations`
+    fills it for the record formats); a record's `prompt` is built from it."""
 
     @property
     def env_id(self) -> str:
@@ -228,11 +243,15 @@ def select(
 
 
 def records(selected: list[Selected]) -> list[dict[str, object]]:
-    """One JSON-ready record per (environment, seed), with the fields of `ROW_FIELDS`."""
+    """One JSON-ready record per (environment, seed), with the fields of `ROW_FIELDS`; `prompt`
+    is None for a seed without a first observation in `first_observations`, and
+    `privileged_context`, `hint_1` and `hint_2` are None where the environment has no such
+    hint."""
     out = []
     for item in selected:
         spec = item.env.spec
         for seed in item.seeds:
+            observation = item.first_observations.get(seed)
             out.append({
                 "id": spec.id, "author": spec.author, "round": item.env.round,
                 "domain": spec.domain, "title": spec.title, "seed": seed,
@@ -241,8 +260,57 @@ def records(selected: list[Selected]) -> list[dict[str, object]]:
                 "panel_no_hint_rate": item.panel_no_hint_rate,
                 "panel_hinted_rate": item.panel_hinted_rate, "learnability": item.learnability,
                 "solvers": [dict(s) for s in item.solvers], "source": spec.source,
+                "prompt": None if observation is None else solver_prompt(observation),
+                "privileged_context": hint_text(spec, HINT_1),
+                "hint_1": hint_text(spec, HINT_1), "hint_2": hint_text(spec, HINT_2),
             })
     return out
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An (environment, seed) whose reset faulted: no record is written for it."""
+
+    env_id: str
+    seed: int
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.env_id, "seed": self.seed, "reason": self.reason}
+
+
+def with_first_observations(items: list[Selected], limits: SandboxLimits, *,
+                            unsafe_no_sandbox: bool = False
+                            ) -> tuple[list[Selected], list[Skipped]]:
+    """`items` with each kept seed's first observation, read by resetting the environment in
+    a fresh sandbox with `limits`; a seed whose reset faults is dropped (and listed), an
+    environment left without seeds too. UserError (one line) when no sandbox can run here."""
+    from envduels.sandbox import SandboxStartError, SandboxUnavailable, check_sandbox
+
+    try:
+        check_sandbox(limits, unsafe_no_sandbox=unsafe_no_sandbox)
+        got = asyncio.run(first_observations(
+            [(item.spec(), seed) for item in items for seed in item.seeds], limits,
+            unsafe_no_sandbox=unsafe_no_sandbox))
+    except SandboxUnavailable as err:
+        raise UserError(f"the record formats reset each environment in the sandbox to read its "
+                        f"first turn: {err.message}") from None
+    except SandboxStartError as err:
+        raise UserError(f"a sandbox could not start while reading first turns ({err.reason}); "
+                        "the host is short of something: try the export again") from None
+    kept: list[Selected] = []
+    skipped: list[Skipped] = []
+    for item in items:
+        seen: dict[int, str] = {}
+        for seed in item.seeds:
+            result = got[(item.env_id, seed)]
+            if isinstance(result, str):
+                seen[seed] = result
+            else:
+                skipped.append(Skipped(item.env_id, seed, result.reason))
+        if seen:
+            kept.append(replace(item, seeds=list(seen), first_observations=seen))
+    return kept, skipped
 
 
 def _hf_features() -> Features:
@@ -259,6 +327,9 @@ def _hf_features() -> Features:
         "max_turns": Value("int64"), "hint": Value("string"), "flags": Sequence(Value("string")),
         "panel_no_hint_rate": Value("float64"), "panel_hinted_rate": Value("float64"),
         "learnability": Value("float64"), "solvers": [solver], "source": Value("string"),
+        "prompt": [{"role": Value("string"), "content": Value("string")}],
+        "privileged_context": Value("string"), "hint_1": Value("string"),
+        "hint_2": Value("string"),
     })
 
 
@@ -361,10 +432,12 @@ def export_command(
     min_pass: float | None,
     max_pass: float | None,
     target: str | None,
+    unsafe_no_sandbox: bool = False,
 ) -> int:
-    """The CLI command: select, write, print one summary line; returns 0. UserError on bad input
-    (missing run, unknown format/author/round/flag/target, bad band, OUT_DIR not ours, nothing
-    selected)."""
+    """The CLI command: select, write, print one summary line (and, on stderr, one line naming
+    the seeds left out because their environment faulted on reset); returns 0. UserError on bad
+    input (missing run, unknown format/author/round/flag/target, bad band, OUT_DIR not ours,
+    nothing selected, no sandbox for the record formats)."""
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r} is unknown; use one of: {', '.join(FORMATS)}")
     if not Path(run_dir).is_dir():
@@ -375,14 +448,34 @@ def export_command(
     with Store.open_readonly(run_dir, live=False) as store:
         envs = store.environments()
         tables = store.tables()
+        cfg = store.run_config()
     valid = sum(e.valid for e in envs)
     items = select(envs, tables, filters)
     if not items:
         raise UserError(
             f"no environment passes the filters ({valid} valid in {run_dir}); loosen --author/--round/--flag/--min-pass/--max-pass/--target"
         )
-    provenance = {"run_dir": str(Path(run_dir).absolute()), "filters": filters.to_json()}
+    provenance: dict[str, object] = {"run_dir": str(Path(run_dir).absolute()),
+                                     "filters": filters.to_json()}
+    skipped: list[Skipped] = []
+    if fmt != "envduels":
+        from envduels.sandbox import SandboxLimits
+
+        limits = SandboxLimits.from_config(cfg.sandbox) if cfg is not None else SandboxLimits()
+        items, skipped = with_first_observations(items, limits,
+                                                 unsafe_no_sandbox=unsafe_no_sandbox)
+        if not items:
+            first = skipped[0]
+            raise UserError(f"no record to write: every selected seed's environment faulted on "
+                            f"reset (such as {first.env_id} seed {first.seed}: {first.reason}); "
+                            "`envduels validate` an --format envduels export to see why")
+        provenance["skipped"] = [s.to_json() for s in skipped]
     count = export_items(items, Path(out_dir), fmt=fmt, provenance=provenance)
     noun = "environments" if fmt == "envduels" else "records"
     print(f"exported {len(items)} of {valid} valid environments ({count} {noun}, format {fmt}) to {out_dir}")
+    if skipped:
+        first = skipped[0]
+        more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+        print(f"left out {len(skipped)} (environment, seed) whose reset faulted: {first.env_id} "
+              f"seed {first.seed} ({first.reason}){more}; {MARKER} lists them", file=sys.stderr)
     return 0

@@ -36,6 +36,7 @@ to the first observation as `Hint: ...`, as in the duel's hinted condition) and 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
@@ -52,7 +53,7 @@ from envduels._gym_env import (
 from envduels.errors import UserError
 
 if TYPE_CHECKING:
-    from envduels._gym_vector import RayVectorEnv, VecOptions
+    from envduels._gym_vector import PoolVectorEnv, VecOptions
     from envduels.envs import EnvSpec
 
 __all__ = ["ACTION_CHARSET", "ACTION_MAX_CHARS", "NAMESPACE", "AnyText", "EnvDuelsGymEnv",
@@ -123,11 +124,18 @@ def register_library(*, namespace: str = NAMESPACE, **defaults: Unpack[GymOption
 
 
 def make_vec(name_or_path: str | Path | EnvSpec, num_envs: int, *, address: str | None = None,
-             **kwargs: Unpack[VecOptions]) -> RayVectorEnv:
-    """A Gymnasium vector environment of `num_envs` copies of one environment (as `make`), whose
-    sandboxes run on the Ray cluster at `address` ('auto', HOST:PORT, or the cluster this
-    process is connected to) and step concurrently. Needs `pip install 'envduels[ray]'`;
-    conventions in `envduels._gym_vector`."""
-    from envduels._gym_vector import RayVectorEnv  # needs Ray: imported only when asked for
+             **kwargs: Unpack[VecOptions]) -> PoolVectorEnv:
+    """A Gymnasium vector environment of `num_envs` copies of one environment (as `make`) that
+    step concurrently. Its sandboxes run on the Ray cluster at `address` ('auto', HOST:PORT)
+    when one is given or this process is connected to a cluster (needs `pip install
+    'envduels[ray]'`), else in this machine's harness worker processes (`workers`, default one
+    per core). Conventions in `envduels._gym_vector`."""
+    from envduels._gym_vector import LocalVectorEnv, RayVectorEnv
 
-    return RayVectorEnv(make(name_or_path).env_spec, num_envs, address=address, **kwargs)
+    spec = make(name_or_path).env_spec
+    ray = sys.modules.get("ray")
+    if address is None and not (ray is not None and ray.is_initialized()):
+        options = {k: v for k, v in kwargs.items() if k != "sandboxes_per_cpu"}
+        return LocalVectorEnv(spec, num_envs, **options)   # type: ignore[arg-type]
+    options = {k: v for k, v in kwargs.items() if k != "workers"}
+    return RayVectorEnv(spec, num_envs, address=address, **options)   # type: ignore[arg-type]

@@ -50,6 +50,7 @@ from typing import (
 )
 
 from envduels._text import valid_text
+from envduels.duel.answers import Answer, rescue_answers
 from envduels.duel.faults import AUDIT_REASON, author_faults, judged  # noqa: F401 (AUDIT_REASON re-exported)
 from envduels.duel.outcomes import AuditState, Outcome
 from envduels.duel.protocol import Entry
@@ -140,9 +141,15 @@ class Tables:
     audits: pd.DataFrame = field(default_factory=lambda: _audit_frame([]))
     battery: dict[str, BatteryFindings] = field(default_factory=dict)
     """env_id -> what validation's degenerate-policy battery found (`Verdict.battery`), for the
-    run's valid authored environments validated with it; an environment it flagged reads in
-    `episodes` like a nondeterministic one: every success or failure `incomplete`, with a
-    reason starting with `BATTERY_REASON`."""
+    run's valid environments validated with it (authored ones, and fixed-pool ones in runs
+    since the pool is validated); an environment it flagged reads in `episodes` like a
+    nondeterministic one: every success or failure `incomplete`, with a reason starting with
+    `BATTERY_REASON`."""
+    rescue_answers: dict[str, dict[int, set[Answer]]] = field(default_factory=dict)
+    """env_id -> seed -> what the hint changed in the panel's rescues as played, before judging
+    (`duel.answers.rescue_answers`): the play side of `fixed_answer`
+    (`duel.faults.author_faults`), which would see no win at all in the judged `episodes` of
+    an environment it flagged."""
 
 
 AUDIT_COLUMNS = ["episode_key", "env_id", "state", "detail", "played_outcome"]
@@ -712,9 +719,11 @@ class Store:
 
     def battery_verdicts(self) -> dict[str, BatteryFindings]:
         """env_id -> the degenerate-policy battery's findings (`Verdict.battery`) in the verdict
-        of the attempt that made a recorded, valid, authored environment valid (its last valid
-        attempt). Read from the stored verdicts: a database from before the battery has none."""
-        envs = {e.env_id for e in self.environments() if e.valid and not e.fixed_pool}
+        of the attempt that made a recorded, valid environment valid (its last valid attempt;
+        a fixed-pool environment has one, its validation in the run). Read from the stored
+        verdicts: a database from before the battery, or a fixed pool recorded before runs
+        validated it, has none."""
+        envs = {e.env_id for e in self.environments() if e.valid}
         out: dict[str, BatteryFindings] = {}
         for env_id, verdict in self._query(
                 "SELECT env_id, verdict FROM validations WHERE valid = 1 ORDER BY env_id, attempt"):
@@ -871,10 +880,12 @@ class Store:
                 "reasoning_tokens": u.reasoning_tokens, "saved_usd": u.saved_usd,
             })
         # the episodes as analysis scores them: the author's-fault rule (`duel.faults`) over
-        # the recorded facts, the audits' states and the battery's flags
+        # the recorded facts, the audits' states, the battery's flags and the answers of the
+        # hinted wins as played (read before judging, which makes them incomplete)
         audits = self.audits()
         battery = self.battery_verdicts()
-        faults = author_faults([(e, s, d) for _, e, s, d, _ in audits], battery)
+        answers = rescue_answers(self.rescues())
+        faults = author_faults([(e, s, d) for _, e, s, d, _ in audits], battery, answers)
         for ep in eps:
             ep["outcome"], ep["reason"] = judged(ep["outcome"], ep["reason"],
                                                  faults.get(ep["env_id"]))
@@ -891,6 +902,7 @@ class Store:
             episodes=ep_df,
             audits=_audit_frame(audits),
             battery=battery,
+            rescue_answers=answers,
         )
 
     # -- read-only opening and the viewer's reads -------------------------------------------
@@ -1005,6 +1017,28 @@ class Store:
         it."""
         (v,), = self._query("PRAGMA data_version")
         return self._version_base + int(v)
+
+    def rescues(self) -> list[tuple[str, int, object, object]]:
+        """(env_id, seed, hinted transcript, unhinted transcript) of every rescue as played:
+        a panel pair (same environment, solver, seed and trial, not self-play) whose hinted
+        episode is a success and whose unhinted one a failure (`duel.answers.rescues`, read in
+        SQL so that `summary_tables` need not load the other transcripts)."""
+        have = self._have["episodes"]
+        if not {"env_id", "solver", "seed", "hinted", "outcome", "transcript"} <= set(have):
+            return []
+        # a column added after a database was written reads as its default (trial 0, no self-play)
+        trial = " AND u.trial = h.trial" if "trial" in have else ""
+        panel = " AND NOT h.self_play" if "self_play" in have else ""
+        rows = self._query(
+            "SELECT h.env_id, h.seed, h.transcript, u.transcript FROM episodes h JOIN episodes u"
+            f" ON u.env_id = h.env_id AND u.solver = h.solver AND u.seed = h.seed{trial}"
+            f" AND NOT u.hinted WHERE h.hinted{panel} AND h.outcome = ? AND u.outcome = ?"
+            " ORDER BY h.rowid", (Outcome.SUCCESS, Outcome.FAILURE))
+        out = []
+        for env_id, seed, hinted, unhinted in rows:
+            with contextlib.suppress(ValueError, TypeError):
+                out.append((env_id, int(seed), json.loads(hinted), json.loads(unhinted)))
+        return out
 
     def summary_tables(self) -> Tables:
         """`tables()` with the transcripts of the hinted successes only (every other

@@ -107,10 +107,13 @@ def test_a_verdict_from_before_the_battery_changes_nothing_and_copying_still_rea
     store.close()
 
 
-def test_a_battery_that_boxed_every_hint_token_and_never_won_clears_hint_leak(tmp_path):
+def test_a_battery_whose_copying_never_won_never_clears_hint_leak(tmp_path):
+    """Issue 29: a copying policy can lose before it could use the hint (a knock every solver
+    passes, then the password), so "copying never won" proves nothing about the hint. On main
+    this verdict switched hint_leak off although every hinted win copies the password."""
     store = _store_with(tmp_path, {"flag": None, "hint_tokens_covered": True, "policies": {
         "hint_copy": {"won": 0, "seeds": 2}, "hint_copy+echo": {"won": 0, "seeds": 2}}})
-    assert environment_flags(store.tables()) == {"r1-a-0": [HINT_GATED]}
+    assert environment_flags(store.tables()) == {"r1-a-0": [HINT_GATED, HINT_LEAK]}
     store.close()
 
 

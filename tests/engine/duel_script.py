@@ -1,22 +1,28 @@
 """A tournament scripted per model, whose every outcome is worked out by hand below.
 
 Authors (replies scripted by model name):
-- m-alice writes LOCK: the code word is "open" on every seed; oracle `\\boxed{open}`. Valid at once.
+- m-alice writes LOCK: the code word is "open", a hyphen and the last digit of the lock's number
+  (`lock_code`: it changes with the seed, as every winning answer must); oracle that word. Valid
+  at once.
 - m-bob first writes a syntax error (invalid; the validator's reason goes back in a repair turn),
-  then CRASHY: `win` wins, `crash` raises mid-episode, anything else loses. Valid on repair.
+  then CRASHY: `win` and the last digit of the room wins, `crash` raises
+  mid-episode, anything else loses. Valid on repair.
 - m-dave never writes code: invalid after both attempts, never played.
 
 Solvers (carol only solves, dave only authors):
-- alice: LOCK `open` (1 turn, success) in both conditions (self-play). CRASHY without hint: first
-  a reply with no \\boxed{} (format error, the turn is spent), then `lose` -> failure after 2
-  turns; with the hint `win` -> success in 1 turn.
-- bob: LOCK without hint `closed` every turn -> failure at the 4-turn cap; with the hint `open`
-  -> success. CRASHY (self-play) `win` -> success in both conditions.
-- carol: LOCK `open` -> success in both conditions (the hint does not change anything).
+- alice: LOCK's code (1 turn, success) in both conditions (self-play). CRASHY without hint:
+  first a reply with no \\boxed{} (format error, the turn is spent), then `lose` -> failure
+  after 2 turns; with the hint the magic word -> success in 1 turn.
+- bob: LOCK without hint `closed` every turn -> failure at the 4-turn cap; with the hint the
+  code -> success. CRASHY (self-play) the magic word -> success in both conditions.
+- carol: LOCK's code -> success in both conditions (the hint does not change anything).
   CRASHY `crash` -> the environment raises: incomplete in both conditions, blamed on bob.
 """
 
 from __future__ import annotations
+
+import random
+import re
 
 LOCK_SOURCE = '''
 class Lock:
@@ -29,17 +35,18 @@ class Lock:
         import random
         self.turn = 0
         number = random.Random(seed).randint(1, 10**9)
+        self.code = f"open-{number % 10}"
         return f"LOCK: lock #{number}: guess the code word. Answer like \\\\boxed{{word}}.", {}
 
     def step(self, action):
         self.turn += 1
         word = action.strip()[len("\\\\boxed{"):-1].strip().lower()
-        if word == "open":
+        if word == self.code:
             return "The lock opens.", 1.0, True, False, {}
         return "Wrong word, the lock stays shut.", 0.0, False, False, {}
 
     def oracle_action(self):
-        return "\\\\boxed{open}"
+        return "\\\\boxed{%s}" % self.code
 '''
 
 CRASHY_SOURCE = '''
@@ -49,22 +56,44 @@ class Crashy:
 
     def reset(self, seed=None):
         import random
-        return f"CRASHY: room {random.Random(seed).randint(1, 10**9)}: say the magic word.", {}
+        room = random.Random(seed).randint(1, 10**9)
+        self.magic = f"win {room % 10}"
+        return f"CRASHY: room {room}: say the magic word.", {}
 
     def step(self, action):
         word = action.strip()[len("\\\\boxed{"):-1].strip().lower()
         if word == "crash":
             raise RuntimeError("the author forgot this case")
-        if word == "win":
+        if word == self.magic:
             return "You win.", 1.0, True, False, {}
         return "You lose.", 0.0, True, False, {}
 
     def oracle_action(self):
-        return "\\\\boxed{win}"
+        return "\\\\boxed{%s}" % self.magic
 '''
 
-LOCK_HINT = "The code word is the opposite of closed."
-CRASHY_HINT = "The magic word is what you want to do."
+LOCK_HINT = "Say open, a hyphen, and the lock's last digit."
+CRASHY_HINT = "Say what you want to do, a space, the room's last digit."
+
+
+def lock_code(seed: int) -> str:
+    """LOCK's code word on `seed`."""
+    return f"open-{random.Random(seed).randint(1, 10**9) % 10}"
+
+
+_LOCK_NUMBER = re.compile(r"lock #(\d+)")
+_ROOM_NUMBER = re.compile(r"room (\d+)")
+
+
+def _code(first: str) -> str:
+    """LOCK's code word, worked out from its first observation."""
+    return f"open-{int(_LOCK_NUMBER.search(first).group(1)) % 10}"
+
+
+def _magic(first: str) -> str:
+    """CRASHY's magic word, worked out from its first observation."""
+    return f"win {int(_ROOM_NUMBER.search(first).group(1)) % 10}"
+
 
 AUTHOR_SYSTEM_START = "You are an expert designer of interactive text environments"
 
@@ -88,14 +117,16 @@ def solver_reply(model: str, messages: list[dict]) -> str:
     turn = sum(1 for m in messages if m["role"] == "assistant") + 1
     if model == "m-alice":
         if lock or hinted:
-            return "Easy. \\boxed{open}" if lock else "With the hint: \\boxed{win}"
+            if lock:
+                return f"Easy. \\boxed{{{_code(first)}}}"
+            return f"With the hint: \\boxed{{{_magic(first)}}}"
         return "Let me think about it." if turn == 1 else "\\boxed{lose}"
     if model == "m-bob":
         if lock:
-            return "\\boxed{open}" if hinted else "I guess \\boxed{closed}"
-        return "\\boxed{win}"
+            return f"\\boxed{{{_code(first)}}}" if hinted else "I guess \\boxed{closed}"
+        return f"\\boxed{{{_magic(first)}}}"
     if model == "m-carol":
-        return "\\boxed{open}" if lock else "\\boxed{crash}"
+        return f"\\boxed{{{_code(first)}}}" if lock else "\\boxed{crash}"
     raise AssertionError(f"unexpected solver {model}")
 
 

@@ -1,12 +1,16 @@
 """The replay audit in whole runs against the real scripted server and real sandboxes.
 
 A solver that answers in about half a second plays a fixed pool of attack environments (see
-tests/fixtures/envs/deceive_*.py) beside an honest control: every attack is caught by replaying
-its episodes, none of them contributes a matched pair, and the control is untouched."""
+tests/fixtures/envs/deceive_*.py) beside an honest control: every attack is caught, none of
+them contributes a matched pair, and the control is untouched. A fixed pool is validated in the
+run (issue 29), so the attacks validation can see (deterministic only for the public probes,
+state kept across instances) are caught there, before any play; the one that needs a model's
+answer time to deceive (fast-only) reaches play and is caught by replaying its episodes."""
 
 from __future__ import annotations
 
 import random
+import re
 import sqlite3
 from pathlib import Path
 
@@ -27,8 +31,13 @@ from envduels.testing import ScriptedServer
 
 KEY = "sk-audit-test"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "envs"
-ATTACKS = ("deceive_timing", "deceive_probe", "deceive_state")
+AUDITED = ("deceive_timing",)
+"""Attacks only play shows: caught by the replay audit."""
+VALIDATED = ("deceive_probe", "deceive_state")
+"""Attacks validation shows: invalid in the run, never played."""
+ATTACKS = (*AUDITED, *VALIDATED)
 CONTROL = "deceive_control"
+_ROOM = re.compile(r"room (\d+)")
 
 
 def _pool(folder: Path, names: tuple[str, ...], seeds: int) -> Path:
@@ -37,7 +46,7 @@ def _pool(folder: Path, names: tuple[str, ...], seeds: int) -> Path:
     rng = random.Random()
     specs = [EnvSpec(id=name, source=(FIXTURES / f"{name}.py").read_text(), max_turns=4,
                      domain="logic", author="library", title=name,
-                     hints={"hint": "The word is open."},
+                     hints={"hint": "The word is open, a hyphen and the room's last digit."},
                      benchmark_seeds=tuple(rng.randrange(2**62) for _ in range(seeds)))
              for name in names]
     write_export(folder, specs)
@@ -45,9 +54,14 @@ def _pool(folder: Path, names: tuple[str, ...], seeds: int) -> Path:
 
 
 def solver(model: str, messages: list[dict]) -> str:
+    """Says the control's word only with the hint, the timing room's word always (too slowly:
+    the server answers in half a second), anything to the rest."""
     first = next(m["content"] for m in messages if m["role"] == "user")
+    room = _ROOM.search(first)
     if "CONTROL" in first:
-        return "\\boxed{open}" if first.startswith("Hint: ") else "\\boxed{closed}"
+        return f"\\boxed{{open-{int(room.group(1)) % 10}}}" if first.startswith("Hint: ") else "\\boxed{closed}"
+    if "TIMING" in first:
+        return f"\\boxed{{go-{int(room.group(1)) % 10}}}"
     return "I say \\boxed{maybe}"
 
 
@@ -68,7 +82,7 @@ def _config(tmp_path: Path, base_url: str, pool: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_fast_only_probe_only_and_stateful_environments_are_flagged_and_give_no_pairs_the_control_is_not(
+def test_fast_only_probe_only_and_stateful_environments_are_caught_and_give_no_pairs_the_control_is_not(
         tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     pool = _pool(tmp_path / "pool", (*ATTACKS, CONTROL), seeds=1)
@@ -76,10 +90,16 @@ def test_fast_only_probe_only_and_stateful_environments_are_flagged_and_give_no_
         assert run_command(_config(tmp_path, server.base_url, pool), unsafe_no_sandbox=False,
                            quiet=True) == 0
         calls = len(server.requests)
+        asked = " ".join(str(r["messages"]) for r in server.requests)
 
     store = Store(tmp_path / "run", create=False)
+    # validation in the run: the probe-only and stateful ones are invalid, never played
+    for name in VALIDATED:
+        env = store.environment(name)
+        assert env is not None and not env.valid and "not deterministic" in env.invalid_reason
+    assert "PROBE room" not in asked and "STATE room" not in asked
     caught = store.nondeterministic_environments()
-    assert set(caught) == set(ATTACKS)
+    assert set(caught) == set(AUDITED)
     assert all(detail.startswith("turn 1: ") for detail in caught.values()), caught
     # the audit made no model call: one call per played turn, every episode one turn long
     assert calls == sum(e.turns for e in store.episodes())
@@ -87,7 +107,8 @@ def test_fast_only_probe_only_and_stateful_environments_are_flagged_and_give_no_
 
     tables = store.tables()
     eps = tables.episodes
-    attacks = eps[eps.env_id.isin(ATTACKS)]
+    assert set(eps.env_id) == {*AUDITED, CONTROL}
+    attacks = eps[eps.env_id.isin(AUDITED)]
     assert set(attacks.outcome) == {"incomplete"}
     assert all(r.startswith(f"{AUDIT_REASON}: ") for r in attacks.reason)
     # the episode that did not replay says which turn and field differed
@@ -100,21 +121,21 @@ def test_fast_only_probe_only_and_stateful_environments_are_flagged_and_give_no_
 
     # the flags `report --json` shows in environments[].flags (and the HTML report with them)
     flags = environment_flags(tables)
-    assert {e: "nondeterministic" in f for e, f in flags.items()} == {
-        **{a: True for a in ATTACKS}, CONTROL: False}
+    assert {e: "nondeterministic" in f for e, f in flags.items() if e not in VALIDATED} == {
+        **{a: True for a in AUDITED}, CONTROL: False}
 
     assert status_command(tmp_path / "run") == 0
     shown = capsys.readouterr().out
-    for attack in ATTACKS:
+    for attack in AUDITED:
         assert attack in shown
-    assert shown.count("nondeterministic:") == 3
+    assert shown.count("nondeterministic:") == len(AUDITED)
     store.close()
 
 
 def test_a_resumed_run_audits_episodes_a_database_from_before_audits_holds(tmp_path, monkeypatch):
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
-    pool = _pool(tmp_path / "pool", ("deceive_probe", CONTROL), seeds=1)
-    with ScriptedServer(solver, api_key=KEY) as server:
+    pool = _pool(tmp_path / "pool", ("deceive_timing", CONTROL), seeds=1)
+    with ScriptedServer(solver, api_key=KEY, latency_s=0.5) as server:
         path = _config(tmp_path, server.base_url, pool)
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
         # a run database written before audits existed: no audits table, the episodes as played
@@ -132,7 +153,7 @@ def test_a_resumed_run_audits_episodes_a_database_from_before_audits_holds(tmp_p
 
     store = Store(tmp_path / "run", create=False)
     assert store.unaudited_count() == 0
-    assert set(store.nondeterministic_environments()) == {"deceive_probe"}
+    assert set(store.nondeterministic_environments()) == {"deceive_timing"}
     assert set(matched_pairs(store.tables().episodes).env_id) == {CONTROL}
     store.close()
 
@@ -154,12 +175,12 @@ def test_a_run_with_an_environment_that_crashes_the_parent_finishes_and_so_does_
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
         assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
     store = Store(tmp_path / "run", create=False)
+    # validated in the run: the crash is a one-line reason, and the environment is not played
+    env = store.environment(crash)
+    assert env is not None and not env.valid and "\n" not in env.invalid_reason
+    assert "probe episode: in step (turn 1): " in env.invalid_reason
     outcomes = {(e.env_id, e.hinted): e.outcome for e in store.episodes()}
-    assert outcomes == {(crash, False): "incomplete", (crash, True): "incomplete",
-                        (CONTROL, False): "failure", (CONTROL, True): "success"}
-    for e in store.episodes():
-        if e.env_id == crash:
-            assert e.reason.startswith("environment fault: ") and "\n" not in e.reason
+    assert outcomes == {(CONTROL, False): "failure", (CONTROL, True): "success"}
     store.close()
 
 

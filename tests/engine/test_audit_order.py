@@ -4,6 +4,7 @@ sandboxes; the play and replay functions are only timed (wrapped), never replace
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -24,7 +25,8 @@ SEEDS = 12   # 24 episodes: a shuffled order has Kendall tau ~ 0 +- 0.15 against
 
 def solver(model: str, messages: list[dict]) -> str:
     first = next(m["content"] for m in messages if m["role"] == "user")
-    return "\\boxed{open}" if first.startswith("Hint: ") else "\\boxed{closed}"
+    room = int(re.search(r"room (\d+)", first).group(1))
+    return f"\\boxed{{open-{room % 10}}}" if first.startswith("Hint: ") else "\\boxed{closed}"
 
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -32,7 +34,8 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     write_export(tmp_path / "pool", [EnvSpec(
         id="deceive_control", source=(FIXTURES / "deceive_control.py").read_text(),
         max_turns=4, domain="logic", author="library", title="control",
-        hints={"hint": "The word is open."}, benchmark_seeds=tuple(range(SEEDS)))])
+        hints={"hint": "The word is open, a hyphen and the room's last digit."},
+        benchmark_seeds=tuple(range(SEEDS)))])
     with ScriptedServer(solver, api_key=KEY) as server:
         cfg = {
             "name": "order", "seed": 1, "output_dir": str(tmp_path / "run"),

@@ -4,6 +4,7 @@ lose (by tripping it on a win). The episode is `incomplete`, and a resume has no
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -18,13 +19,15 @@ KEY = "sk-test-filter"
 
 
 def _solver(model: str, messages: list[dict]) -> str:
-    return "I know it. \\boxed{open}"
+    number = re.search(r"(?:FLAGGED-CONTENT|DODGE) (\d+)", messages[1]["content"])
+    return f"I know it. \\boxed{{open-{int(number.group(1)) % 10}}}"
 
 
 def _pool(folder: Path) -> Path:
     specs = [EnvSpec(id=name, source=(FIXTURES / f"{name}.py").read_text(), max_turns=4,
                      domain="language", author="library", title=name,
-                     hints={"hint": "The word is open."}, benchmark_seeds=(5, 6))
+                     hints={"hint": "The word is open, a hyphen and the number's last digit."},
+                     benchmark_seeds=(5, 6))
              for name in ("filter_first", "filter_dodge")]
     write_export(folder, specs)
     return folder

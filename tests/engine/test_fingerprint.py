@@ -26,7 +26,6 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # A change here means a run started by that version no longer resumes.
 OLD_EXAMPLE_FINGERPRINTS = {
     "openai_compatible.yaml": "93a31cb1dd92cbd033a22c64bf4dad074434b28a14d31a6a23e3448e74e59d34",
-    "quickstart.yaml": "895aa0f9b8e804f97404db46133a4ba7b549c7c967410e1613c17eff44e15a04",
     "solver_eval.yaml": "ea9e76700c3c4a65ebd688da1c5c7d7dd83eb0cd25889d2bcc373570306c28bb",
     "train_target.yaml": "31af338c043b5f0e5fcd64c182638e5ea6c44aa09a8c684012c779a94312212c",
 }
@@ -34,6 +33,9 @@ OLD_VARIED_FINGERPRINTS = {
     "defaults": "0c5d0955c12011c0ee2b0ca638c97e2bbbc059ee084836f95286d9310422df63",
     "every_field": "7dc7bd48b45b087f90afd802f0448729b28f32a212b1056a6b66d4f626a861a2",
     "pool_only_solvers": "4f2f7cf696ffe018e29ada00d5d7c7895fda5333fb369e3059642a83a4c58140",
+    # examples/quickstart.yaml as it was until issue 30 made the quickstart smaller: a run of it
+    # still resumes
+    "quickstart_before_issue_30": "895aa0f9b8e804f97404db46133a4ba7b549c7c967410e1613c17eff44e15a04",
 }
 
 BASE_PLAYER = {"name": "a", "provider": "openai", "model": "m"}
@@ -68,6 +70,16 @@ VARIED = {
                      "temperature": 0.0, "top_p": 1.0},
                     {"name": "s2", "provider": "local", "model": "m2", "roles": ["solver"]}],
         "tournament": {"environments": ["maze"], "seeds_per_env": 8},
+    },
+    "quickstart_before_issue_30": {
+        "name": "quickstart", "seed": 0, "output_dir": "runs/quickstart",
+        "players": [{"name": name, "provider": "local", "model": "smollm2-135m-instruct",
+                     "temperature": temperature, "max_tokens": 96, "author_max_tokens": 400,
+                     "max_concurrency": 1, "timeout_s": 600}
+                    for name, temperature in (("cool", 0.2), ("warm", 1.0))],
+        "tournament": {"rounds": 1, "envs_per_author": 1, "max_turns": 2, "author_repairs": 1,
+                       "history": "all", "environments": ["number_guess", "word_transform"]},
+        "sandbox": {"warm_workers": 1},
     },
 }
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from envduels.analysis import analyze
-from envduels.analysis.metrics import HINT_GATED, HINT_IS_KEY, HINT_LEAK, TRIVIAL
+from envduels.analysis.metrics import HINT_IS_KEY, TRIVIAL, copied_win
 from envduels.engine.run import run_command
 from envduels.envs import EnvSpec, benchmark_seeds, write_export
 from envduels.envs._battery import BATTERY_REASON
@@ -204,12 +204,13 @@ def test_each_hint_attack_is_flagged_by_the_battery_and_scored_as_its_authors_fa
 
 
 @pytest.mark.slow
-def test_without_a_battery_verdict_hint_leak_catches_a_password_said_at_any_step_and_a_two_character_answer_not_a_procedure(
+def test_from_an_export_the_attacks_get_the_same_battery_verdicts_and_the_procedure_is_no_leak(
         tmp_path, monkeypatch):
-    """A fixed pool is not validated in a run, so there is no battery verdict: the transcripts
-    alone must say which hints leak. The vault's solver copies 'open sesame' at step 1 and
-    echoes the printed code; the oracle's wins box "42"; the procedure's solver types five hint
-    tokens and then a decoded code, and must not be flagged."""
+    """A fixed pool is validated in a run too (issue 29; on main it was not, and only the
+    transcripts spoke about these files). The attacks get the verdicts an author's copy gets;
+    the procedure's solver types five hint tokens and then a decoded code, which is no leak,
+    now that no battery verdict can clear `hint_leak` (a copying policy that lost proves
+    nothing about the hint)."""
     monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
     ids = tuple((n, n) for n in NAMES)
     run_seed = _run_seed(ids)
@@ -223,12 +224,12 @@ def test_without_a_battery_verdict_hint_leak_catches_a_password_said_at_any_step
         assert run_command(_config(tmp_path, server.base_url, authored=False, pool=pool),
                            unsafe_no_sandbox=False, quiet=True) == 0
     envs, _authors, store = _environments(tmp_path / "run")
-    assert HINT_LEAK in envs["vault"]["flags"] and HINT_LEAK in envs["answer"]["flags"]
-    # no winning box of the vault is in its hint: only the step-1 copy gives it away
-    assert all(envs[n]["lift"] is not None and envs[n]["lift"] >= 0.5 for n in ("vault", "answer"))
+    assert {n: envs[n]["flags"] for n in ATTACKS} == {n: [f] for n, f in ATTACKS.items()}
+    assert all(envs[n]["lift"] is None for n in ATTACKS)
     for name in HONEST:
         assert envs[name]["flags"] == [] and envs[name]["lift"] == 0.5, (name, envs[name])
-    # the door asks no hint words back: on its own seeds only the tolerant hint_gated may speak
-    assert HINT_LEAK not in envs["ask"]["flags"]
-    assert (HINT_GATED in envs["ask"]["flags"]) == (envs["ask"]["panel_no_hint"] <= 0.25)
+    # the procedure's hinted wins typed hint tokens before the code: not copied wins
+    eps = store.tables().episodes
+    panel = eps[(eps.env_id == "procedure") & eps.hinted & (eps.outcome == "success")]
+    assert len(panel) == SEEDS and not any(copied_win(t, _hint("procedure")) for t in panel.transcript)
     store.close()

@@ -7,7 +7,7 @@ import io
 import sys
 
 import yaml
-from duel_script import EXPECTED, LOCK_HINT, LOCK_SOURCE, config, respond
+from duel_script import EXPECTED, LOCK_HINT, LOCK_SOURCE, config, lock_code, respond
 
 from envduels.engine.play import play_command
 from envduels.engine.run import EXIT_BUDGET, run_command
@@ -98,7 +98,7 @@ def test_play_human_wraps_the_typed_action_and_prints_the_transcript(tmp_path, m
     env = tmp_path / "lock.py"
     env.write_text(LOCK_SOURCE)
     (tmp_path / "lock.hint.txt").write_text(LOCK_HINT)
-    monkeypatch.setattr(sys, "stdin", io.StringIO("closed\nopen\n"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"closed\n{lock_code(3)}\n"))
     code = play_command(str(env), config=None, player=None, human=True, hint=True, seed=3,
                         unsafe_no_sandbox=False)
     out = capsys.readouterr().out
@@ -172,7 +172,7 @@ def test_play_an_environment_of_an_export_folder_by_id(tmp_path, monkeypatch, ca
     specs = [EnvSpec(id=i, source=LOCK_SOURCE, hints={"hint": LOCK_HINT}, author="x")
              for i in ("lock-a", "lock-b")]
     write_export(tmp_path / "export", specs)
-    monkeypatch.setattr(sys, "stdin", io.StringIO("open\n"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"{lock_code(0)}\n"))
     assert play_command(str(tmp_path / "export" / "lock-b"), config=None, player=None,
                         human=True, hint=False, seed=0, unsafe_no_sandbox=False) == 0
     assert "success" in capsys.readouterr().out

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from duel_script import CRASHY_SOURCE, LOCK_SOURCE
+from duel_script import CRASHY_SOURCE, LOCK_SOURCE, lock_code
 
 from envduels.engine.solving import FORMAT_ERROR, SYSTEM_PROMPT, EpisodeTask, play_episode
 from envduels.envs import EnvSpec
@@ -52,14 +52,15 @@ async def _play(pool, task, solver):
 
 
 async def test_format_error_costs_the_turn_and_the_solver_is_told(pool):
-    solver = Solver("thinking...", "ok \\boxed{open}")
+    code = f"\\boxed{{{lock_code(5)}}}"
+    solver = Solver("thinking...", f"ok {code}")
     result = await _play(pool, _task(LOCK_SOURCE, hinted=False), solver)
     assert (result.outcome, result.turns) == ("success", 2)
     second = solver.seen[1]
     assert second[0] == {"role": "system", "content": SYSTEM_PROMPT}
     assert second[-1] == {"role": "user", "content": FORMAT_ERROR}
     assert solver.call_ids == ["ep:k:turn:1", "ep:k:turn:2"]
-    assert [e["action"] for e in result.transcript if e["role"] == "env"] == ["\\boxed{open}"]
+    assert [e["action"] for e in result.transcript if e["role"] == "env"] == [code]
 
 
 async def test_hint_only_in_the_hinted_condition(pool):

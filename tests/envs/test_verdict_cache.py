@@ -41,11 +41,11 @@ def export(tmp_path: Path, source_suffix: str = "") -> Path:
 
 
 def mark_cache() -> int:
-    """Put MARK into every cached verdict's reasons; how many there were."""
+    """Make every cached verdict invalid with MARK as its reason; how many there were."""
     files = list(cache_dir().glob("*.json"))
     for path in files:
         data = json.loads(path.read_text())
-        data["verdict"]["reasons"] = [MARK]
+        data["verdict"].update(valid=False, reasons=[MARK], warnings=[], flags=[])
         path.write_text(json.dumps(data))
     return len(files)
 

@@ -1,4 +1,5 @@
-"""The embedded model: llama_cpp.server serving the bundled SmolLM2, offline, crash-isolated."""
+"""The embedded model: a llama.cpp server (the prebuilt xllamacpp, or llama_cpp.server where
+that is the binding installed) serving the bundled SmolLM2, offline, crash-isolated."""
 
 from __future__ import annotations
 
@@ -35,18 +36,17 @@ def _local_config(**kw) -> PlayerConfig:
 
 @pytest.fixture(scope="module")
 def llama_server():
-    """`python -m llama_cpp.server` serving the bundled SmolLM2 file on a free loopback port."""
+    """The installed binding's server serving the bundled SmolLM2 file on a free loopback port."""
     model = _local.resolve_model_file("smollm2-135m-instruct")
     port = _local._free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048"],
+        _local.server_command(_local.chosen_binding(), model, port, 2048),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            assert proc.poll() is None, "llama_cpp.server exited while loading"
+            assert proc.poll() is None, "the model server exited while loading"
             try:
                 if httpx.get(url + "/models", timeout=2).status_code == 200:
                     break

@@ -80,7 +80,8 @@ def test_every_report_json_validates_against_the_schema_and_a_wrong_one_does_not
     del broken["run"]["episodes"]
     errors = sorted(e.message for e in validator.iter_errors(broken))
     assert errors == ["'episodes' is a required property", "'hint_leaks' is not one of ['nondeterministic', "
-                      "'trivial', 'hint_is_key', 'unsolved_with_hint', 'hint_gated', 'hint_leak']"]
+                      "'trivial', 'hint_is_key', 'fixed_answer', 'unsolved_with_hint', 'hint_gated', "
+                      "'hint_leak']"]
 
 
 def test_an_episodes_report_validates_against_the_schema_with_its_source_and_no_costs(tmp_path, capsys):

@@ -4,14 +4,15 @@ character), and the rescue driven through the TRL adapter's rollout logic."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from envduels.engine.solving import FORMAT_ERROR, SYSTEM_PROMPT, first_turn, next_turn
 from envduels.envs import EnvSpec
 from envduels.rl import HintedRescue
-from envduels.rl._episodes import EpisodeRequest, hint_levels, play_episodes
-from envduels.sandbox import EnvPool
+from envduels.rl._episodes import EpisodeRequest, budget_reason, hint_levels, play_episodes
+from envduels.sandbox import EnvPool, SandboxLimits
 
 LOCK = '''
 class Lock:
@@ -70,10 +71,10 @@ class CharPolicy:
         return "".join(chr(t) for t in ids if t != EOT)
 
 
-def _play(requests, policy, max_turns=None):
+def _play(requests, policy, max_turns=None, **options):
     async def go():
         async with EnvPool(warm=0, max_warm=len(requests)) as pool:
-            return await play_episodes(requests, policy, pool, max_turns=max_turns)
+            return await play_episodes(requests, policy, pool, max_turns=max_turns, **options)
     return asyncio.run(go())
 
 
@@ -114,6 +115,51 @@ def test_the_turn_cap_lowers_the_environments_own_and_a_fault_is_incomplete_with
     assert policy.batches == [2, 1]
 
 
+SLOW = '''
+import time
+
+class Slow:
+    def __init__(self, max_turns=30):
+        self.max_turns = max_turns
+
+    def reset(self, seed=None):
+        return f"lock {seed}", {}
+
+    def step(self, action):
+        time.sleep(0.8)                 # just under the 1.5 s step deadline, every turn
+        return "still thinking", 0.0, False, False, {}
+'''
+
+
+def test_one_slow_environment_cannot_stretch_a_batch_past_its_wall_budget():
+    slow_spec = EnvSpec(id="slow", source=SLOW, max_turns=30)
+    policy = CharPolicy({11: ["\\boxed{open}"], 21: ["\\boxed{x}"] * 30})
+
+    async def go():
+        async with EnvPool(SandboxLimits(step_timeout_s=1.5), warm=0, max_warm=2) as pool:
+            began = time.monotonic()
+            played = await play_episodes([EpisodeRequest(SPEC, 11), EpisodeRequest(slow_spec, 21)],
+                                         policy, pool, episode_wall_s=3.0)
+            return played, time.monotonic() - began
+
+    (fast, slow), elapsed = asyncio.run(go())
+    # 30 turns of 0.8 s would hold the batch 24 s; the budget is 3 s (slack for a loaded host)
+    assert elapsed < 10, elapsed
+    assert (fast.outcome, fast.reward) == ("success", 1.0)
+    assert (slow.outcome, slow.reward) == ("incomplete", 0.0)
+    assert slow.reason == budget_reason(3.0) == (
+        "harness limit: the per-episode wall budget (episode_wall_s=3 s of environment time) "
+        "ran out")
+    assert 1 <= slow.turns <= 4
+    assert slow.transcript[-2] == {"role": "env", "action": "\\boxed{x}",
+                                   "fault": budget_reason(3.0)}   # the step it cut short
+
+
+def test_a_wall_budget_must_be_positive():
+    with pytest.raises(ValueError, match="episode_wall_s must be above 0 seconds, got 0"):
+        _play([EpisodeRequest(SPEC, 11)], CharPolicy({}), episode_wall_s=0)
+
+
 def test_hint_levels_follow_the_environments_hints():
     assert hint_levels(SPEC) == (1,)
     assert hint_levels(EnvSpec(id="g", source="", hints={"hint_1": "a", "hint_2": "b"})) == (1, 2)
@@ -150,6 +196,30 @@ def test_the_same_environment_and_seed_twice_in_a_step_are_played_in_separate_wa
     assert [[r.request.hint_level for r in g] for g in kept] == [[1, 1], [1, 1]]
     assert [r.levels for r in rescue.closed] == [(0, 1), (0, 1)]
     assert rescue.end_step(1).exhausted_group_fraction == 1.0
+
+
+def test_a_self_hint_replaces_the_author_s_and_rescues_an_environment_without_one():
+    pytest.importorskip("trl", reason="needs the train extra: pip install 'envduels[train]'")
+    from dataclasses import replace
+
+    from envduels.rl.grpo import EpisodeRollouts, Task
+
+    bare = replace(SPEC, hints={})   # no author's hint: the plain rescue keeps it unhinted
+    policy = CharPolicy({11: ["\\boxed{x}"]}, hinted={11: ["\\boxed{open}"]})
+    written = []
+
+    def self_hint(task, level, pol):
+        written.append((task.key, level, pol is policy))
+        return "try the word open"
+
+    rescue = HintedRescue()
+    rollouts = EpisodeRollouts([Task(bare, 11)], rescue, max_turns=1, max_new_tokens=8,
+                               temperature=1.0, self_hint=self_hint)
+    kept = rollouts.roll_out([Task(bare, 11)], 2, policy)
+    assert written == [(("lock", 11), 1, True)]   # one hint for the whole re-rolled group
+    assert [r.reward for r in kept[0]] == [1.0, 1.0]
+    assert kept[0][0].messages[1]["content"].startswith("Hint: try the word open\n\nObservation: lock 11")
+    assert rescue.end_step(1).rescued_group_fraction == 1.0
 
 
 @pytest.mark.slow

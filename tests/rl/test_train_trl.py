@@ -59,6 +59,8 @@ def test_two_real_grpo_steps_on_number_guess_and_nim_log_the_rescue_and_re_roll_
     (["--environments", "nim", "--steps", "1", "--group", "2", "--out", "o", "--model", "x.bin"], "is not a bundled name"),
     (["--steps", "1", "--group", "2", "--out", "o"], "--environments"),
     (["--environments", "nim", "--steps", "1", "--group", "2", "--out", "f"], "is a file; give a folder"),
+    (["--environments", "nim", "--steps", "1", "--group", "2", "--out", "o", "--curriculum",
+      "learnability"], "no environment has a measured learnability"),
 ])
 def test_bad_arguments_are_one_line_errors_with_exit_2(tmp_path, args, message):
     (tmp_path / "f").write_text("not a folder")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envduels import _sandbox_defaults
-from envduels.sandbox import EnvPool, SandboxLimits, _pool
+from envduels.sandbox import EnvPool, HarnessPool, SandboxLimits, _pool
 from envduels.sandbox._launcher import host
 
 FAST = SandboxLimits(step_timeout_s=1.5, cpu_s=20, memory_mb=256, max_procs=32,
@@ -58,6 +59,26 @@ def gvisor_missing() -> str | None:
     return None
 
 
+# ENVDUELS_TEST_WORKERS=N runs the sandbox suites with their pools in N harness worker
+# processes (docs/workers.md): the fixtures' pools, and every `EnvPool(...)` a module of a
+# suite that uses `sandbox_runtime` makes, become `HarnessPool`s under the test's runtime.
+# A test that reads the in-process channel (`_channel`, `_spawn`) is skipped in that mode.
+WORKERS = int(os.environ.get("ENVDUELS_TEST_WORKERS", "0") or 0)
+
+
+def in_workers(limits: SandboxLimits, runtime: str | None = None, **options: object) -> HarnessPool:
+    """The HarnessPool that stands for `EnvPool(limits, **options)` with ENVDUELS_TEST_WORKERS."""
+    if runtime is not None:
+        limits = dataclasses.replace(limits, runtime=runtime)
+    return HarnessPool(limits, workers=WORKERS, **options)  # type: ignore[arg-type]
+
+
+def needs_in_process_pool() -> None:
+    """Skip a test that reads the in-process channel when the suite runs in workers."""
+    if WORKERS:
+        pytest.skip("platform: reads the in-process channel; ENVDUELS_TEST_WORKERS is set")
+
+
 @pytest.fixture(params=_sandbox_defaults.RUNTIMES)
 def sandbox_runtime(request: pytest.FixtureRequest,
                     monkeypatch: pytest.MonkeyPatch) -> str:
@@ -66,6 +87,15 @@ def sandbox_runtime(request: pytest.FixtureRequest,
     runtime = request.param
     if runtime == "gvisor" and (why := gvisor_missing()):
         pytest.skip(why)
+    if WORKERS:
+        if runtime == "gvisor":
+            monkeypatch.setenv("ENVDUELS_TEMPLATES", "0")
+
+        def pool_in_workers(limits: SandboxLimits = FAST, **options: object) -> HarnessPool:
+            return in_workers(limits, runtime, **options)
+
+        monkeypatch.setattr(request.module, "EnvPool", pool_in_workers, raising=False)
+        return runtime
     launch = _pool.launch
 
     def launch_under(limits: SandboxLimits, **kw: object) -> object:
@@ -136,30 +166,39 @@ def canary(tmp_path: Path) -> Iterator[Path]:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["canary.txt"]
 
 
+def _runtime_of(request: pytest.FixtureRequest) -> str | None:
+    if "sandbox_runtime" in request.fixturenames:
+        return str(request.getfixturevalue("sandbox_runtime"))
+    return None
+
+
 @pytest.fixture
-async def pool(canary: Path) -> AsyncIterator[EnvPool]:
+async def pool(canary: Path, request: pytest.FixtureRequest) -> AsyncIterator[EnvPool]:
     """A sandboxed pool with short limits; afterwards no sandbox process may remain."""
-    async with EnvPool(FAST, warm=1) as p:
-        yield p
+    async with (in_workers(FAST, _runtime_of(request), warm=1) if WORKERS
+                else EnvPool(FAST, warm=1)) as p:
+        yield p  # type: ignore[misc]
     left = sandbox_uid_processes()
     assert left == [], [(p, Path(f"/proc/{p}/stat").read_text()) for p in left]
 
 
 @pytest.fixture
-async def fresh_pool(canary: Path) -> AsyncIterator[EnvPool]:
+async def fresh_pool(canary: Path, request: pytest.FixtureRequest) -> AsyncIterator[EnvPool]:
     """Like `pool`, with fresh sandboxes and a warm worker instead of templates: for the
     warm-pool machinery itself (docs/templates.md says when the pool uses it)."""
-    async with EnvPool(FAST, warm=1, templates=False) as p:
-        yield p
+    async with (in_workers(FAST, _runtime_of(request), warm=1, templates=False) if WORKERS
+                else EnvPool(FAST, warm=1, templates=False)) as p:
+        yield p  # type: ignore[misc]
     left = sandbox_uid_processes()
     assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
 
 
 @pytest.fixture
-async def roomy_pool(canary: Path) -> AsyncIterator[EnvPool]:
+async def roomy_pool(canary: Path, request: pytest.FixtureRequest) -> AsyncIterator[EnvPool]:
     """Like `pool`, with a 15 s deadline per call."""
-    async with EnvPool(ROOMY, warm=1) as p:
-        yield p
+    async with (in_workers(ROOMY, _runtime_of(request), warm=1) if WORKERS
+                else EnvPool(ROOMY, warm=1)) as p:
+        yield p  # type: ignore[misc]
     left = sandbox_uid_processes()
     assert left == [], [Path(f"/proc/{p}/stat").read_text() for p in left]
 

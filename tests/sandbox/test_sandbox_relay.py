@@ -76,6 +76,8 @@ def test_a_timing_verdict_relayed_through_a_kernel_counter_is_caught_and_the_con
                          "max_concurrency": 1, "temperature": 0.0}],
             "tournament": {"rounds": 1, "envs_per_author": 1, "seeds_per_env": 4,
                            "trials_per_seed": 1, "max_turns": 4,
+                           # a pool is validated in the run (issue 29); these have no oracle
+                           "require_oracle": False,
                            "environments": [str(tmp_path / "pool")]},
             "sandbox": {"warm_workers": 2},
         }

@@ -89,18 +89,35 @@ def test_32_concurrent_sessions_are_separate_sandboxes_and_a_killed_one_ends_alo
 
 
 def test_an_idle_session_is_reaped_and_told_so(short_server):
-    async def main() -> str:
+    import json
+
+    import websockets
+
+    ws_url = short_server.url.replace("http://", "ws://").rstrip("/") + "/ws"
+
+    async def raw() -> tuple[int, str]:
+        async with websockets.connect(ws_url) as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"env_id": "marker", "seed": 1}}))
+            assert json.loads(await ws.recv())["type"] == "observation"
+            await ws.wait_closed()      # --idle-timeout 2: the server closes it, with why
+            assert ws.close_code is not None
+            return ws.close_code, ws.close_reason
+
+    async def through_openenv() -> str:
         async with GenericEnvClient(base_url=short_server.url) as env:
             await env.reset(env_id="marker", seed=1)
-            await asyncio.sleep(4)      # --idle-timeout 2
-            try:
+            await asyncio.sleep(4)
+            with pytest.raises(RuntimeError) as caught:   # it reconnected to a fresh session
                 await env.step({"message": "\\boxed{look}"})
-            except RuntimeError as err:
-                return str(err)
-            return "answered"
+            return str(caught.value)
 
-    said = asyncio.run(main())
-    assert "episode ended because it was idle for more than 2 s; reset to start another" in said
+    assert asyncio.run(asyncio.wait_for(raw(), 30)) == (
+        4408, "session expired: it was idle for more than 2 s; reconnect and reset to start "
+              "another")
+    assert asyncio.run(through_openenv()) == (
+        "Server error: no episode is running: reset first (a session idle for more than 2 s is "
+        "ended and its WebSocket closed; OpenEnv's client then connects afresh) "
+        "(code: EXECUTION_ERROR)")
 
 
 def test_max_sessions_caps_the_sandboxes_alive_at_once(short_server):

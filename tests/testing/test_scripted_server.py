@@ -32,6 +32,17 @@ def test_openai_client_gets_the_responder_reply_and_word_usage() -> None:
     assert req["model"] == "m1" and req["params"]["seed"] == 7 and req["fault"] is None
 
 
+def test_a_streamed_request_gets_the_reply_as_openai_s_server_sent_events() -> None:
+    with ScriptedServer(lambda model, messages: "a \\boxed{7}") as srv:
+        stream = _client(srv.base_url).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "one two"}], stream=True,
+            stream_options={"include_usage": True})
+        chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "a \\boxed{7}"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices] == [None, "stop"]
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (2, 2)
+
+
 def test_faults_are_consumed_in_order_then_service_resumes() -> None:
     with ScriptedServer(faults=["429:2", "500", "400", "overflow", "401", "404"]) as srv:
         c = _client(srv.base_url)

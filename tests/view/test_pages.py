@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
+from duel_script import CRASHY_HINT, LOCK_HINT, lock_code
 
 from envduels.store import Store
 
@@ -82,7 +83,7 @@ def test_environment_page_shows_source_hint_repair_conversation_and_grid(browser
     from selenium.webdriver.common.by import By
 
     browser.get(viewer + "/run/0/env/r1-bob-0")
-    assert browser.find_element(By.ID, "hint").text == "The magic word is what you want to do."
+    assert browser.find_element(By.ID, "hint").text == CRASHY_HINT
     code = browser.find_element(By.ID, "source")
     assert "class Crashy" in code.text and code.find_elements(By.CSS_SELECTOR, ".linenos")
     assert code.find_elements(By.CSS_SELECTOR, ".k")   # highlighted keywords
@@ -110,12 +111,12 @@ def test_episode_page_shows_every_turn_with_the_hint_marked(browser, viewer, scr
     browser.get(f"{viewer}/run/0/episode/{quote(ep.episode_key, safe='')}")
     assert browser.find_element(By.ID, "outcome").text.startswith("success")
     marks = browser.find_elements(By.CSS_SELECTOR, "mark.hint")
-    assert [m.text for m in marks] == ["The code word is the opposite of closed."]
+    assert [m.text for m in marks] == [LOCK_HINT]
     items = browser.find_elements(By.CSS_SELECTOR, "#transcript > li")
     assert [i.get_attribute("class").split()[1] for i in items] == [
         "role-system", "role-user", "role-assistant", "role-env", "role-outcome"]
     assert "hint shown" in items[1].text
-    assert items[3].find_element(By.CSS_SELECTOR, "code.action").text == "\\boxed{open}"
+    assert items[3].find_element(By.CSS_SELECTOR, "code.action").text == f"\\boxed{{{lock_code(ep.seed)}}}"
     assert "1.00" in items[3].text
     assert severe(browser) == []
 

@@ -15,6 +15,7 @@ from scipy.stats import binom
 
 from envduels._text import last_boxed
 from envduels.analysis.pairs import domain_balanced, matched_pairs, scored_episodes
+from envduels.duel.answers import Answer, decisive_action, rescue_answers, rescues
 from envduels.duel.faults import author_faults
 from envduels.duel.outcomes import (  # noqa: F401 (re-exported: the names' one home is duel.outcomes)
     AUTHOR_FAULT_FLAGS,
@@ -219,25 +220,13 @@ def boxed_content(text: str) -> str | None:
 
 
 def winning_action(transcript: object) -> str | None:
-    """The boxed text of the last step of a transcript (the winning step of a success).
-
-    The engine logs each step as `{"role": "env", "action": "\\boxed{...}", ...}`; a transcript
-    without such entries falls back to the last boxed answer of an `assistant` message.
-    """
-    if not isinstance(transcript, list | tuple):
+    """The boxed text of the last step of a transcript (the winning step of a success): the
+    content of `duel.answers.decisive_action`'s box (the action itself when it has none)."""
+    action = decisive_action(transcript)
+    if action is None:
         return None
-    for msg in reversed(transcript):
-        if not isinstance(msg, dict):
-            continue
-        action = msg.get("action")
-        if msg.get("role") == "env" and isinstance(action, str) and action:
-            inner = boxed_content(action)
-            return inner if inner is not None else action
-        if msg.get("role") == "assistant":
-            inner = boxed_content(str(msg.get("content", "")))
-            if inner is not None:
-                return inner
-    return None
+    inner = boxed_content(action)
+    return inner if inner is not None else action
 
 
 # The flags under the names readers import from here; each is its `duel.outcomes.Flag` member.
@@ -247,6 +236,7 @@ HINT_GATED = Flag.HINT_GATED
 HINT_LEAK = Flag.HINT_LEAK
 TRIVIAL = Flag.TRIVIAL
 HINT_IS_KEY = Flag.HINT_IS_KEY
+FIXED_ANSWER = Flag.FIXED_ANSWER
 
 HINT_GATED_NO_HINT_MAX = 0.25
 """`hint_gated` tolerance: the panel's no-hint pass rate is at most this..."""
@@ -264,6 +254,19 @@ def _audits(tables: TablesLike) -> list[tuple[str, str, str | None]]:
     if not isinstance(audits, pd.DataFrame) or audits.empty:
         return []
     return list(zip(audits["env_id"], audits["state"], audits["detail"], strict=True))
+
+
+def _rescue_answers(tables: TablesLike) -> dict[str, dict[int, set[Answer]]]:
+    """What the hint changed in the panel's rescues as played: the run database's record of it
+    (`store.Tables.rescue_answers`, read before judging), else from `tables.episodes` (tables
+    from a file, whose episodes are as played)."""
+    recorded = getattr(tables, "rescue_answers", None)
+    if isinstance(recorded, dict):
+        return recorded
+    eps = tables.episodes
+    if "transcript" not in eps.columns:
+        return {}
+    return rescue_answers(rescues(eps.to_dict("records")))
 
 
 def copied_win(transcript: object, hint: str, phrases: set[str] | None = None) -> bool:
@@ -298,19 +301,9 @@ def copied_win(transcript: object, hint: str, phrases: set[str] | None = None) -
     return acted and from_hint
 
 
-def _procedure_shown(battery: BatteryFindings | None) -> bool:
-    """Whether validation's battery boxed every token of the hint (copying, and copying with
-    echoing) on every seed it played and never won: copying the hint is then shown not to
-    win, so solvers that type the hint's words are following a procedure."""
-    if not isinstance(battery, dict) or not battery.get("hint_tokens_covered"):
-        return False
-    policies = battery.get("policies") or {}
-    return all(int((policies.get(k) or {}).get("won", 0)) == 0 for k in ("hint_copy", "hint_copy+echo"))
-
-
-def _hint_leak(transcripts: list[object], hint: str, battery: BatteryFindings | None) -> bool:
+def _hint_leak(transcripts: list[object], hint: str) -> bool:
     """`hint_leak` for one environment from its hinted panel wins (see `environment_flags`)."""
-    if not transcripts or _procedure_shown(battery):
+    if not transcripts:
         return False
     lowered = hint.lower()
     for transcript in transcripts:
@@ -331,8 +324,13 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
     - `nondeterministic`: the replay audit found an episode that a fresh instance given the
       same seed and actions does not reproduce;
     - `trivial`, `hint_is_key`: validation's degenerate-policy battery won most seeds without
-      the hint, or only by copying it (`tables.battery`, recorded for the run's authored
-      environments).
+      the hint, or only by copying it (`tables.battery`, recorded for the run's validated
+      environments, fixed-pool ones included);
+    - `fixed_answer`: the winning answer is the same on every seed: validation's oracle gave
+      one answer on all the seeds it played (`tables.battery`), or what the hint changed in the
+      panel's rescues is one answer on more seeds than chance explains
+      (`duel.answers.fixed_in_play`, over `tables.rescue_answers`, or the episodes of tables
+      read from a file).
 
     Informational, over the panel (solvers other than the author) only:
     - `unsolved_with_hint`: nobody won with the hint (an environment nobody played with the
@@ -341,9 +339,10 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
       `HINT_GATED_HINTED_MIN` over its matched pairs;
     - `hint_leak`: a hinted win's box (at least `HINT_LEAK_MIN_CHARS` long) appears verbatim in
       the hint, or most hinted wins are `copied_win`s (an answer or password copied from the
-      hint at any step, a winning box equal to a hint token of any length); never when the
-      battery boxed every hint token and copying won nothing (a hint that teaches a procedure,
-      whose steps solvers type, is no leak).
+      hint at any step, a winning box equal to a hint token of any length). A solver that
+      types the steps a procedure names and then an answer it worked out has not copied. What
+      validation's battery did not win never clears it: a copying policy that lost may have
+      lost before it could use the hint (a knock every solver passes, then the password).
     """
     envs = tables.environments
     eps = scored_episodes(tables.episodes)
@@ -352,10 +351,15 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
     hints = dict(zip(envs["env_id"], envs["hint"].fillna(""), strict=False))
     battery: dict[str, BatteryFindings] = getattr(tables, "battery", None) or {}
     flags: dict[str, list[str]] = {e: [] for e in envs["env_id"]}
-    # the author's-fault flags: the typed facts (audit states, the battery's flag), one rule
-    for env_id, fault in author_faults(_audits(tables), battery).items():
+    # the author's-fault flags: the typed facts (audit states, the battery's flag, what the
+    # hint changed in the rescues as played), one rule
+    faults = author_faults(_audits(tables), battery, _rescue_answers(tables))
+    for env_id, fault in faults.items():
         if env_id in flags:
             flags[env_id].append(fault.flag)
+    # an environment at fault has no informational flag (tables from a file are not judged)
+    eps = eps[~eps["env_id"].isin(list(faults))]
+    pairs = pairs[~pairs["env_id"].isin(list(faults))]
     hinted = eps[eps["hinted"].astype(bool)]
     for env_id, group in hinted.groupby("env_id"):
         if env_id not in flags:
@@ -369,6 +373,6 @@ def environment_flags(tables: TablesLike) -> dict[str, list[str]]:
     wins = hinted[hinted["y"] == 1]
     for env_id, group in wins.groupby("env_id"):
         hint = hints.get(env_id, "")
-        if hint and env_id in flags and _hint_leak(list(group["transcript"]), hint, battery.get(env_id)):
+        if hint and env_id in flags and _hint_leak(list(group["transcript"]), hint):
             flags[env_id].append(HINT_LEAK)
     return flags

@@ -44,9 +44,9 @@ class Outcome(StrEnum):
 class Flag(StrEnum):
     """What the analysis (or validation's degenerate-policy battery) says about an environment.
 
-    The first three are the author's fault: every episode of a flagged environment scores as
-    `incomplete` and a flagged authored environment is not played. The others describe an
-    environment and change no score.
+    The first four are the author's fault: every episode of a flagged environment scores as
+    `incomplete`, and an environment flagged in validation is not played. The others describe
+    an environment and change no score.
     """
 
     NONDETERMINISTIC = "nondeterministic"
@@ -55,6 +55,9 @@ class Flag(StrEnum):
     """The degenerate-policy battery won without the hint (set in validation)."""
     HINT_IS_KEY = "hint_is_key"
     """The degenerate-policy battery won by copying the hint (set in validation)."""
+    FIXED_ANSWER = "fixed_answer"
+    """The winning answer is the same on every seed, so a hint can simply hand it over (set in
+    validation from the oracle's final actions, or in the analysis from the hinted wins)."""
     UNSOLVED_WITH_HINT = "unsolved_with_hint"
     """No panel solver won even with the hint."""
     HINT_GATED = "hint_gated"
@@ -68,12 +71,14 @@ class Flag(StrEnum):
         return self in AUTHOR_FAULT_FLAGS
 
 
-AUTHOR_FAULT_FLAGS: tuple[Flag, ...] = (Flag.NONDETERMINISTIC, Flag.TRIVIAL, Flag.HINT_IS_KEY)
+AUTHOR_FAULT_FLAGS: tuple[Flag, ...] = (Flag.NONDETERMINISTIC, Flag.TRIVIAL, Flag.HINT_IS_KEY,
+                                        Flag.FIXED_ANSWER)
 """Flags that score every episode of their environment as `incomplete`, in listing order."""
 INFORMATIONAL_FLAGS: tuple[Flag, ...] = (Flag.UNSOLVED_WITH_HINT, Flag.HINT_GATED, Flag.HINT_LEAK)
 """Flags that describe an environment and change no score, in listing order."""
-BATTERY_FLAGS: tuple[Flag, ...] = (Flag.TRIVIAL, Flag.HINT_IS_KEY)
-"""The flags validation's degenerate-policy battery gives (`envs._battery`)."""
+BATTERY_FLAGS: tuple[Flag, ...] = (Flag.TRIVIAL, Flag.HINT_IS_KEY, Flag.FIXED_ANSWER)
+"""The flags validation's degenerate-policy battery gives (`envs._battery`, its answer check
+`envs._answer_check`)."""
 FLAGS: tuple[Flag, ...] = (*AUTHOR_FAULT_FLAGS, *INFORMATIONAL_FLAGS)
 """Every flag, in the order reports list them."""
 

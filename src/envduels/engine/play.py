@@ -139,10 +139,10 @@ def _exit_at_once(code: int) -> NoReturn:
 
 
 def play_command(path: str, *, config: Path | None, player: str | None, human: bool, hint: bool,
-                 seed: int, unsafe_no_sandbox: bool) -> int:
+                 seed: int, unsafe_no_sandbox: bool, workers: int | None = None) -> int:
     """Play one episode in the terminal; exit 0 on success, 1 otherwise (also when the person
     at `--human` closes standard input); Ctrl-C ends the process at once with exit 130."""
-    from envduels.sandbox import EnvPool, SandboxLimits
+    from envduels.sandbox import SandboxLimits, sandbox_pool
 
     if human == (player is not None) or (player is not None and config is None):
         raise UserError("choose who plays: --human, or --config CONFIG --player NAME")
@@ -168,7 +168,9 @@ def play_command(path: str, *, config: Path | None, player: str | None, human: b
     console = Console(highlight=False, emoji=False, markup=False)
 
     async def main() -> EpisodeResult:
-        pool = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
+        # one episode lives in one worker: more would start processes for nothing
+        pool = sandbox_pool(limits, workers=1 if workers is None else workers,
+                            unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
         try:
             return await play_episode(task, solver, lambda: pool.open(
                 spec.source, class_name=spec.class_name, max_turns=spec.max_turns),

@@ -151,7 +151,7 @@ async def _play(cfg: RunConfig, fixed_envs: list[EnvSpec], *, store: Store, fp: 
                 players: dict[str, AnsweredGuard], progress: Progress, unsafe_no_sandbox: bool,
                 quiet: bool) -> RunResult:
     from envduels.engine.scheduler import Tournament
-    from envduels.sandbox import EnvPool, SandboxLimits
+    from envduels.sandbox import SandboxLimits, sandbox_pool
 
     limits = cfg.concurrency
     sandboxes: Sandboxes
@@ -163,9 +163,9 @@ async def _play(cfg: RunConfig, fixed_envs: list[EnvSpec], *, store: Store, fp: 
                                          address=cfg.executor.address,
                                          sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
     else:
-        sandboxes = EnvPool(SandboxLimits.from_config(cfg.sandbox),
-                            unsafe_no_sandbox=unsafe_no_sandbox, warm=limits.warm_sandboxes,
-                            max_warm=limits.max_warm_sandboxes)
+        sandboxes = sandbox_pool(SandboxLimits.from_config(cfg.sandbox),
+                                 workers=cfg.sandbox.workers, unsafe_no_sandbox=unsafe_no_sandbox,
+                                 warm=limits.warm_sandboxes, max_warm=limits.max_warm_sandboxes)
     try:
         if cluster is not None:
             await cluster.start()   # a host per node, each checking its sandbox
@@ -180,21 +180,26 @@ async def _play(cfg: RunConfig, fixed_envs: list[EnvSpec], *, store: Store, fp: 
 
 
 def run_command(config: Path, *, unsafe_no_sandbox: bool, quiet: bool,
-                no_cache: bool = False) -> int:
+                no_cache: bool = False, workers: int | None = None) -> int:
     """Run or resume the tournament of `config`; see the module docstring for exit codes.
 
     `no_cache`: every model call goes to the provider, also one the run has recorded (it is
     still recorded, a repeat as a repeat). Finished work is still never redone; what a resume
     replays (episodes in `error` or cut by a kill, unfinished authoring) is paid again.
+    `workers` (the CLI's --workers) replaces the config's `sandbox.workers`.
     """
     # SIGTERM (a supervisor's, a container's, `kill`'s) as Ctrl-C: the sandboxes and local
     # model servers are closed and nothing is left running (exit 130, as for Ctrl-C)
     with terminate_as_interrupt():
-        return _run(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet, no_cache=no_cache)
+        return _run(config, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet, no_cache=no_cache,
+                    workers=workers)
 
 
-def _run(config: Path, *, unsafe_no_sandbox: bool, quiet: bool, no_cache: bool) -> int:
+def _run(config: Path, *, unsafe_no_sandbox: bool, quiet: bool, no_cache: bool,
+         workers: int | None = None) -> int:
     cfg = load_config(config)
+    if workers is not None:   # no result depends on it: the run's fingerprint stays
+        cfg = cfg.model_copy(update={"sandbox": cfg.sandbox.model_copy(update={"workers": workers})})
     fixed_envs = check_run(cfg, unsafe_no_sandbox=unsafe_no_sandbox,
                            say=lambda line: print(line, flush=True))
 

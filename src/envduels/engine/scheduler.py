@@ -21,8 +21,10 @@ not finish before its audits do, and a resumed run first audits (also shuffled) 
 session played but did not audit. A mismatch flags the environment `nondeterministic`
 (`Store.put_audit`); its episodes of later rounds (and of this round, if the session stops
 before it audits) are recorded `incomplete` without a model call.
-So are all episodes of an authored environment that validation's degenerate-policy battery
-flagged (`trivial`, `hint_is_key`).
+So are all episodes of an environment that validation's degenerate-policy battery flagged
+(`trivial`, `hint_is_key`, `fixed_answer`). Fixed-pool environments (library, exports) are
+validated at the start of a run like authored ones (the same checks, battery and answer check;
+their verdicts cached per user), so the same flags hold for them; an invalid one is not played.
 
 Last resort: no exception from one episode or authoring job cancels the others or the run. An
 episode that raises anyway is recorded `error` (the host's fault: retried on resume); an
@@ -45,7 +47,7 @@ import logging
 import random
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from envduels.config import RunConfig
@@ -82,12 +84,14 @@ from envduels.store import AUDIT_REASON, EnvRecord, EpisodeRow, Store
 if TYPE_CHECKING:
     from envduels.duel.protocol import Entry
     from envduels.envs import EnvSpec, Verdict
+    from envduels.envs._verdict_cache import VerdictCache
     from envduels.players import ChatResult
-    from envduels.sandbox import EnvPool
+    from envduels.sandbox import SandboxPool
     from envduels.sandbox.ray_pool import RayEnvPool
 
-    Sandboxes: TypeAlias = EnvPool | RayEnvPool
-    """The sandbox pool a run's environments run in: on this machine, or on a Ray cluster."""
+    Sandboxes: TypeAlias = SandboxPool | RayEnvPool
+    """The sandbox pool a run's environments run in: on this machine (in harness workers or
+    in-process), or on a Ray cluster."""
 
 log = logging.getLogger("envduels.engine")
 
@@ -170,8 +174,6 @@ def fixed_env_record(spec: EnvSpec, *, run_seed: int, seeds_per_env: int) -> Env
     """A fixed-pool environment (library or export) as the run records it: valid, in round 1,
     its author "library" and its title its id when it names none, its benchmark seeds its own
     or, when it has none, `seeds_per_env` derived from the run seed."""
-    from dataclasses import replace
-
     from envduels.envs import benchmark_seeds
 
     seeds = tuple(spec.benchmark_seeds) or tuple(benchmark_seeds(run_seed, spec.id, seeds_per_env))
@@ -266,7 +268,7 @@ class Tournament:
 
     async def run(self) -> RunResult:
         t = self.cfg.tournament
-        self._record_fixed_envs()
+        await self._validate_fixed_envs()
         await self._audit_unaudited()
         for rnd in range(1, t.rounds + 1):
             self.progress.round = rnd
@@ -278,7 +280,7 @@ class Tournament:
             authored = await self._author_round(rnd)
             envs = [e for e in authored if e.valid]
             if rnd == 1:
-                envs = [e for e in self.store.environments() if e.fixed_pool] + envs
+                envs = [e for e in self.store.environments() if e.fixed_pool and e.valid] + envs
             await self._play(self._tasks(envs))
         return RunResult(complete=not self._budget_reached, budget_reached=self._budget_reached,
                          errors=self._errors)
@@ -293,11 +295,69 @@ class Tournament:
         done = sum(1 for task in self._tasks(envs) if task.key in finished)
         return self.design.planned_episodes(recorded, [rnd]) - done
 
-    def _record_fixed_envs(self) -> None:
-        for spec in self.fixed_envs:
-            if self.store.environment(spec.id) is None:
-                self.store.put_environment(fixed_env_record(
-                    spec, run_seed=self.cfg.seed, seeds_per_env=self.cfg.tournament.seeds_per_env))
+    async def _validate_fixed_envs(self) -> None:
+        """Validate and record every fixed-pool environment not recorded yet, as an authored
+        one is: the same checks, battery and answer check on its benchmark seeds, under the
+        run's hint rules and the environment's own turn cap (as `envduels validate` does), its
+        verdict recorded as attempt 0. An invalid one is recorded invalid (never played); a
+        flagged one is its author's fault. A verdict judged before in a sandbox with the same
+        source, seeds, options and validator comes from the verdict cache
+        (`envs._verdict_cache`). A sandbox that cannot start leaves the environment unrecorded
+        (an error: a resumed run validates it again)."""
+        from envduels.envs._verdict_cache import VerdictCache
+
+        todo = [s for s in self.fixed_envs if self.store.environment(s.id) is None]
+        if not todo:
+            return
+        # checked once per run: an untrusted folder is one warning line, then never read
+        cache = None if self.sandboxes.unsafe_no_sandbox else VerdictCache.open()
+
+        async def one(spec: EnvSpec) -> None:
+            record = fixed_env_record(spec, run_seed=self.cfg.seed,
+                                      seeds_per_env=self.cfg.tournament.seeds_per_env)
+            try:
+                async with self._env_slots:   # one sandbox at a time per validation
+                    verdict = await self._fixed_verdict(record.spec, cache)
+            except SandboxDown as err:
+                log.error("validating %s failed: a sandbox could not start (%s)", spec.id, err)
+                self._errors += 1
+                return
+            self.store.put_validation(spec.id, 0, author=record.author, round=1,
+                                      valid=verdict.valid, reasons=list(verdict.reasons),
+                                      verdict=verdict.to_json(), reply="")
+            self.store.put_environment(replace(
+                record, spec=replace(record.spec, class_name=record.class_name or verdict.class_name),
+                valid=verdict.valid, invalid_reason="; ".join(verdict.reasons) or None))
+
+        await asyncio.gather(*(one(spec) for spec in todo))
+
+    async def _fixed_verdict(self, spec: EnvSpec, cache: VerdictCache | None) -> Verdict:
+        """`spec`'s verdict on its benchmark seeds: cached, or judged in the run's sandboxes
+        (and cached in `cache`; None where no sandbox confines it). Raises `SandboxDown`."""
+        from envduels.envs import _verdict_cache, validate_env
+        from envduels.sandbox import SandboxStartError
+
+        t = self.cfg.tournament
+        seeds = list(spec.benchmark_seeds)
+        # the options and turn cap of `envduels validate`: a verdict one of them judged serves
+        # the other; the environment's own turn cap, not the run's (a pool environment has
+        # always been played under the run's cap, winnable in it or not)
+        options = {"require_oracle": t.require_oracle, "hint_max_chars": t.hint_max_chars,
+                   "fixed_pool": True}
+        key = _verdict_cache.verdict_key(spec, seeds=seeds, options=options) if cache is not None else ""
+        cached = cache.load(key, seeds=seeds) if cache is not None else None
+        if cached is not None:
+            return cached
+        try:
+            verdict = await validate_env(spec, self.sandboxes, seeds=seeds,
+                                         require_oracle=t.require_oracle,
+                                         hint_max_chars=t.hint_max_chars, fixed_pool=True,
+                                         probe_seed=self._draw_salt)
+        except SandboxStartError as err:   # the host's failure: no verdict on the environment
+            raise SandboxDown(err.reason) from None
+        if cache is not None:
+            cache.store(key, verdict)
+        return verdict
 
     async def _author_round(self, rnd: int) -> list[EnvRecord]:
         from envduels.envs import benchmark_seeds, validate_env
@@ -440,7 +500,7 @@ class Tournament:
 
     def _battery_flag(self, env_id: str) -> str | None:
         """The flag validation's degenerate-policy battery gave `env_id` (`trivial`,
-        `hint_is_key`), or None. A verdict is final before its environment is played, so it is
+        `hint_is_key`, `fixed_answer`), or None. A verdict is final before its environment is played, so it is
         read once per environment."""
         if env_id not in self._battery_flags:
             found = self.store.battery_verdicts()

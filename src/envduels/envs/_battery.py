@@ -14,7 +14,12 @@ benchmark seeds (more than half) flags the environment:
 Both are the author's fault (the run scores every episode of such an environment like those of
 a `nondeterministic` one). A hint that teaches a procedure is not flagged: boxing the steps it
 names is not enough when the answer must then be worked out, and the battery measures exactly
-that.
+that. When no policy won, validation's answer check (`envs._answer_check`) adds the third
+flag, `fixed_answer`: the oracle's winning answer is the same on every seed.
+
+A policy that lost shows nothing about the hint: it may have lost before it could use it (a
+knock every solver passes, then the hint's password). The findings record how far the hint
+policies got, but nothing the analysis reads from play is ever cleared by them.
 
 Cost is kept small (docs/environments.md has the measured figures): each policy stops as soon
 as its verdict is settled (a majority of seeds won, or too many lost to reach one), the hint
@@ -44,6 +49,9 @@ TRIVIAL = Flag.TRIVIAL
 HINT_IS_KEY = Flag.HINT_IS_KEY
 """Verdict flag: boxing the hint's words (and echoing what the environment shows) wins on most
 seeds, while no hint-free policy does."""
+FIXED_ANSWER = Flag.FIXED_ANSWER
+"""Verdict flag: the oracle's winning answer is the same on every seed it played
+(`envs._answer_check`, run after the policies when none of them won)."""
 BATTERY_FLAGS = outcomes.BATTERY_FLAGS
 """The battery's flags (`duel.outcomes.BATTERY_FLAGS`); each makes the environment its
 author's fault."""
@@ -224,6 +232,8 @@ class BatteryFindings(TypedDict, total=False):
     hint_phrases: int
     hint_tokens: int
     hint_tokens_covered: bool
+    answer_seeds: int
+    answers: dict[str, str]
 
 
 def _hint_copier(phrases: list[str], echo: bool) -> Callable[[int], Policy]:
@@ -286,9 +296,12 @@ class Play(Protocol):
 @dataclass
 class BatteryResult:
     """What the battery found: per policy, seeds won of seeds played (a policy stops once its
-    verdict is settled), the flag (`trivial`, `hint_is_key` or None) with a one-line detail,
-    and how far the hint policies got (`hint_tokens_covered`: every `hint_tokens` entry was
-    tried on every seed they played, so "copying does not win" is a finding, not a cap)."""
+    verdict is settled), the flag (`trivial`, `hint_is_key`, `fixed_answer` from the answer
+    check, or None) with a one-line detail, how far the hint policies got
+    (`hint_tokens_covered`: every `hint_tokens` entry was tried on every seed they played; a
+    record for the reader only: a copying policy that lost proves nothing about the hint, since
+    it may have lost before it could use it), and the oracle's answers (`answer_seeds`,
+    `answers`)."""
 
     seeds: int
     policies: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -298,13 +311,19 @@ class BatteryResult:
     hint_phrases: int = 0
     hint_tokens: int = 0
     hint_tokens_covered: bool = False
+    answer_seeds: int = 0
+    """Seeds on which the answer check compared the oracle's final answer (0: it did not run)."""
+    answers: dict[str, str] = field(default_factory=dict)
+    """Benchmark seed (as text: a JSON key) -> `duel.answers.answer_digest` of the oracle's
+    final answer on it."""
 
     def to_json(self) -> BatteryFindings:
         """A JSON-ready dict with exactly the fields above."""
         return {"seeds": self.seeds, "policies": {k: dict(v) for k, v in self.policies.items()},
                 "flag": self.flag, "detail": self.detail, "episodes": self.episodes,
                 "hint_phrases": self.hint_phrases, "hint_tokens": self.hint_tokens,
-                "hint_tokens_covered": self.hint_tokens_covered}
+                "hint_tokens_covered": self.hint_tokens_covered,
+                "answer_seeds": self.answer_seeds, "answers": dict(self.answers)}
 
     @property
     def hint_copy_won(self) -> bool:

@@ -69,7 +69,8 @@ class Verdict:
     """Findings that do not make the environment invalid (one line each)."""
     flags: list[str] = field(default_factory=list)
     """Short names of those findings, e.g. `seed_ignored` (a fixed-pool environment that ignores
-    its seed), `trivial` or `hint_is_key` (the degenerate-policy battery won it)."""
+    its seed), `trivial` or `hint_is_key` (the degenerate-policy battery won it), `fixed_answer`
+    (the oracle's winning answer is the same on every seed)."""
     battery: BatteryFindings | None = None
     """What the degenerate-policy battery found (`envs._battery.BatteryResult.to_json`) on a
     valid environment; None when it did not run."""

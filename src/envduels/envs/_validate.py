@@ -12,7 +12,9 @@ Checks, in order, each failure one actionable line:
 3. across seeds: an environment whose every seed gives the same initial observation, the same
    probe trajectory and the same oracle play (actions included) ignores its seed. That makes an
    authored environment invalid; a fixed-pool one (library, export: the reference format lets
-   an instance ignore its seed) stays valid with a warning and the flag `seed_ignored`.
+   an instance ignore its seed) stays valid with a warning and the flag `seed_ignored`;
+4. the degenerate-policy battery (`envs._battery`) and, when it wins nothing, the answer check
+   (`envs._answer_check`): flags on a valid environment, never reasons.
 
 The probe actions are not all public: besides `PROBE_ACTIONS`, each seed's probe draws
 `DRAWN_PROBES` actions of plausible shapes (numbers, words, letters, coordinates, lists) from
@@ -35,11 +37,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from envduels.config import HINT_MAX_CHARS
-from envduels.envs._battery import BatteryFindings, Policy, run_battery
+from envduels.envs._answer_check import check_answers
+from envduels.envs._battery import FIXED_ANSWER, BatteryFindings, Policy, run_battery
 from envduels.envs._spec import EnvSpec, OracleStatus, Verdict
 from envduels.envs._static import StaticError, check_hint, find_env_class, parse_source
 from envduels.envs._turns import turn_cap
-from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxStartError
+from envduels.sandbox import EnvFault, EnvInstance, SandboxPool, SandboxStartError
 
 if TYPE_CHECKING:   # a run validates in whichever sandboxes it plays in, a Ray cluster's too
     from envduels.sandbox.ray_pool import RayEnvPool, RemoteEnvInstance
@@ -205,7 +208,7 @@ def _first_difference(a: _Episode, b: _Episode) -> str:
 
 
 async def _run_episode(
-    pool: EnvPool | RayEnvPool,
+    pool: SandboxPool | RayEnvPool,
     spec: EnvSpec,
     class_name: str,
     seed: int,
@@ -269,7 +272,7 @@ async def _run_episode(
 
 
 async def _check_seed(
-    pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
+    pool: SandboxPool | RayEnvPool, spec: EnvSpec, class_name: str, seed: int, cap: int, has_oracle: bool,
     budget: _Budget, probe_seed: str,
 ) -> tuple[_Episode, _Episode | None]:
     probes = probe_actions(probe_seed, spec.source_sha256)
@@ -325,7 +328,7 @@ async def _check_seed(
     return probe, oracle
 
 
-async def _has_oracle(pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str) -> bool:
+async def _has_oracle(pool: SandboxPool | RayEnvPool, spec: EnvSpec, class_name: str) -> bool:
     instance = await pool.open(spec.source, class_name=class_name, max_turns=spec.max_turns)
     try:
         return instance.has_oracle
@@ -335,7 +338,7 @@ async def _has_oracle(pool: EnvPool | RayEnvPool, spec: EnvSpec, class_name: str
 
 async def validate_env(
     spec: EnvSpec,
-    pool: EnvPool | RayEnvPool,
+    pool: SandboxPool | RayEnvPool,
     *,
     seeds: list[int],
     require_oracle: bool,
@@ -360,7 +363,11 @@ async def validate_env(
     is a warning and the flag `seed_ignored`, not a reason. A valid environment then meets the
     degenerate-policy battery (`envs._battery`; `degenerate_battery=False` skips it, for
     measuring what it costs): its findings are `Verdict.battery`, and a policy without
-    intelligence that wins most seeds adds the flag `trivial` or `hint_is_key` with a warning.
+    intelligence that wins most seeds adds the flag `trivial` or `hint_is_key` with a warning;
+    when none does, the answer check (`envs._answer_check`) adds `fixed_answer` when the
+    oracle's winning answer is the same on `duel.answers.ANSWER_SEEDS` seeds (the benchmark
+    ones, then seeds drawn from `probe_seed`; an oracle that does not win on a drawn seed makes
+    the environment invalid, as on a benchmark seed).
     Never raises for anything the environment does; `SandboxUnavailable` comes from the pool,
     and `SandboxStartError` (a sandbox that could not start: the host's failure, never held
     against the environment) propagates.
@@ -426,14 +433,32 @@ async def validate_env(
                                          budget=budget)
             return episode.won
 
+        async def oracle_final(seed: int) -> str:
+            oracle = await _run_episode(pool, spec, class_name, seed, cap, use_oracle=True,
+                                        what="oracle check on a drawn seed", budget=budget)
+            if not oracle.won:
+                raise _Failed(
+                    f"seed {seed} (drawn for the answer check): playing oracle_action() each turn "
+                    "does not win: make oracle_action return a winning action on every seed",
+                    "failed")
+            return oracle.actions[-1]
+
         if not degenerate_battery:
             return Verdict(True, [], oracle_status, class_name, list(seeds), warnings=warnings,
                            flags=flags)
+        salt = f"{probe_seed}|{spec.source_sha256}"
         try:
-            found = await run_battery(play, list(seeds), spec.hint,
-                                      f"{probe_seed}|{spec.source_sha256}")
+            found = await run_battery(play, list(seeds), spec.hint, salt)
         except _Failed as failure:   # the oracle's verdict stands; the fault is the reason
             raise _Failed(failure.reason, oracle_status) from None
+        if found.flag is None and has_oracle:
+            finals = {seed: o.actions[-1] for seed, o in zip(seeds, oracles, strict=True) if o}
+            answers = await check_answers(oracle_final, finals, salt,
+                                          draw=SEED_IGNORED not in flags)
+            found.answer_seeds = answers.seeds
+            found.answers = {str(seed): digest for seed, digest in answers.by_seed.items()}
+            if answers.fixed:
+                found.flag, found.detail = FIXED_ANSWER, answers.detail
         battery = found.to_json()
         if found.flag is not None:
             warnings.append(found.detail)

@@ -41,26 +41,30 @@ def seeds_for(spec: EnvSpec, n: int) -> list[int]:
 
 async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: bool,
                         hint_max_chars: int, unsafe_no_sandbox: bool,
-                        fixed_pool: bool = False, revalidate: bool = False) -> list[Verdict]:
+                        fixed_pool: bool = False, revalidate: bool = False,
+                        workers: int | None = None) -> list[Verdict]:
     """Each spec's verdict. A fixed-pool environment (library, export) judged before with the
     same source, seeds, options and validator gets its cached verdict (`_verdict_cache`)
     unless `revalidate`; verdicts judged without the sandbox are never cached."""
-    from envduels.envs import _verdict_cache
-    from envduels.sandbox import EnvPool, SandboxStartError
+    from envduels.envs._verdict_cache import VerdictCache, verdict_key
+    from envduels.sandbox import SandboxLimits, SandboxStartError, sandbox_pool
 
     # A fresh secret salt per invocation: with a fixed one an author could know the probes.
     probe_seed = secrets.token_hex(16)
     options = {"require_oracle": require_oracle, "hint_max_chars": hint_max_chars,
                "fixed_pool": fixed_pool}
-    cached = fixed_pool and not unsafe_no_sandbox
-    keys = [_verdict_cache.verdict_key(spec, seeds=seeds_for(spec, seeds), options=options)
-            if cached else "" for spec in specs]
+    cache = VerdictCache.open() if fixed_pool and not unsafe_no_sandbox else None
+    keys = [verdict_key(spec, seeds=seeds_for(spec, seeds), options=options)
+            if cache is not None else "" for spec in specs]
     verdicts: list[Verdict | None] = [
-        _verdict_cache.load(key) if key and not revalidate else None for key in keys]
+        cache.load(key, seeds=seeds_for(spec, seeds))
+        if cache is not None and not revalidate else None
+        for spec, key in zip(specs, keys, strict=True)]
     if all(v is not None for v in verdicts):
         return [v for v in verdicts if v is not None]
     try:
-        async with EnvPool(unsafe_no_sandbox=unsafe_no_sandbox) as pool:
+        async with sandbox_pool(SandboxLimits(), workers=workers,
+                                unsafe_no_sandbox=unsafe_no_sandbox) as pool:
             for i, spec in enumerate(specs):
                 if verdicts[i] is None:
                     verdict = await validate_env(
@@ -68,8 +72,8 @@ async def _validate_all(specs: list[EnvSpec], *, seeds: int, require_oracle: boo
                         hint_max_chars=hint_max_chars, fixed_pool=fixed_pool,
                         probe_seed=probe_seed)
                     verdicts[i] = verdict
-                    if keys[i]:
-                        _verdict_cache.store(keys[i], verdict)
+                    if cache is not None:
+                        cache.store(keys[i], verdict)
             return [v for v in verdicts if v is not None]
     except SandboxStartError as err:
         raise UserError(f"the sandbox could not start ({err.reason}); no environment was judged: "
@@ -97,7 +101,7 @@ def verdict_json(kind: str, path: str, specs: list[EnvSpec], verdicts: list[Verd
 
 def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
                      hint_max_chars: int, unsafe_no_sandbox: bool,
-                     revalidate: bool = False) -> int:
+                     revalidate: bool = False, workers: int | None = None) -> int:
     """Validate what `path` names (`envduels.envs.resolve`: a `.py` file, an export folder, one
     environment of one as `FOLDER/ENV_ID`, a library name); 0 only if every environment
     is valid, 1 otherwise. `UserError` for an unusable path, manifest or sandbox (exit 2 at the
@@ -106,7 +110,7 @@ def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bo
     try:
         return _validate(path, seeds=seeds, as_json=as_json, require_oracle=require_oracle,
                          hint_max_chars=hint_max_chars, unsafe_no_sandbox=unsafe_no_sandbox,
-                         revalidate=revalidate)
+                         revalidate=revalidate, workers=workers)
     except UserError as err:
         if not as_json:
             raise
@@ -115,7 +119,8 @@ def validate_command(path: str, *, seeds: int, as_json: bool, require_oracle: bo
 
 
 def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
-              hint_max_chars: int, unsafe_no_sandbox: bool, revalidate: bool = False) -> int:
+              hint_max_chars: int, unsafe_no_sandbox: bool, revalidate: bool = False,
+              workers: int | None = None) -> int:
     if seeds < 1:
         raise UserError(f"--seeds must be at least 1, got {seeds}")
     if hint_max_chars < 1:
@@ -131,7 +136,7 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
                                          hint_max_chars=hint_max_chars,
                                          unsafe_no_sandbox=unsafe_no_sandbox,
                                          fixed_pool=kind != "file",  # exports, the library
-                                         revalidate=revalidate))
+                                         revalidate=revalidate, workers=workers))
     valid = all(v.valid for v in verdicts)
     if as_json:
         sys.stdout.write(json.dumps(verdict_json(kind, path, specs, verdicts)) + "\n")
@@ -140,10 +145,12 @@ def _validate(path: str, *, seeds: int, as_json: bool, require_oracle: bool,
     for spec, verdict in zip(specs, verdicts, strict=True):
         mark = "[bold green]valid[/]" if verdict.valid else "[bold red]INVALID[/]"
         hint = "hint checked" if spec.hints else "no hint supplied"
-        # Ids, class names and reasons carry environment text: no escape sequence reaches the
-        # terminal (JSON output needs nothing: json.dumps escapes every control character).
+        # Every field carries environment text or comes from the verdict cache: no escape
+        # sequence or markup reaches the terminal (JSON output needs nothing: json.dumps
+        # escapes every control character).
         console.print(f"{mark}  {_shown(spec.id)}  [dim](class {_shown(str(verdict.class_name))}, "
-                      f"oracle {verdict.oracle}, {plural(len(verdict.seeds), 'seed')}, {hint})[/]")
+                      f"oracle {_shown(verdict.oracle)}, {plural(len(verdict.seeds), 'seed')}, "
+                      f"{hint})[/]")
         for reason in verdict.reasons:
             console.print(f"  [red]-[/] {_shown(reason)}")
         for warning, flag in zip(verdict.warnings, verdict.flags, strict=False):

@@ -50,7 +50,7 @@ def build_players(cfg: RunConfig, *, cache: ResponseCache | None, run_seed: int
                   ) -> dict[str, Player]:
     """Every player of `cfg`, by name, sharing `cache`; request seeds derive from `run_seed`.
 
-    Construction makes no request: a missing key, model file or llama-cpp-python raises the
+    Construction makes no request: a missing key, model file or llama.cpp binding raises the
     first player's UserError here, before a run starts. Close each player with `aclose`.
     """
     players: dict[str, Player] = {}

@@ -37,7 +37,8 @@ log = logging.getLogger("envduels.players")
 
 _OVERFLOW = re.compile(
     r"context[_ ]length|maximum context|context window|too many tokens|prompt is too long"
-    r"|input is too long|exceeds? (the )?(model'?s? )?(maximum|max|context)", re.IGNORECASE)
+    r"|input is too long|exceeds? (the )?(available )?(model'?s? )?(maximum|max|context)",
+    re.IGNORECASE)  # "available": llama.cpp's server
 
 
 def is_overflow(message: str, code: object = None) -> bool:

@@ -148,3 +148,31 @@ def report_episodes_command(episodes_path: Path, *, json_path: Path | None, html
         written.append(str(html_path))
     print_summary(headline(analysis.result), written)
     return 0
+
+
+def demo_command(*, json_path: Path | None, html_path: Path | None, bootstrap: int) -> int:
+    """`envduels demo`: simulate, analyse and report the demo tournament (`report.demo`); its
+    preface and the report's summary printed, JSON and HTML written where asked (default:
+    ./demo-report.html)."""
+    from envduels.analysis import analyze
+    from envduels.report.demo import preface, simulated_run
+    from envduels.report.html import headline, render_html
+    from envduels.report.terminal import print_summary
+
+    _check_bootstrap(bootstrap)
+    # No design convergence: a simulated environment's "source" is a placeholder, and comparing
+    # placeholders would report a similarity that means nothing
+    analysis = analyze(simulated_run().tables, bootstrap=bootstrap, name="demo (simulated players)",
+                       convergence=False)
+    lines = preface(analysis.result)
+    if json_path is None and html_path is None:
+        html_path = Path("demo-report.html")
+    written = []
+    if json_path is not None:
+        _write(Path(json_path), json.dumps(analysis.json, indent=2, allow_nan=False))
+        written.append(str(json_path))
+    if html_path is not None:
+        _write(Path(html_path), render_html([analysis], preface=lines))
+        written.append(str(html_path))
+    print_summary(lines + headline(analysis.result), written)
+    return 0

@@ -143,8 +143,8 @@ def _no_plot_reasons(j: RunReport) -> dict[str, str]:
         "learning": ("Left out: this run has one round of valid authored environments, so there is nothing to "
                      "compare across rounds." if len(rounds) <= 1 else
                      "Left out: no author has a measured lift in any round."),
-        "design": ("Left out: episodes recorded by another harness carry no environment source to "
-                   "compare designs." if j.convergence is None else
+        "design": ("Left out: these episodes carry no environment source to compare designs (recorded by "
+                   "another harness, or simulated)." if j.convergence is None else
                    f"Left out: the design map needs two or more valid environments; this run has {valid}."),
         "cost": ("Left out: episodes recorded by another harness carry no costs." if j.costs is None
                  else "Left out: no cost or token counts were recorded for any player."),
@@ -259,8 +259,11 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
     }
 
 
-def render_html(analyses: list[Analysis], comparison: dict[str, Any] | None = None) -> str:
-    """The report for one run, or for several runs side by side with a comparison on top."""
+def render_html(analyses: list[Analysis], comparison: dict[str, Any] | None = None, *,
+                preface: list[str] | None = None) -> str:
+    """The report for one run, or for several runs side by side with a comparison on top.
+    `preface`: sentences shown above everything else, under "About this report" (the demo
+    says there that its players are simulated)."""
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["fmt"] = _fmt
     env.filters["pct"] = _pct
@@ -270,4 +273,5 @@ def render_html(analyses: list[Analysis], comparison: dict[str, Any] | None = No
     if comparison is not None and multi:
         comp = {"rows": comparison["runs"], "plot": plots.runs_plot(comparison)}
     return env.get_template("report.html.j2").render(runs=runs, comparison=comp, glossary=GLOSSARY,
+                                                     preface=preface or [],
                                                      title=" vs ".join(a.result.run.name for a in analyses))

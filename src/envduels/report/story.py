@@ -71,6 +71,10 @@ GLOSSARY: dict[str, str] = {
              "most seeds; every episode of it counts as its author's fault",
     Flag.HINT_IS_KEY: "flag: in validation copying the hint's words (and echoing what the environment showed) won most "
                  "seeds: the hint is the answer or a password; every episode of it counts as its author's fault",
+    Flag.FIXED_ANSWER: "flag: the winning answer is the same on every seed (validation's oracle gave one final answer "
+                  "on every seed it played, or what the hint changed in the wins it rescued was the same on too many "
+                  "seeds to be a coincidence), so a hint can simply hand it over, in any disguise; every episode of "
+                  "it counts as its author's fault",
 }
 """Every column and term the report shows, defined once (hover titles and the glossary section)."""
 
@@ -310,12 +314,14 @@ def _divergence(j: RunReport) -> str | None:
 
 
 _BATTERY_WHY = {Flag.TRIVIAL: "a policy without intelligence won it in validation",
-                Flag.HINT_IS_KEY: "copying the hint won it in validation"}
+                Flag.HINT_IS_KEY: "copying the hint won it in validation",
+                Flag.FIXED_ANSWER: "its winning answer is the same on every seed"}
 
 
 def battery_faults(j: RunReport) -> str | None:
-    """The environments validation's degenerate-policy battery flagged (`trivial`,
-    `hint_is_key`: scored as their author's fault), with their authors and why; None when none."""
+    """The environments flagged for how they can be won without teaching (`trivial`,
+    `hint_is_key`, `fixed_answer`: scored as their author's fault), with their authors and
+    why; None when none."""
     hit = [(e, f) for e in j.environments for f in e.flags if f in _BATTERY_WHY]
     if not hit:
         return None

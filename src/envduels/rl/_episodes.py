@@ -13,15 +13,26 @@ generated (re-tokenising a decoded reply can differ, and the loss must see what 
 and every turn the environment adds is marked 0 in `Rollout.mask`, so a trainer that takes the
 mask trains only on the model's tokens. The hint is in the prompt, which no trainer puts in the
 loss.
+
+A batch advances in lockstep, so it waits every turn for its slowest environment: one that
+answers just under the sandbox's step deadline every turn would stretch the whole batch to
+`max_turns x step deadline`. Every episode therefore has a wall budget, `episode_wall_s`
+(the argument of `play_episodes`, default `EPISODE_WALL_S`): the time since the batch began,
+less the time the policy spent generating (the trainer's own compute, which a slower model or
+machine must not turn into cut episodes). An environment call still running when it is spent
+is cancelled (the sandbox kills its worker), and every episode not yet over ends `incomplete`
+with `budget_reason(episode_wall_s)`: the batch spends at most `episode_wall_s` on its
+environments.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from envduels._text import valid_text
 from envduels.duel.outcomes import Outcome
@@ -30,7 +41,53 @@ from envduels.rl._rescue import HINT_1, HINT_2, NO_HINT
 
 if TYPE_CHECKING:
     from envduels.envs import EnvSpec
-    from envduels.sandbox import EnvInstance, EnvPool
+    from envduels.sandbox import EnvInstance, RemoteEnvInstance, SandboxPool, StepResult
+
+T = TypeVar("T")
+
+EPISODE_WALL_S = 120.0
+"""The default per-episode wall budget of `play_episodes` (seconds of environment time: see the
+module docstring). A well-behaved environment needs milliseconds a call; this leaves room for
+sandbox starts on a loaded machine and still bounds a batch that one slow environment holds."""
+
+
+def budget_reason(episode_wall_s: float) -> str:
+    """The reason of an episode ended by the wall budget: the harness's limit, said as such."""
+    return (f"harness limit: the per-episode wall budget (episode_wall_s={episode_wall_s:g} s "
+            "of environment time) ran out")
+
+
+class _OutOfBudget(Exception):
+    """The batch's wall budget ran out while (or before) an environment call ran."""
+
+
+class _Clock:
+    """A batch's environment time against its budget: wall time since the batch began, less
+    the time spent generating (`generated`)."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.deadline = time.monotonic() + budget_s
+
+    def generated(self, seconds: float) -> None:
+        self.deadline += seconds
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    async def within(self, call: Awaitable[T]) -> T:
+        """`call`'s result, or `_OutOfBudget` once the budget is spent (the call cancelled)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            if asyncio.iscoroutine(call):
+                call.close()   # never started
+            raise _OutOfBudget
+        try:
+            async with asyncio.timeout(left) as scope:
+                return await call
+        except TimeoutError:
+            if scope.expired():
+                raise _OutOfBudget from None
+            raise
 
 
 class TokenPolicy(Protocol):
@@ -130,33 +187,44 @@ class Rollout:
         return 1.0 if self.outcome is Outcome.SUCCESS else 0.0
 
 
-async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy, pool: EnvPool, *,
-                        max_turns: int | None = None) -> list[Rollout]:
+async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy, pool: SandboxPool, *,
+                        max_turns: int | None = None,
+                        episode_wall_s: float = EPISODE_WALL_S) -> list[Rollout]:
     """Play every request, all in lockstep (one batched `generate` per turn over the episodes
     still running), each in its own sandboxed instance from `pool`; returns one `Rollout` per
     request, in order. The turn cap is `turn_cap(spec.max_turns, max_turns)`.
 
     Never raises for the environment's trouble: an `EnvFault` ends that episode as
-    `incomplete` with reward 0. A sandbox that cannot start (`SandboxStartError`) raises: the
-    host is broken and no reward would be honest.
+    `incomplete` with reward 0, and so does the wall budget: once the batch has spent
+    `episode_wall_s` seconds on its environments (the model's generation not counted), every
+    episode still running ends `incomplete` with `budget_reason(episode_wall_s)`, so the call
+    returns within that budget plus its generation time. A sandbox that cannot start
+    (`SandboxStartError`) raises: the host is broken and no reward would be honest.
     """
     from envduels.sandbox import EnvFault, SandboxStartError
 
-    envs: list[EnvInstance | None] = [None] * len(requests)
+    if not episode_wall_s > 0:
+        raise ValueError(f"episode_wall_s must be above 0 seconds, got {episode_wall_s!r}")
+    clock = _Clock(episode_wall_s)
+    out_of_budget = budget_reason(episode_wall_s)
+    envs: list[EnvInstance | RemoteEnvInstance | None] = [None] * len(requests)
     rollouts: list[Rollout] = []
     running: list[int] = []
     try:
         opened = await asyncio.gather(
-            *(_open(pool, r) for r in requests), return_exceptions=True)
+            *(clock.within(_open(pool, r)) for r in requests), return_exceptions=True)
         for i, (req, got) in enumerate(zip(requests, opened, strict=True)):
             if isinstance(got, SandboxStartError):
                 raise got
             episode = Episode(turn_cap(req.spec.max_turns, max_turns),
                               hint=hint_text(req.spec, req.hint_level))
             if isinstance(got, BaseException):
-                if not isinstance(got, EnvFault):
+                if isinstance(got, _OutOfBudget):
+                    episode.end(Outcome.INCOMPLETE, out_of_budget)
+                elif isinstance(got, EnvFault):
+                    episode.end(Outcome.INCOMPLETE, f"environment failed to start: {got.reason}")
+                else:
                     raise got
-                episode.end(Outcome.INCOMPLETE, f"environment failed to start: {got.reason}")
                 system = [{"role": "system", "content": SYSTEM_PROMPT}]
                 rollouts.append(Rollout(req, policy.prompt_ids(system), episode))
                 continue
@@ -166,9 +234,11 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
             running.append(i)
         while running:
             contexts = [rollouts[i].prompt_ids + rollouts[i].completion_ids for i in running]
+            began = time.monotonic()
             replies = await asyncio.to_thread(policy.generate, contexts)
+            clock.generated(time.monotonic() - began)
             steps = await asyncio.gather(
-                *(_turn(rollouts[i], _opened(envs[i]), reply, policy)
+                *(_turn(rollouts[i], _opened(envs[i]), reply, policy, clock, out_of_budget)
                   for i, reply in zip(running, replies, strict=True)))
             running = [i for i, still in zip(running, steps, strict=True) if still]
     finally:
@@ -179,13 +249,14 @@ async def play_episodes(requests: Sequence[EpisodeRequest], policy: TokenPolicy,
     return rollouts
 
 
-def _opened(env: EnvInstance | None) -> EnvInstance:
+def _opened(env: EnvInstance | RemoteEnvInstance | None) -> EnvInstance | RemoteEnvInstance:
     if env is None:   # only episodes whose reset succeeded are running
         raise AssertionError("a running episode has no environment instance")
     return env
 
 
-async def _open(pool: EnvPool, req: EpisodeRequest) -> tuple[EnvInstance, str]:
+async def _open(pool: SandboxPool, req: EpisodeRequest
+                ) -> tuple[EnvInstance | RemoteEnvInstance, str]:
     env = await pool.open(req.spec.source, class_name=req.spec.class_name,
                           max_turns=req.spec.max_turns)
     try:
@@ -197,7 +268,8 @@ async def _open(pool: EnvPool, req: EpisodeRequest) -> tuple[EnvInstance, str]:
     return env, observation
 
 
-async def _turn(ro: Rollout, env: EnvInstance, reply_ids: list[int], policy: TokenPolicy) -> bool:
+async def _turn(ro: Rollout, env: EnvInstance | RemoteEnvInstance, reply_ids: list[int], policy: TokenPolicy,
+                clock: _Clock, out_of_budget: str) -> bool:
     """Play one sampled reply as its episode's turn; True while the episode goes on."""
     from envduels.sandbox import EnvFault, SandboxStartError
 
@@ -208,14 +280,22 @@ async def _turn(ro: Rollout, env: EnvInstance, reply_ids: list[int], policy: Tok
     action = episode.act(valid_text(policy.decode(reply_ids)))
     if action is not None:
         try:
-            result = await env.step(action)
+            result: StepResult = await clock.within(env.step(action))
         except SandboxStartError:   # the host's: no reward would be honest
             raise
         except EnvFault as fault:
             episode.step_failed(fault.reason)
             episode.end(Outcome.INCOMPLETE, f"environment fault: {fault.reason}")
             return False
+        except _OutOfBudget:
+            episode.step_failed(out_of_budget)
+            episode.end(Outcome.INCOMPLETE, out_of_budget)
+            return False
         episode.observe(result.observation, result.reward, result.terminated, result.truncated)
+    elif not episode.done and clock.spent():
+        # a format error costs no environment time, but the batch's budget is spent
+        episode.end(Outcome.INCOMPLETE, out_of_budget)
+        return False
     if episode.done:
         return False
     added = policy.turn_ids(episode.messages(), reply_ids)

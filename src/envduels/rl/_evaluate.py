@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envduels.duel.outcomes import Outcome
-from envduels.rl._episodes import EpisodeRequest, Rollout, TokenPolicy, play_episodes
+from envduels.rl._episodes import (
+    EPISODE_WALL_S,
+    EpisodeRequest,
+    Rollout,
+    TokenPolicy,
+    play_episodes,
+)
 from envduels.rl._rescue import NO_HINT
 
 if TYPE_CHECKING:
@@ -44,21 +50,23 @@ class Evaluation:
 
 def evaluate(specs: Sequence[EnvSpec], policy: TokenPolicy, *, max_turns: int | None = None,
              limits: SandboxLimits | None = None, batch: int = 16,
-             unsafe_no_sandbox: bool = False) -> Evaluation:
+             unsafe_no_sandbox: bool = False, episode_wall_s: float = EPISODE_WALL_S
+             ) -> Evaluation:
     """Play every benchmark seed of every environment in `specs` once without the hint with
     `policy` (a `TokenPolicy`, e.g. `HFPolicy(model, tokenizer, temperature=0)`), `batch`
-    episodes at a time."""
-    from envduels.sandbox import EnvPool, SandboxLimits
+    episodes at a time, each batch with the wall budget `episode_wall_s` (`play_episodes`)."""
+    from envduels.sandbox import SandboxLimits, sandbox_pool
 
     requests = [EpisodeRequest(spec, int(seed), NO_HINT) for spec in specs
                 for seed in spec.benchmark_seeds]
     lim = limits if limits is not None else SandboxLimits()
 
     async def play(chunk: list[EpisodeRequest]) -> list[Rollout]:
-        async with EnvPool(lim, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
-                           max_warm=len(chunk)) as pool:
+        async with sandbox_pool(lim, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
+                                max_warm=len(chunk), replays_apart=False) as pool:
             pool.expect(len(chunk))
-            return await play_episodes(chunk, policy, pool, max_turns=max_turns)
+            return await play_episodes(chunk, policy, pool, max_turns=max_turns,
+                                       episode_wall_s=episode_wall_s)
 
     rollouts: list[Rollout] = []
     for start in range(0, len(requests), batch):

@@ -101,8 +101,10 @@ class HFPolicy:
         import torch
 
         width = max(len(c) for c in contexts)
-        ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in contexts])
-        attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
+        device = self.model.device   # a GPU's, when the trainer placed the model there
+        ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in contexts], device=device)
+        attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts],
+                                 device=device)
         sampling: dict[str, bool | float] = ({"do_sample": True, "temperature": self.temperature,
                                      "top_k": 0, "top_p": 1.0}
                                     if self.temperature > 0 else {"do_sample": False})

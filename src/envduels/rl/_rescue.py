@@ -1,4 +1,4 @@
-"""The hinted rescue (SAGE): a GRPO group that learned nothing is rolled out again with the hint.
+"""The hinted rescue: a GRPO group that learned nothing is rolled out again with the hint.
 
 GRPO normalises rewards within a group of rollouts of one prompt; a group whose rewards are all
 equal has zero advantage and teaches nothing. On hard environments most groups of a weak policy
@@ -6,7 +6,9 @@ are all failures. The recipe of the EnvDuels paper's training code: start every 
 the hint; if *all* its rewards are 0, regenerate the whole group **once** with `hint_1`, on the
 same environment and seed; keep every group afterwards (constant ones included: no refill, no
 dynamic sampling). `HintedRescue(escalate=True)` adds one more re-roll with `hint_2` where the
-environment has one (graded escalation; off by default, as in the paper).
+environment has one (graded escalation; off by default, as in the paper). Not SAGE (arXiv
+2602.03143), where the model writes itself a hint from a reference solution: the hint here is
+the author's, the one the duel measured (docs/training.md).
 
 The policy is pure and trainer-independent: a trainer rolls a group out, hands its rewards to
 `decide`, and re-rolls at the level it returns until it returns None. Counters are per step.

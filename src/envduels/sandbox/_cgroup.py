@@ -165,6 +165,18 @@ class SandboxCgroup:
                     return int(line.split()[1])
         return 0
 
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used by every process that joined this sandbox's v2 group (its
+        `cpu.stat`, which the kernel keeps for every v2 group, controller or not, and which
+        still counts processes that exited); None where the sandbox has no v2 group."""
+        if self.freezer is None:
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            for line in (self.freezer / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) / 1e6
+        return None
+
     def pids_limit_hits(self) -> int:
         """How often a fork in the sandbox was refused by `pids.max`."""
         with contextlib.suppress(OSError, ValueError):

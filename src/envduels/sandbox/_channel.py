@@ -26,7 +26,14 @@ from typing import NoReturn, TypeAlias
 
 from envduels._text import valid_text
 
-from ._launcher import Launched, host
+from ._launcher import (
+    LAUNCHER_GRACE_S,
+    Launched,
+    children,
+    end_under_launcher,
+    host,
+    kill_launcher,
+)
 from ._limits import EnvFault, SandboxLimits
 
 # A decoded JSON value, as the frames carry them (keys are always strings in JSON).
@@ -126,27 +133,6 @@ def _one_line(reason: str, limit: int = 500) -> str:
 _CONTROL = re.compile(r"[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]+")
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of host process `pid` (from /proc's children lists)."""
-    found: list[int] = []
-    todo = [pid]
-    while todo and len(found) < 4096:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{parent}/task/{task}/children") as fh:
-                    children = [int(c) for c in fh.read().split()]
-            except (OSError, ValueError):
-                continue
-            found.extend(children)
-            todo.extend(children)
-    return found
-
-
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -168,8 +154,8 @@ class WorkerChannel:
         self.limits = limits
         self.loop = loop
         self.pid = launched.popen.pid
+        self._born = time.monotonic()
         self.init_pid: int | None = None
-        self._orphans: list[int] = []         # gVisor's processes, ours to reap (subreaper)
         self.output = bytearray()
         self.dead: str | None = None          # the reason, once the worker is gone
         self._output_total = 0
@@ -465,13 +451,34 @@ class WorkerChannel:
         if sig == signal.SIGXCPU:
             return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
         if sig == signal.SIGKILL:
-            if group is not None:   # no OOM in the group: the hard CPU limit (SIGXCPU ignored)
-                return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
-            return (f"worker killed by SIGKILL (CPU time limit of {self.limits.cpu_s} s or "
-                    "out of memory)")
+            return self._sigkill_reason()
         if sig:
             return f"worker killed by {_signal_name(sig)}"
         return f"worker exited with status {rc}"
+
+    def _sigkill_reason(self) -> str:
+        """Why a SIGKILL that no limit of ours announced came: the hard CPU limit only where
+        the sandbox's own CPU account shows it reached the limit (RLIMIT_CPU kills one process
+        at cpu_s + 1 s of its own CPU, after SIGXCPU at cpu_s), else "unexplained", with the
+        CPU it had used: never a limit that cannot be shown."""
+        group = self.launched.cgroup
+        if self.launched.runtime == "gvisor":
+            # gVisor's Sentry kills at the limit by its own count of the app's CPU, which the
+            # host's account of the sandbox does not match (it ran out ahead of it: measured
+            # 0.89 s of host CPU at a 1 s limit on a loaded machine); a process cannot have
+            # used cpu_s of CPU in less wall time than that
+            if time.monotonic() - self._born >= self.limits.cpu_s:
+                return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
+            return ("worker killed by SIGKILL, unexplained (not the CPU limit: the sandbox "
+                    f"lived less than {self.limits.cpu_s} s; no out-of-memory kill)")
+        used = group.cpu_seconds() if group is not None else None
+        if used is not None and used >= self.limits.cpu_s:
+            return f"CPU time limit exceeded ({self.limits.cpu_s} s)"
+        if used is None:
+            return ("worker killed by SIGKILL, unexplained (no out-of-memory kill; its CPU "
+                    "time cannot be read here)")
+        return (f"worker killed by SIGKILL, unexplained (not the CPU limit: {used:.2f} s used "
+                f"of {self.limits.cpu_s} s; no out-of-memory kill)")
 
     async def fail(self, reason: str) -> EnvFault:
         """Kill the worker, remember `reason`, and return the EnvFault to raise."""
@@ -487,42 +494,24 @@ class WorkerChannel:
         return self.output[-limit:].decode("utf-8", "replace")
 
     def _find_init(self) -> int | None:
-        try:
-            with open(f"/proc/{self.pid}/task/{self.pid}/children") as fh:
-                children = fh.read().split()
-        except OSError:
-            return None
-        return int(children[0]) if children else None
+        return next(iter(children(self.pid)), None)
 
     def kill(self) -> None:
-        """SIGKILL the whole tree now (pid-namespace init, outer bwrap, cgroup members)."""
+        """SIGKILL the sandbox now. A forked instance: its pid 1, through its pidfd (never a
+        reused pid), whose death ends every process of the instance's pid namespace, and
+        nothing of the instance lives outside it. A fresh sandbox: what runs under its
+        launcher (bwrap's pid-namespace init; gVisor's sandbox and gofer), which the launcher
+        collects before it exits; `reap` waits for that (and kills the launcher, and what is
+        left in the cgroup, if it does not exit within LAUNCHER_GRACE_S)."""
         if self._killed_by_us:
             return
         self._killed_by_us = True
         if self._freezing is not None:
             self._freezing.cancel()
-        if self.launched.runtime == "gvisor":
-            # runsc's gofer, Sentry and stubs die with it and are handed to us (the child
-            # subreaper): collected in `reap`, or they stay zombies until the harness exits.
-            # Only this sandbox's processes: never another Popen's child.
-            found = set(_descendants(self.pid))
-            if self.launched.cgroup is not None:
-                found.update(self.launched.cgroup.pids_inside())
-            found.discard(self.pid)
-            self._orphans = sorted(found)
         if self.launched.forked:
-            # the instance's pid 1, through its pidfd (never a reused pid): its death ends
-            # every process of the instance's pid namespace, and nothing of the instance lives
-            # outside it
             self.launched.popen.kill()
             return
-        if self.init_pid is not None and self.launched.sandboxed:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.init_pid, signal.SIGKILL)   # ends the whole pid namespace
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        if self.launched.cgroup is not None:
-            self.launched.cgroup.kill_all()
+        end_under_launcher(self.launched, self.init_pid)
 
     # ----- freezing between calls ---------------------------------------------------------------
     def _freeze(self) -> None:
@@ -553,32 +542,22 @@ class WorkerChannel:
         # would spin the event loop for as long as the collection below waits.
         for fd in (self.launched.response_r, self.launched.output_r):
             self.loop.remove_reader(fd)
+        # Until our child is gone: a forked instance's init, or a fresh sandbox's launcher
+        # once it has collected what ran under it (killed if it has not within the grace).
+        # Its pidfd says when (_on_exit); without one, it is polled.
         end = time.monotonic() + 5.0
-        if self.launched.forked:   # its pidfd says when it is gone (_on_exit): no polling
-            while not self._exited and self._pidfd is not None and \
-                    (left := end - time.monotonic()) > 0:
-                await self._woken_within(left)
-        while self.launched.popen.poll() is None and time.monotonic() < end:
-            await asyncio.sleep(0.002)
+        grace = time.monotonic() + LAUNCHER_GRACE_S
+        launcher_killed = self.launched.forked
+        while self.launched.popen.poll() is None and (now := time.monotonic()) < end:
+            if not launcher_killed and now >= grace:
+                kill_launcher(self.launched)
+                launcher_killed = True
+            wait = (end if launcher_killed else grace) - now
+            if self._pidfd is not None and not self._exited:
+                await self._woken_within(wait)
+            else:
+                await asyncio.sleep(min(wait, 0.002))
         h = host()
-        if self.init_pid is not None and h.subreaper and not self.launched.forked:
-            while time.monotonic() < end:   # bwrap's init, if it was handed to us as subreaper
-                try:
-                    pid, _ = os.waitpid(self.init_pid, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid:
-                    break
-                await asyncio.sleep(0.002)
-        for orphan in self._orphans if h.subreaper else []:
-            while time.monotonic() < end:
-                try:
-                    pid, _ = os.waitpid(orphan, os.WNOHANG)
-                except ChildProcessError:   # not (or no longer) ours
-                    break
-                if pid:
-                    break
-                await asyncio.sleep(0.002)
         self.loop.remove_writer(self.launched.request_w)
         fds = [self.launched.response_r, self.launched.output_r, self.launched.request_w]
         for extra in (self._pidfd, self._oom_fd):

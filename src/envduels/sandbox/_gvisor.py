@@ -124,6 +124,33 @@ def write_bundle(folder: str, *, args: list[str], binds: list[tuple[str, str]],
         json.dump(spec, fh)
 
 
+# runsc runs as the child of this small program, which collects every process of runsc's
+# tree that is orphaned (gVisor's ptrace stubs outlive their Sentry for a moment): the
+# harness is no child subreaper, and pid 1 need not collect them (some never do). It exits
+# once runsc has and nothing of its tree is left, with runsc's status (128 + n for a
+# signal); it dies with the harness's thread that started it, and runsc dies with it.
+# Usage: python -s -S -c REAPER HARNESS_PID RUNSC ARGS...
+REAPER = """import ctypes, os, sys
+libc = ctypes.CDLL(None)
+if libc.prctl(1, 9, 0, 0, 0) or os.getppid() != int(sys.argv[1]) or libc.prctl(36, 1, 0, 0, 0):
+    os._exit(70)
+child = os.fork()
+if child == 0:
+    libc.prctl(1, 9, 0, 0, 0)
+    os.execv(sys.argv[2], sys.argv[2:])
+code = 70
+while True:
+    try:
+        pid, status = os.wait()
+    except ChildProcessError:
+        break
+    if pid == child:
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+os._exit(code)
+"""
+
+
 def argv(runsc: str, folder: str) -> list[str]:
     """`runsc run` of the bundle in `folder`, its state kept there too (removed with it)."""
     state = os.path.join(folder, "state")

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import ctypes
 import errno
 import fcntl
 import logging
 import os
 import resource
+import secrets
 import shutil
 import signal
 import stat
@@ -44,7 +44,6 @@ from ._seccomp import build_filter
 log = logging.getLogger("envduels.sandbox")
 
 WORKER_SOURCE = (Path(__file__).with_name("_worker.py")).read_text()
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def _find_python() -> tuple[str, list[str]]:
@@ -67,7 +66,6 @@ class Host:
     python_binds: list[str]
     root: bool
     cgroups: CgroupRoot | None
-    subreaper: bool
     seccomp: bytes | None
     missing: list[str] = field(default_factory=list)
     _free_slots: list[int] = field(default_factory=list)   # claimed by us, not in use now
@@ -102,11 +100,14 @@ class Host:
             return sorted(self.slot_uid(s) for s in self._claimed)
 
     def _claim_slot(self) -> int:
-        """Claim the lowest slot no other harness holds, by an flock on its lock file, held as
-        long as this process lives (the kernel releases it however the process ends). A slot
-        whose uid still owns processes (left by a harness that was killed) is skipped."""
+        """Claim a slot no other harness holds, by an flock on its lock file, held as long as
+        this process lives (the kernel releases it however the process ends). A slot whose
+        uid still owns processes (left by a harness that was killed) is skipped. The search
+        starts at a random slot: a forked instance holds its uid in its own memory, and the
+        lowest free slot would tell it how many sandboxes the machine runs."""
         folder = _slot_folder()
-        for slot in range(UID_SLOTS):
+        start = secrets.randbelow(UID_SLOTS)
+        for slot in (*range(start, UID_SLOTS), *range(start)):
             if slot in self._claimed:
                 continue
             path = os.path.join(folder, f"{self.slot_uid(slot)}.lock")
@@ -191,12 +192,6 @@ def _probe() -> Host:
         missing.append("no seccomp filter (libseccomp not found)")
     if not root:
         missing.append("no per-sandbox uid (the harness is not root; sandboxes share your uid)")
-    subreaper = False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        pass
     usr_view, stdlib, multiarch = _usr_view(python)
     resident = build_resident(python, stdlib, multiarch) if usr_view is not None else None
     if resident is None:
@@ -209,7 +204,7 @@ def _probe() -> Host:
     if missing:
         log.warning("sandbox running with reduced protection: %s", "; ".join(missing))
     return Host(bwrap=shutil.which("bwrap"), python=python, python_binds=binds, root=root,
-                cgroups=cgroups, subreaper=subreaper, seccomp=seccomp, missing=missing,
+                cgroups=cgroups, seccomp=seccomp, missing=missing,
                 setpriv=shutil.which("setpriv") if root else None, runsc=shutil.which("runsc"),
                 worker_code=_compile_worker(python), usr_view=usr_view, resident=resident)
 
@@ -303,6 +298,9 @@ def require_runtime(runtime: str) -> None:
 
 
 SANDBOX_HOSTNAME = "envduels-sandbox"   # its own UTS name: the host's says where it runs
+# The uid and gid every bubblewrap sandbox sees itself as (a forked instance too): the host
+# uid behind it is a slot that says how many sandboxes this harness ran at once.
+SANDBOX_ID = 1000
 
 
 def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) -> list[str]:
@@ -314,6 +312,7 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
         # denies, /dev/tty is /dev/null inside, and the process group is the sandbox's own.
         "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
         "--cap-drop", "ALL", "--clearenv", "--hostname", SANDBOX_HOSTNAME,
+        "--uid", str(SANDBOX_ID), "--gid", str(SANDBOX_ID),
     ]
     if h.resident is not None:   # RAM-resident copies: no page-cache state to sense
         argv += ["--ro-bind", h.resident.usr, "/usr"]
@@ -334,7 +333,11 @@ def bwrap_argv(h: Host, limits: SandboxLimits, seccomp_fd: int | None = None) ->
         "--chdir", "/tmp",
         "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONHASHSEED", "0",
-        "--remount-ro", "/", "--remount-ro", "/dev",
+        # /proc read-only too: its writable files change kernel state that outlives the
+        # sandbox or is shared with the harness (the session's autogroup nice, which renices
+        # the user's whole session; loginuid, whose first write draws a host-wide audit
+        # session id); a sandbox's own oom_score_adj, comm or timer slack go with them
+        "--remount-ro", "/", "--remount-ro", "/dev", "--remount-ro", "/proc",
     ]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
@@ -522,9 +525,10 @@ def _launch_gvisor(h: Host, limits: SandboxLimits) -> Launched:
         binds += [(p, p) for p in h.python_binds]
         _gvisor.write_bundle(scratch, args=args, binds=binds, scratch_mb=limits.scratch_mb,
                              hostname=SANDBOX_HOSTNAME)
-        argv = _gvisor.argv(h.runsc or "runsc", scratch)
-        if h.setpriv is not None:   # what bwrap's --die-with-parent does: runsc dies with us,
-            argv = [h.setpriv, "--pdeathsig", "KILL", "--", *argv]   # and its sandbox with it
+        # runsc under a reaper of ours (_gvisor.REAPER): it dies with us, as bwrap's
+        # --die-with-parent, runsc and its sandbox with it, and it collects runsc's tree
+        argv = [h.python, "-s", "-S", "-c", _gvisor.REAPER, str(os.getpid()),
+                *_gvisor.argv(h.runsc or "runsc", scratch)]
         if h.cgroups is not None:
             group = h.cgroups.create(limits.memory_mb + _gvisor.MEMORY_OVERHEAD_MB,
                                      limits.max_procs + _gvisor.TASKS_OVERHEAD, limits.cpu_cores)
@@ -557,21 +561,98 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+# A fresh sandbox ends child first: what runs under its launcher (our child: bwrap, whose
+# child is the sandbox's pid-namespace init; or runsc, whose children are gVisor's sandbox
+# and gofer) is killed, and the launcher collects it and exits by itself. A launcher killed
+# first hands its children to the nearest child subreaper or to pid 1, which on some hosts
+# (this one, and a container started without an init) never collects them: a zombie per
+# sandbox. The harness is no subreaper (it would collect other libraries' orphans too, which
+# nobody waits for: Ray's workers). The launcher is killed too only after this long.
+LAUNCHER_GRACE_S = 1.0
+
+
+def children(pid: int) -> list[int]:
+    """The live children of host process `pid` (of all its threads)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                found += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of host process `pid`."""
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 4096:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
+def end_under_launcher(launched: Launched, init_pid: int | None = None) -> None:
+    """SIGKILL what runs under a fresh sandbox's launcher, which then collects it and exits
+    (`LAUNCHER_GRACE_S`), and thaw the sandbox so that it can; the launcher itself is
+    killed at once when nothing runs under it yet. `init_pid`: bwrap's init, if known. (A
+    forked instance's init is signalled through its pidfd: `ForkedProcess.kill`.)"""
+    pid = launched.popen.pid
+    if not launched.sandboxed:   # the worker is our child itself: its process group
+        kill_launcher(launched)
+        return
+    if launched.runtime == "gvisor":
+        victims = set(descendants(pid))
+        if launched.cgroup is not None:
+            victims.update(launched.cgroup.pids_inside())
+        victims.discard(pid)
+    else:   # the pid namespace's init: its death ends every process inside
+        init = init_pid or next(iter(children(pid)), None)
+        victims = {init} if init else set()
+    if not victims:
+        kill_launcher(launched)
+        return
+    for victim in victims:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
+    if launched.cgroup is not None:
+        launched.cgroup.thaw()
+
+
+def kill_launcher(launched: Launched) -> None:
+    """SIGKILL a fresh sandbox's launcher with its process group, and whatever is left in
+    the sandbox's cgroup."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(launched.popen.pid, signal.SIGKILL)
+    if launched.cgroup is not None:
+        launched.cgroup.kill_all()
+
+
 def discard_when_started(started: asyncio.Future[Launched]) -> None:
     """Done callback of a start or fork whose opener was cancelled: discard what it started."""
     if not started.cancelled() and started.exception() is None:
         launcher_threads().submit(discard, started.result())
 
 
-def discard(launched: Launched) -> None:
-    """Kill and release a worker that never got a channel (its opener was cancelled). Blocking."""
+def discard(launched: Launched, init_pid: int | None = None) -> None:
+    """Kill and release a worker that never got a channel (its opener was cancelled), or a
+    template (`init_pid`: its bwrap's init). Blocking."""
     if launched.forked:   # by its pidfd, never by a pid number (ForkedProcess)
         launched.popen.kill()
+        if launched.cgroup is not None:
+            launched.cgroup.kill_all()
     else:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(launched.popen.pid, signal.SIGKILL)
-    if launched.cgroup is not None:
-        launched.cgroup.kill_all()
+        end_under_launcher(launched, init_pid)
+        try:
+            launched.popen.wait(LAUNCHER_GRACE_S)
+        except subprocess.TimeoutExpired:
+            kill_launcher(launched)
     launched.popen.wait()
     for fd in (launched.request_w, launched.response_r, launched.output_r):
         with contextlib.suppress(OSError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,34 @@ class SandboxStartError(EnvFault):
     (EAGAIN), its interpreter or bubblewrap could not be executed, a cgroup could not be
     created, the worker died before its greeting, or the pool was closed. The host's fault,
     never the environment author's: an episode it stops is an `error`, retried on resume."""
+
+
+class SandboxLost(SandboxStartError):
+    """The process that held a sandbox is gone (a harness worker that died, a Ray node or
+    host that was lost): the host's fault, never the environment's (an episode in flight ends
+    `error`, validation stays unjudged)."""
+
+
+class HarnessCapacity(SandboxStartError):
+    """The harness ran out of something of its own (processes or memory for another sandbox,
+    descriptors, uid slots, a full queue): no instance could be given, and nothing about the
+    environment is known. Never an environment's fault: a run records it as the harness's
+    (`error`, retried on resume), `serve` answers 503."""
+
+
+# What the harness itself runs out of, by errno: processes (EAGAIN: fork, uid slots),
+# descriptors (EMFILE, ENFILE), memory (ENOMEM), cgroups and other kernel tables (ENOSPC).
+CAPACITY_ERRNOS = frozenset({errno.EAGAIN, errno.EMFILE, errno.ENFILE, errno.ENOMEM,
+                             errno.ENOSPC})
+
+
+def start_error(err: OSError) -> SandboxStartError:
+    """The error for an OSError met while starting a sandbox: `HarnessCapacity` when the
+    harness ran out of something (CAPACITY_ERRNOS), else `SandboxStartError`."""
+    if err.errno in CAPACITY_ERRNOS:
+        return HarnessCapacity(f"the harness is out of capacity and started no sandbox: {err}; "
+                               "fewer sessions or episodes at once will fit")
+    return SandboxStartError(f"the sandbox failed to start: {err}")
 
 
 class SandboxUnavailable(UserError):

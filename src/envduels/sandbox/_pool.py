@@ -14,7 +14,14 @@ from types import TracebackType
 from ._channel import Frame, WorkerChannel
 from ._instance import EnvInstance
 from ._launcher import discard_when_started, launch, launcher_threads, require_runtime
-from ._limits import DEFAULT_LIMITS, EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
+from ._limits import (
+    DEFAULT_LIMITS,
+    EnvFault,
+    SandboxLimits,
+    SandboxStartError,
+    SandboxUnavailable,
+    start_error,
+)
 from ._template import (
     Templates,
     TemplateUnavailable,
@@ -116,7 +123,7 @@ class EnvPool:
             starting.add_done_callback(discard_when_started)
             raise
         except OSError as err:   # fork EAGAIN, an interpreter or bwrap that cannot run, cgroups
-            raise SandboxStartError(f"the sandbox failed to start: {err}") from None
+            raise start_error(err) from None
         channel = WorkerChannel(launched, self.limits, loop)
         self._live.add(channel)
         try:

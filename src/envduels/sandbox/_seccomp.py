@@ -3,8 +3,9 @@
 Namespaces leave the host kernel's whole syscall surface open; this filter closes the parts an
 environment never needs and exploits love: io_uring, bpf, userfaultfd, perf events, keyrings,
 ptrace and cross-process memory access, the mount API, new namespaces (also through clone
-flags), kernel modules and kexec, terminal injection, and every socket family but AF_UNIX
-(an allow-list: families a kernel autoloads are covered too).
+flags), kernel modules and kexec, terminal injection, and every socket that could have a
+name: socket() of any family (families a kernel autoloads are covered too), bind, connect,
+listen, accept, sendmsg and sendto with an address; an unnamed socketpair(AF_UNIX) stays.
 
 It also closes the channels through which a sandbox could leave state for a later one (or
 see another's) on the shared host: the page cache (probed by `mincore`, `cachestat`,
@@ -133,6 +134,15 @@ def build_filter() -> bytes | None:
         rule(eperm, "mmap", (3, _CMP_MASKED_EQ, _MAP_SHARED_ANONYMOUS, _MAP_SHARED_ANONYMOUS))
         for call in ("socket", "socketpair"):   # an allow-list: AF_UNIX and nothing else
             rule(_ERRNO | errno.EAFNOSUPPORT, call, (0, _CMP_NE, _AF_UNIX, 0))
+        # No socket with a name, so no instance can meet another (docs/sandbox.md, "No network
+        # namespace"): no socket() at all (a connected socketpair stays), nothing bound,
+        # connected, listened on or sent to an address. An unbound socketpair end can still
+        # be given an abstract name by the kernel (autobind, with SO_PASSCRED) but can then
+        # be reached only by a send to that address, which these deny.
+        rule(eperm, "socket", (0, _CMP_EQ, _AF_UNIX, 0))
+        for call in ("bind", "connect", "listen", "accept", "accept4", "sendmsg", "sendmmsg"):
+            rule(eperm, call)
+        rule(eperm, "sendto", (4, _CMP_NE, 0, 0))   # sendto(..., dest_addr): only NULL
         for advice in _MADV_DENY:
             rule(eperm, "madvise", (2, _CMP_MASKED_EQ, 0xFFFFFFFF, advice))
         for call in ("preadv2", "pwritev2"):   # flags (RWF_NOWAIT probes the page cache)

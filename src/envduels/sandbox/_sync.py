@@ -7,14 +7,18 @@ whether or not the caller's thread already runs a loop.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import threading
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import TypeVar
 
+from ._harness import HarnessPool
 from ._instance import EnvInstance, StepResult
 from ._limits import DEFAULT_LIMITS, SandboxLimits
 from ._pool import EnvPool
+from ._remote import RemoteEnvInstance
 
 T = TypeVar("T")
 
@@ -41,7 +45,8 @@ def _run(coro: Coroutine[object, None, T]) -> T:
 class SyncEnvInstance:
     """EnvInstance with blocking methods; a context manager that closes it."""
 
-    def __init__(self, pool: EnvPool, instance: EnvInstance, *, owns_pool: bool = True) -> None:
+    def __init__(self, pool: EnvPool | HarnessPool, instance: EnvInstance | RemoteEnvInstance, *,
+                 owns_pool: bool = True) -> None:
         self._pool = pool
         self._owns_pool = owns_pool
         self._instance = instance
@@ -87,16 +92,30 @@ class SyncEnvInstance:
         self.close()
 
 
-_SHARED: dict[tuple[SandboxLimits, bool], EnvPool] = {}
+_SHARED: dict[tuple[SandboxLimits, bool], HarnessPool] = {}
 
 
-async def _shared_pool(limits: SandboxLimits, unsafe_no_sandbox: bool) -> EnvPool:
-    """One pool per (limits, unsafe) for this process, on the background loop: its templates
-    outlive each instance, so the next `open` forks instead of starting a sandbox."""
+async def _shared_pool(limits: SandboxLimits, unsafe_no_sandbox: bool) -> HarnessPool:
+    """One pool per (limits, unsafe) for this process, on the background loop, in harness
+    workers (one per core: instances opened from several threads spread over them): its
+    templates outlive each instance, so the next `open` forks instead of starting a sandbox."""
     key = (limits, unsafe_no_sandbox)
     if key not in _SHARED:
-        _SHARED[key] = EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
+        if not _SHARED:
+            atexit.register(_close_shared)
+        _SHARED[key] = HarnessPool(limits, unsafe_no_sandbox=unsafe_no_sandbox,
+                                   replays_apart=False, warm=0)
     return _SHARED[key]
+
+
+def _close_shared() -> None:
+    """At exit: the shared pools' workers close their sandboxes and stop (they would anyway,
+    when this process's end closes their sockets; this ends their readers here cleanly)."""
+    pools = list(_SHARED.values())
+    _SHARED.clear()
+    for pool in pools:
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(pool.aclose(), _loop()).result(timeout=15)
 
 
 def open_env_sync(source: str, *, class_name: str | None = None, max_turns: int | None = None,
@@ -110,7 +129,7 @@ def open_env_sync(source: str, *, class_name: str | None = None, max_turns: int 
     Raises SandboxUnavailable without bubblewrap, EnvFault when the source does not load.
     """
     if shared:
-        async def _open_shared() -> EnvInstance:
+        async def _open_shared() -> RemoteEnvInstance:
             pool = await _shared_pool(limits, unsafe_no_sandbox)
             return await pool.open(source, class_name=class_name, max_turns=max_turns)
         instance = _run(_open_shared())

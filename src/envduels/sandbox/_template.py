@@ -22,20 +22,26 @@ import asyncio
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import select
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ._cgroup import SandboxCgroup
 from ._launcher import (
     _WORKER_STUB,
+    SANDBOX_ID,
+    UID_BASE,
+    UID_SLOTS,
     WORKER_SOURCE,
     Host,
     Launched,
@@ -45,16 +51,18 @@ from ._launcher import (
     host,
     launcher_threads,
 )
-from ._limits import SandboxLimits, SandboxStartError
+from ._limits import SandboxLimits, start_error
 
 log = logging.getLogger("envduels.sandbox")
 
 ZYGOTE_SOURCE = (Path(__file__).with_name("_zygote.py")).read_text()
-TEMPLATE_PIDS = 4096        # RLIMIT_NPROC of the template's uid, its instances' too
+TEMPLATE_PIDS = 4096        # RLIMIT_NPROC of the template's uid (each instance has its own)
+TEMPLATE_FILES = 1024       # its RLIMIT_NOFILE: a rehearsal's requests hold descriptors
 _START_TIMEOUT_S = 20.0
 _F_SETPIPE_SZ = 1031
 _fallback_reason: str | None = None   # why this process used fresh sandboxes, once it had to
 _instance_started = False   # some forked instance of this process joined its cgroups and greeted
+RETIRE_SHARE = 0.5   # of a template's memory limit, charged by its live instances: see `full`
 JOIN_REFUSED = 72   # the exit status of an instance's init that could not join its cgroups
 
 
@@ -173,12 +181,11 @@ class ForkedProcess:
 
     def _collect(self) -> None:
         data = b""
-        if self._status is not None:
+        if self._status is not None:   # one message per write of the worker's (SEQPACKET)
             with contextlib.suppress(OSError):
-                data = self._status.recv(32)
-        text = data.decode("ascii", "replace").strip()
-        # no status: the init was killed (by us, or with the whole template)
-        self.returncode = int(text) if text.isdigit() else -signal.SIGKILL
+                while len(data) < 256 and (part := self._status.recv(64)):
+                    data += part
+        self.returncode = exit_status(data)
 
     def kill(self) -> None:
         """SIGKILL to the instance's init (ending its pid namespace), if it is still there."""
@@ -209,6 +216,28 @@ class ForkedProcess:
     @property
     def alive(self) -> bool:
         return self.pidfd is not None and self.poll() is None
+
+
+# faulthandler's first line in an instance whose worker died of a fatal signal
+_FATAL = {b"Segmentation fault": signal.SIGSEGV, b"Floating point exception": signal.SIGFPE,
+          b"Aborted": signal.SIGABRT, b"Bus error": signal.SIGBUS,
+          b"Illegal instruction": signal.SIGILL}
+
+
+def exit_status(data: bytes) -> int:
+    """An instance's exit status from what its worker (pid 1) wrote on the status socket: its
+    `os._exit` code (0-255), or 128 + n for a fatal signal faulthandler named, as bwrap
+    reports them; -SIGKILL when nothing was written (killed: by the harness, a limit, or with
+    its template; the channel finds which). The environment can write there too: what it
+    writes changes only the reason given for its own exit."""
+    text = data.strip()
+    if text.isdigit() and len(text) <= 3:
+        return int(text)
+    if text.startswith(b"Fatal Python error: "):
+        name = text.removeprefix(b"Fatal Python error: ").split(b"\n", 1)[0].strip()
+        if name in _FATAL:
+            return 128 + _FATAL[name]
+    return -signal.SIGKILL
 
 
 def _pidfd_pid(pidfd: int) -> int:
@@ -246,27 +275,76 @@ def _template_code(python: str) -> bytes | None:
 
 def template_argv(h: Host, limits: SandboxLimits) -> list[str]:
     """bwrap's argv for a template: the fresh sandbox's, except that the template keeps
-    CAP_SYS_ADMIN (to give each fork its namespaces and mounts) and CAP_SETPCAP (so each
-    fork can empty its bounding set) in the sandbox's own user namespace, and may create
-    namespaces; each fork drops both and takes the seccomp filter (which denies new
-    namespaces) before anything else runs. No --seccomp: bwrap would filter the template."""
+    CAP_SYS_ADMIN (to give each fork its namespaces and mounts), CAP_SETPCAP (so each fork
+    can empty its bounding set) and CAP_SETUID/CAP_SETGID (so each fork takes its own uid)
+    in the sandbox's own user namespace, may create namespaces, keeps its own uid and a
+    writable /proc (each fork mounts its own read-only one after writing its user
+    namespaces' maps through this one); each fork drops every capability and takes the
+    seccomp filter (which denies new namespaces) before anything else runs. No --seccomp:
+    bwrap would filter the template. The harness maps the user namespace (`Template.start`)."""
     argv = bwrap_argv(h, limits, None)
     out: list[str] = []
     i = 0
     while i < len(argv):
         if argv[i] == "--cap-drop" and argv[i + 1] == "ALL":
-            out += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
+            out += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
+                    "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
             i += 2
-            continue
-        if argv[i] != "--disable-userns":
+        elif argv[i] in ("--uid", "--gid") or argv[i:i + 2] == ["--remount-ro", "/proc"]:
+            i += 2
+        elif argv[i] == "--disable-userns":
+            i += 1
+        else:
             out.append(argv[i])
-        i += 1
+            i += 1
     return out
 
 
-def _rlimits(limits: SandboxLimits, *, cpu: int, nproc: int) -> str:
-    return ",".join(str(v) for v in (limits.memory_mb << 20, cpu, cpu + 1, limits.open_files,
+def _map_user_namespace(info_r: int, block_w: int) -> None:
+    """Map the template's user namespace, which bubblewrap left unmapped and waits on
+    (`--info-fd`, `--userns-block-fd`): every sandbox uid slot, as itself, so that each
+    instance can take the slot the harness claimed for it. Only root may write such a map;
+    the template then holds CAP_SETUID there, and never runs environment code."""
+    data = b""
+    end = time.monotonic() + _START_TIMEOUT_S
+    poller = select.poll()
+    poller.register(info_r, select.POLLIN)
+    while (left := end - time.monotonic()) > 0 and poller.poll(max(1, int(left * 1000))):
+        part = os.read(info_r, 4096)
+        if not part:
+            break
+        data += part
+    try:
+        child = int(json.loads(data)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        raise TemplateUnavailable("a template could not start (bubblewrap reported no "
+                                  "sandbox process)") from None
+    extent = f"{UID_BASE} {UID_BASE} {UID_SLOTS}\n".encode()
+    try:
+        for name in ("uid_map", "gid_map"):
+            fd = os.open(f"/proc/{child}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, extent)
+            finally:
+                os.close(fd)
+    except OSError as err:
+        raise TemplateUnavailable(f"a template could not start (its user namespace could "
+                                  f"not be mapped: {err.strerror})") from None
+    os.write(block_w, b"1")
+
+
+def _rlimits(limits: SandboxLimits, *, cpu: int, nproc: int, open_files: int = 0) -> str:
+    return ",".join(str(v) for v in (limits.memory_mb << 20, cpu, cpu + 1,
+                                     open_files or limits.open_files,
                                      limits.file_size_mb << 20, nproc))
+
+
+def _joined(group: SandboxCgroup, limits: SandboxLimits) -> list[Path]:
+    """The groups an instance joins itself (their `cgroup.procs` go with its fork request)."""
+    joined = [g for g in (group.memory, group.pids, group.cpu) if g is not None]
+    if group.freezer is not None and limits.freeze_idle:
+        joined.append(group.freezer)
+    return joined
 
 
 class Template:
@@ -291,6 +369,23 @@ class Template:
             self.instances = [p for p in self.instances if p.alive]
             return len(self.instances)
 
+    def full(self, limits: SandboxLimits) -> bool:
+        """Whether the template's memory group holds more than RETIRE_SHARE of its limit.
+        Each fork leaves memory charged there for as long as the instance lives (the page
+        tables and kernel objects of its clone, and the template's pages the instance still
+        shares after the template wrote its own copy: about 1 MiB an instance, measured), so
+        a template that kept forking would reach its limit at some hundreds of live
+        instances and be killed by the kernel, its instances with it (issue 32's held-open
+        sessions "killed" at 1,024). A full template forks no more: another takes over."""
+        launched = self.launched
+        if launched is None or launched.cgroup is None:
+            return False
+        try:
+            used = int((launched.cgroup.memory / "memory.usage_in_bytes").read_text())
+        except (OSError, ValueError):
+            return False
+        return used > RETIRE_SHARE * (limits.memory_mb << 20)
+
     def start(self, limits: SandboxLimits, source: str) -> None:
         """Start the template sandbox and hand it the source; TemplateUnavailable when this
         host cannot run one (before any environment code exists)."""
@@ -307,6 +402,7 @@ class Template:
 
         ctl, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         slot = group = None
+        info_r = block_w = -1
         try:
             code_r, code_w = pipe()
             with contextlib.suppress(OSError):
@@ -318,23 +414,33 @@ class Template:
                 os.close(fd)
                 opened.remove(fd)
             out_r, out_w = pipe()
+            info_r, info_w = pipe()
+            block_r, block_w = pipe()
             slot = h.take_slot()
             uid = h.slot_uid(slot)
             group = h.cgroups.create(limits.memory_mb, TEMPLATE_PIDS, limits.cpu_cores)
+            bwrap = template_argv(h, limits)
+            fork_fds = 4 + len(_joined(group, limits))
             argv = [h.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                    "--", *template_argv(h, limits), "-s", "-S", "-c",
+                    "--", *bwrap[:-1], "--info-fd", str(info_w), "--userns-block-fd",
+                    str(block_r), bwrap[-1], "-s", "-S", "-c",
                     _WORKER_STUB.format(fd=code_r), "template", str(ctl_child.fileno()),
                     str(seccomp_r), str(limits.observation_max_chars), str(limits.frame_max_bytes),
-                    _rlimits(limits, cpu=1 << 30, nproc=TEMPLATE_PIDS),
-                    _rlimits(limits, cpu=limits.cpu_s, nproc=TEMPLATE_PIDS),
-                    str(limits.scratch_mb << 20)]
+                    _rlimits(limits, cpu=1 << 30, nproc=TEMPLATE_PIDS,
+                             open_files=TEMPLATE_FILES),
+                    _rlimits(limits, cpu=limits.cpu_s, nproc=limits.max_procs),
+                    str(limits.scratch_mb << 20), str(SANDBOX_ID), str(fork_fds)]
             group.enter_thread()
             try:
                 popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w,
                                          stderr=out_w, env={}, cwd="/", process_group=0,
-                                         pass_fds=[code_r, seccomp_r, ctl_child.fileno()])
+                                         pass_fds=[code_r, seccomp_r, ctl_child.fileno(),
+                                                   info_w, block_r])
             finally:
                 h.cgroups.leave_thread()
+            for fd in (info_w, block_r):
+                os.close(fd)
+                opened.remove(fd)
         except BaseException:
             for fd in opened:
                 with contextlib.suppress(OSError):
@@ -351,6 +457,14 @@ class Template:
         ctl_child.close()
         self.launched = Launched(popen, ctl.fileno(), out_r, -1, slot, uid, group, True)
         self.ctl = ctl
+        try:
+            _map_user_namespace(info_r, block_w)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(info_r)
+            os.close(block_w)
         self.init_pid = _wait_for_init(popen.pid)
         try:
             ctl.settimeout(_START_TIMEOUT_S)
@@ -390,10 +504,16 @@ class Template:
         parent_ends: list[int] = []
         child_ends: list[int] = []
         status = status_child = None
-        group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
-        joined = [g for g in (group.memory, group.pids, group.cpu) if g is not None]
-        if group.freezer is not None and limits.freeze_idle:
-            joined.append(group.freezer)
+        # its own host uid, as a fresh sandbox has: the kernel counts processes, pipe buffers,
+        # descriptors in flight and queued signals per uid, and siblings that shared one
+        # could read each other's counts (docs/templates.md)
+        slot = h.take_slot()
+        try:
+            group = h.cgroups.create(limits.memory_mb, limits.max_procs, limits.cpu_cores)
+        except BaseException:
+            h.give_slot(slot)
+            raise
+        joined = _joined(group, limits)
         try:
             # the instance moves itself (writes "0"): the kernel checks a cgroup move against
             # the credentials that opened the file, ours
@@ -405,9 +525,10 @@ class Template:
             status, status_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             fds = array.array("i", [req_r, resp_w, out_w, status_child.fileno(), *child_ends])
             child_ends += [req_r, resp_w, out_w]
+            request = b"F" + h.slot_uid(slot).to_bytes(4, sys.byteorder)
             with self._lock:
                 try:
-                    self.ctl.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                    self.ctl.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
                 except OSError as err:
                     self.dead = f"the template stopped answering ({err})"
                     raise
@@ -441,6 +562,7 @@ class Template:
                 if sock is not None:
                     sock.close()
             h.cgroups.discard(group)
+            h.give_slot(slot)
             raise
         group.freezable = group.freezer is not None and limits.freeze_idle
         for fd in parent_ends:
@@ -453,8 +575,8 @@ class Template:
                 self.instances = [p for p in self.instances if p.pidfd is not None]
                 self._prune_at = max(64, 2 * len(self.instances))
             self.instances.append(process)
-        return Launched(process, req_w, resp_r, out_r, None, self.launched.uid if self.launched
-                        else None, group, True, forked=True)
+        return Launched(process, req_w, resp_r, out_r, slot, h.slot_uid(slot), group, True,
+                        forked=True)
 
     def close(self) -> None:
         """Kill the template and, with its pid namespace, every instance still forked from it."""
@@ -466,20 +588,9 @@ class Template:
                 self.ctl.detach()   # the fd is closed by `discard` as request_w
             if self.init_pid is None:
                 self.init_pid = _wait_for_init(launched.popen.pid)
-            if self.init_pid is not None:   # ends the sandbox's pid namespace, instances too
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(self.init_pid, signal.SIGKILL)
-            discard(launched)
-            if self.init_pid is not None and host().subreaper:
-                # bwrap's init is handed to us (the subreaper) once bwrap is gone: collect it
-                end = time.monotonic() + 5.0
-                while time.monotonic() < end:
-                    try:
-                        if os.waitpid(self.init_pid, os.WNOHANG)[0]:
-                            break
-                    except ChildProcessError:
-                        break
-                    time.sleep(0.002)
+            # its init's death ends the sandbox's pid namespace, instances too; bwrap collects
+            # it and exits
+            discard(launched, self.init_pid)
 
 
 def _wait_for_init(pid: int) -> int | None:
@@ -514,6 +625,8 @@ class Templates:
         self.limits = limits
         self.max_templates = max_templates
         self._templates: OrderedDict[tuple[str, bool], asyncio.Future[Template]] = OrderedDict()
+        self._retired: list[Template] = []   # full: forking no more, closed when unused
+        self.retirements = 0
 
     async def fork(self, source: str, *, replay: bool) -> Launched:
         """A forked instance of `source`'s template for this role (started on first use).
@@ -523,6 +636,9 @@ class Templates:
         loop = asyncio.get_running_loop()
         for attempt in range(2):
             template = await self._template(key, source)
+            if template.full(self.limits):
+                self._retire(key, template)
+                template = await self._template(key, source)
             forking = loop.run_in_executor(_forkers(), template.fork, self.limits)
             try:
                 return await asyncio.shield(forking)
@@ -531,7 +647,7 @@ class Templates:
                 raise
             except OSError as err:
                 if template.dead is None or attempt:
-                    raise SandboxStartError(f"the sandbox failed to start: {err}") from None
+                    raise start_error(err) from None
                 self._drop(key, template)   # a dead template: start a new one once
         raise AssertionError("unreachable")
 
@@ -554,13 +670,27 @@ class Templates:
                 raise
             except OSError as err:
                 self._templates.pop(key, None)
-                error = SandboxStartError(f"the sandbox failed to start: {err}")
+                error = start_error(err)
                 future.set_exception(error)
                 future.exception()
                 raise error from None
             future.set_result(template)
         self._templates.move_to_end(key)
         return await asyncio.shield(future)
+
+    def _retire(self, key: tuple[str, bool], template: Template) -> None:
+        """`template` forks no more (`Template.full`); the next fork of `key` starts a new
+        one. It lives on for its instances and is closed once none is left."""
+        future = self._templates.get(key)
+        if future is not None and future.done() and not future.exception() \
+                and future.result() is template:
+            del self._templates[key]
+            self._retired.append(template)
+            self.retirements += 1
+        unused = [t for t in self._retired if not t.live()]
+        self._retired = [t for t in self._retired if t not in unused]
+        for old in unused:
+            launcher_threads().submit(old.close)
 
     def _drop(self, key: tuple[str, bool], template: Template) -> None:
         if self._templates.get(key) is not None and self._templates[key].done() \
@@ -585,8 +715,9 @@ class Templates:
 
     async def aclose(self) -> None:
         templates = [f.result() for f in self._templates.values()
-                     if f.done() and not f.exception()]
+                     if f.done() and not f.exception()] + self._retired
         self._templates.clear()
+        self._retired = []
         loop = asyncio.get_running_loop()
         await asyncio.gather(*(loop.run_in_executor(launcher_threads(), t.close)
                                for t in templates))

@@ -23,25 +23,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import itertools
 import os
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._instance import StepResult
-from ._limits import EnvFault, SandboxLimits, SandboxStartError, SandboxUnavailable
+from ._limits import EnvFault, SandboxLimits, SandboxLost, SandboxStartError, SandboxUnavailable
+from ._remote import InstanceHost, RemoteEnvInstance, raise_reply
 
-if TYPE_CHECKING:
-    from ._instance import EnvInstance
-    from ._pool import EnvPool
+__all__ = ["RayEnvPool", "RemoteEnvInstance", "SandboxHost", "SandboxLost", "connect"]
 
 DEFAULT_SANDBOXES_PER_CPU = 4
 HOST_START_TIMEOUT_S = 120.0   # episodes mostly wait for the model; a waiting sandbox is frozen
-
-
-class SandboxLost(SandboxStartError):
-    """The cluster lost the node or process that held a sandbox: the host's fault, never the
-    environment's (an episode in flight ends `error`, validation stays unjudged)."""
 
 
 def _ray() -> ModuleType:
@@ -90,24 +82,12 @@ def _check_reachable(address: str | None) -> None:
 
 # ---------------------------------------------------------------- on the node
 
-class SandboxHost:
+class SandboxHost(InstanceHost):
     """Runs sandboxed instances on its node. A Ray async actor; every method returns plain
     values (environment faults are values, so a `RayTaskError` always means the host broke)."""
 
     def __init__(self, limits: dict[str, Any], unsafe_no_sandbox: bool, capacity: int) -> None:
-        self._limits = SandboxLimits(**limits)
-        self._unsafe = unsafe_no_sandbox
-        self._capacity = capacity
-        self._pool: EnvPool | None = None
-        self._instances: dict[int, EnvInstance] = {}
-        self._ids = itertools.count(1)
-
-    def _env_pool(self) -> EnvPool:
-        if self._pool is None:
-            from ._pool import EnvPool
-            self._pool = EnvPool(self._limits, unsafe_no_sandbox=self._unsafe, warm=0,
-                                 max_warm=self._capacity)
-        return self._pool
+        super().__init__(SandboxLimits(**limits), unsafe_no_sandbox, warm=0, max_warm=capacity)
 
     async def check(self) -> tuple[str, str]:
         """("ok", node id) after starting and stopping one sandbox here, or ("unavailable",
@@ -124,67 +104,6 @@ class SandboxHost:
             pass   # a passing start failure is the work's to report, as locally
         return "ok", node
 
-    def expect(self, opens: int | None) -> None:
-        self._env_pool().expect(opens)
-
-    async def open(self, source: str, class_name: str | None,
-                   max_turns: int | None, replay: bool = False) -> tuple[Any, ...]:
-        try:
-            instance = await self._env_pool().open(source, class_name=class_name,
-                                                   max_turns=max_turns, replay=replay)
-        except SandboxUnavailable as err:
-            return ("unavailable", str(err))
-        except EnvFault as fault:
-            return _fault(fault)
-        iid = next(self._ids)
-        self._instances[iid] = instance
-        return ("ok", iid, instance.class_name, instance.max_turns, instance.has_oracle,
-                instance.pid)
-
-    async def call(self, iid: int, op: str, arg: int | str | None) -> tuple[Any, ...]:
-        instance = self._instances.get(iid)
-        if instance is None:   # a restarted host: the instance died with its predecessor
-            return ("lost", "the sandbox's host was restarted")
-        try:
-            # the driver's RemoteEnvInstance checked the argument's type already
-            if op == "reset" and not isinstance(arg, str):
-                obs, info = await instance.reset(arg)
-                return ("ok", obs, info)
-            if op == "step" and isinstance(arg, str):
-                return ("ok", dataclasses.astuple(await instance.step(arg)))
-            if op == "oracle_action":
-                return ("ok", await instance.oracle_action())
-            if op == "output":
-                return ("ok", instance.output, instance.alive)
-        except EnvFault as fault:
-            return _fault(fault)
-        raise ValueError(f"unknown op {op!r} (or a wrong argument for it: {type(arg).__name__})")
-
-    async def close(self, iid: int) -> None:
-        instance = self._instances.pop(iid, None)
-        if instance is not None:
-            await instance.close(wait=False)
-
-    async def shutdown(self) -> None:
-        self._instances.clear()
-        if self._pool is not None:
-            await self._pool.aclose()
-
-
-def _fault(fault: EnvFault) -> tuple[str, str, str, bool]:
-    return ("fault", fault.reason, fault.detail, isinstance(fault, SandboxStartError))
-
-
-def _raise(reply: tuple[Any, ...]) -> None:
-    kind = reply[0]
-    if kind == "fault":
-        _, reason, detail, start_error = reply
-        raise (SandboxStartError if start_error else EnvFault)(reason, detail)
-    if kind == "lost":
-        raise SandboxLost(reply[1])
-    if kind == "unavailable":
-        raise SandboxUnavailable(reply[1])
-
 
 # ---------------------------------------------------------------- on the driver
 
@@ -195,80 +114,6 @@ class _Host:
     capacity: int
     open: int = 0
     dead: str | None = None
-
-
-class RemoteEnvInstance:
-    """An `EnvInstance` that lives on a cluster node: same methods, same faults, plus
-    `SandboxLost` when the node goes away. Calls are serialized, as locally."""
-
-    def __init__(self, pool: RayEnvPool, host: _Host, iid: int, *, class_name: str,
-                 max_turns: int, has_oracle: bool, pid: int) -> None:
-        self._pool, self._host, self._iid = pool, host, iid
-        self.class_name, self.max_turns, self.has_oracle = class_name, max_turns, has_oracle
-        self.pid = pid           # on its node, for diagnostics
-        self.node = host.node
-        self._lock = asyncio.Lock()
-        self._dead: tuple[Any, ...] | None = None   # the reply that ended it
-        self._output = ""
-        self._closed = False
-
-    @property
-    def alive(self) -> bool:
-        return self._dead is None and not self._closed
-
-    @property
-    def output(self) -> str:
-        """What the environment printed so far, as of its last call."""
-        return self._output
-
-    async def _call(self, op: str, arg: int | str | None) -> tuple[Any, ...]:
-        async with self._lock:
-            if self._dead is not None:
-                _raise(self._dead)   # the same fault again: the host's stays the host's
-            try:
-                reply = await self._pool._remote(self._host, self._host.actor.call, self._iid,
-                                                 op, arg)
-            except SandboxLost as err:
-                self._dead = ("lost", err.reason)
-                raise
-            if reply[0] != "ok":
-                self._dead = reply
-                _raise(reply)
-            return reply
-
-    async def reset(self, seed: int | None = None) -> tuple[str, dict]:
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-        _, obs, info = await self._call("reset", seed)
-        return obs, info
-
-    async def step(self, action: str) -> StepResult:
-        if not isinstance(action, str):
-            raise TypeError(f"action must be a str, got {type(action).__name__}")
-        _, values = await self._call("step", action)
-        return StepResult(*values)
-
-    async def oracle_action(self) -> str:
-        _, action = await self._call("oracle_action", None)
-        return action
-
-    async def fetch_output(self) -> str:
-        """Bring the environment's printed output over from its node (diagnostics)."""
-        with contextlib.suppress(EnvFault):
-            _, self._output, _alive = await self._call("output", None)
-        return self._output
-
-    async def close(self, *, wait: bool = True) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._host.open -= 1
-        self._pool._slot_freed()
-        if self._host.dead is None:
-            ref = self._host.actor.close.remote(self._iid)
-            if wait:
-                with contextlib.suppress(Exception):
-                    await ref
 
 
 class RayEnvPool:
@@ -361,14 +206,24 @@ class RayEnvPool:
                 ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
                 ray.exceptions.ActorUnavailableError) as err:
             host.dead = f"the cluster lost the sandbox's node or process ({type(err).__name__})"
-            self._slot_freed()
+            self.slot_freed()
             raise SandboxLost(host.dead) from None
         except ray.exceptions.RayError as err:
             # anything else Ray raises (a host that broke, disk or object store full, an RPC
             # failure) is the cluster's fault for this call, never the environment's
             raise SandboxLost(f"the cluster failed this call ({type(err).__name__})") from None
 
-    def _slot_freed(self) -> None:
+    async def host_call(self, host: _Host, iid: int, op: str,
+                        arg: int | str | None) -> tuple[Any, ...]:
+        return await self._remote(host, host.actor.call, iid, op, arg)
+
+    async def host_close(self, host: _Host, iid: int, *, wait: bool) -> None:
+        ref = host.actor.close.remote(iid)
+        if wait:
+            with contextlib.suppress(Exception):
+                await ref
+
+    def slot_freed(self) -> None:
         if self._room is not None:
             room = self._room
 
@@ -416,15 +271,15 @@ class RayEnvPool:
                                        replay)
         except BaseException:
             host.open -= 1
-            self._slot_freed()
+            self.slot_freed()
             raise
         if reply[0] != "ok":
             host.open -= 1
-            self._slot_freed()
-            _raise(reply)
-        _, iid, name, turns, oracle, pid = reply
+            self.slot_freed()
+            raise_reply(reply)
+        _, iid, name, turns, oracle, pid = reply[:6]
         return RemoteEnvInstance(self, host, iid, class_name=name, max_turns=turns,
-                                 has_oracle=oracle, pid=pid)
+                                 has_oracle=oracle, pid=pid, node=host.node)
 
     async def aclose(self) -> None:
         """Kill every sandbox of every host and stop the hosts (the cluster keeps running)."""

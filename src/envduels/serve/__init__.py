@@ -1,9 +1,9 @@
 """`envduels serve`: EnvDuels environments as an OpenEnv server, each session its own sandbox.
 
-Built on openenv-core (extra `envduels[serve]`): `DuelEnvironment` implements OpenEnv's
-`Environment` with the duel's rules from `envduels.duel.protocol`, and OpenEnv's own server app
-serves it (`build_app`); `client.DuelClient` is one session for trainers. How trainers use it:
-docs/training.md, "Serving". The names below load on first use, so that `envduels serve`
+Built on OpenEnv (package `openenv`, extra `envduels[serve]`): `DuelEnvironment` implements
+OpenEnv's `Environment` with the duel's rules from `envduels.duel.protocol`, and OpenEnv's own
+server app serves it (`build_app`); `client.DuelClient` is one session for trainers. How trainers
+use it: docs/training.md, "Serving". The names below load on first use, so that `envduels serve`
 without the extra says how to install it instead of failing on import.
 """
 

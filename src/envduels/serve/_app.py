@@ -1,10 +1,12 @@
 """The ASGI app of `envduels serve`: OpenEnv's own server app around `DuelEnvironment`, plus
 `GET /environments`, a body-size cap, a Host check and one-line errors.
 
-OpenEnv's `create_app` builds the app (`/reset`, `/step`, `/state`, `/schema`, `/metadata`,
-`/health`, `/ws`); with its web interface off, which is its default and what envduels uses
-(the Gradio UI is not installed), `create_app` is `create_fastapi_app`, called here directly so
-that an `ENABLE_WEB_INTERFACE` in the caller's environment cannot swap the app.
+OpenEnv's `create_fastapi_app` builds the app (`/reset`, `/step`, `/state`, `/schema`,
+`/metadata`, `/health`, `/ws`, `/mcp`): what OpenEnv's `create_app` returns with its Gradio web
+interface off. It is called directly, in simulation mode, so that neither an
+`ENABLE_WEB_INTERFACE` (a web playground, with no login, beside the routes the protocol defines)
+nor an `OPENENV_MODE=production` (no HTTP `/reset` and `/step`) in the caller's environment
+changes what is served.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.types import ServerMode
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -24,7 +27,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from envduels.serve._catalog import Served
-from envduels.serve._env import TRANSPORT, DuelAction, DuelEnvironment, DuelObservation, Panel
+from envduels.serve._connection import CONNECTION, Connection
+from envduels.serve._env import (
+    TRANSPORT,
+    DuelAction,
+    DuelEnvironment,
+    DuelObservation,
+    DuelState,
+    Panel,
+)
 from envduels.serve._session import Hub
 
 MAX_BODY_BYTES = 1 << 20
@@ -79,12 +90,14 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 class _Guard:
     """Marks each request's transport for `DuelEnvironment` (HTTP or WebSocket), refuses an
-    HTTP body over `max_body` bytes with a one-line 413 before anything parses it, and keeps a
+    HTTP body over `max_body` bytes with a one-line 413 before anything parses it, hands each
+    WebSocket to the hub as a `Connection` (so that the reaper can close it), and keeps a
     client's hang-up out of the log."""
 
-    def __init__(self, app: ASGIApp, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, max_body: int, hub: Hub) -> None:
         self.app = app
         self.max_body = max_body
+        self.hub = hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -100,10 +113,17 @@ class _Guard:
                 receive = _replay(body, receive)
                 await self.app(scope, receive, send)
                 return
-            # OpenEnv closes a socket its client already closed, and Starlette raises for that:
-            # the client left, which is nothing to log a traceback about
-            with contextlib.suppress(WebSocketDisconnect):
-                await self.app(scope, receive, send)
+            connection = Connection(receive, send)
+            self.hub.connect(connection)
+            held = CONNECTION.set(connection)
+            try:
+                # OpenEnv closes a socket its client already closed, and Starlette raises for
+                # that: the client left, which is nothing to log a traceback about
+                with contextlib.suppress(WebSocketDisconnect):
+                    await self.app(scope, connection.receive, connection.send)
+            finally:
+                CONNECTION.reset(held)
+                self.hub.disconnect(connection)
         finally:
             TRANSPORT.reset(token)
 
@@ -156,12 +176,14 @@ def build_app(served: dict[str, Served], *, max_sessions: int = 32,
     """The app serving `served`; `app.state.hub` holds the sessions (closed at shutdown).
 
     `max_sessions` caps both the WebSocket sessions OpenEnv accepts and the sandboxes alive at
-    once (HTTP episodes included); a session idle for `idle_timeout_s` is ended.
+    once (HTTP episodes included); a session idle for `idle_timeout_s` is ended, and its
+    WebSocket closed (`serve._connection`), whether or not it ever reset.
     """
     hub = Hub(served, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s,
               unsafe_no_sandbox=unsafe_no_sandbox)
     app = create_fastapi_app(functools.partial(DuelEnvironment, hub), DuelAction,
-                             DuelObservation, max_concurrent_envs=max_sessions)
+                             DuelObservation, max_concurrent_envs=max_sessions,
+                             state_cls=DuelState, mode=ServerMode.SIMULATION)
     app.title = "envduels serve"
     app.state.hub = hub
 
@@ -176,5 +198,5 @@ def build_app(served: dict[str, Served], *, max_sessions: int = 32,
     # outermost first: the size cap and the transport mark see every request
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
-    app.add_middleware(_Guard, max_body=max_body)
+    app.add_middleware(_Guard, max_body=max_body, hub=hub)
     return app

@@ -19,6 +19,7 @@ from openenv.core.env_server.types import Action, EnvironmentMetadata, Observati
 from pydantic import BaseModel, Field
 
 from envduels.duel.protocol import Entry
+from envduels.serve._connection import CONNECTION
 from envduels.serve._session import Hub, ServeError, Session
 
 if TYPE_CHECKING:
@@ -167,13 +168,21 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
                                       "is a session)")
             episode_id = _episode_id(kwargs["episode_id"])
             session = self._hub.http.get(episode_id)
+            if session is None and (why := self._hub.expired(episode_id)) is not None:
+                raise ServeError(410, f"episode {episode_id!r} expired: {why}; /reset to "
+                                      "start another")
             if session is None:
-                raise ServeError(404, f"no running episode {episode_id!r}: it ended, was "
-                                      "reaped for idleness, or never began; /reset it")
+                raise ServeError(404, f"no running episode {episode_id!r}: it ended or never "
+                                      "began; /reset it")
         else:
             session = self._session
             if session is None:
-                raise ServeError(409, "no episode is running: reset first")
+                # OpenEnv's client reconnects silently once the server closed its socket: a
+                # trainer that sat idle meets this on its next step, so say why it may be here
+                raise ServeError(409, "no episode is running: reset first (a session idle for "
+                                      f"more than {self._hub.idle_timeout_s:g} s is ended and "
+                                      "its WebSocket closed; OpenEnv's client then connects "
+                                      "afresh)")
         message = action.message
         if not isinstance(message, str):   # pydantic checked it; a caller in Python may not
             raise ServeError(400, "step needs {\"message\": REPLY} with the reply as a string")
@@ -222,12 +231,13 @@ class DuelEnvironment(Environment[DuelAction, DuelObservation, DuelState]):
     def _session_for_reset(self, episode_id: object) -> Session:
         if TRANSPORT.get() == "http":
             key = uuid.uuid4().hex if episode_id is None else _episode_id(episode_id)
+            self._hub.forget_expired(key)
             session = self._hub.http.get(key)
             if session is None:
                 session = self._hub.http[key] = Session(self._hub, episode_id=key)
             return session
         if self._session is None:
-            self._session = Session(self._hub)
+            self._session = Session(self._hub, connection=CONNECTION.get())
         if episode_id is not None:
             self._session.episode_id = _episode_id(episode_id)
         return self._session

@@ -1,9 +1,13 @@
 """One served session: a sandboxed environment instance and a duel `Episode`, and the hub that
-holds every session's sandbox (capacity, idle reaping).
+holds every session's sandbox and every WebSocket connection (capacity, idle reaping).
 
 A session runs one episode at a time; every reset starts a fresh sandboxed instance (the
 previous one is killed), so nothing an environment did in one episode reaches the next, and no
 two sessions ever share a process. An episode that ends frees its sandbox at once.
+
+Idle reaping frees everything an idle client holds: its sandbox, and over the WebSocket its
+connection (closed with `CLOSE_IDLE` and the reason, which frees OpenEnv's slot), whether or not
+it ever reset; an HTTP episode reaped answers its next `/step` with 410 and the reason.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, TypedDict
 
@@ -21,11 +26,15 @@ from envduels._text import valid_text
 from envduels.duel.outcomes import Outcome
 from envduels.duel.protocol import FORMAT_ERROR, SYSTEM_PROMPT, Episode, turn_cap
 from envduels.sandbox import EnvFault, EnvInstance, EnvPool, SandboxLimits, SandboxStartError
+from envduels.serve._connection import Connection
 
 if TYPE_CHECKING:
     from envduels.serve._catalog import Served
 
 log = logging.getLogger("envduels.serve")
+
+EXPIRED_REMEMBERED = 4096
+"""How many reaped HTTP episode ids the hub remembers, to answer their next `/step` with why."""
 
 
 class Fields(TypedDict, total=False):
@@ -67,8 +76,9 @@ def _exc(err: BaseException) -> str:
 
 class Hub:
     """Every session's sandbox: one `EnvPool` per distinct limits, at most `max_sessions`
-    instances alive at once, and a reaper that ends a session idle for `idle_timeout_s`.
-    Bound to the event loop of its first `open` (the server's)."""
+    instances alive at once, every WebSocket connection, and a reaper that ends a session or
+    connection idle for `idle_timeout_s`. Bound to the event loop of its first `open` or
+    `connect` (the server's)."""
 
     def __init__(self, served: dict[str, Served], *, max_sessions: int, idle_timeout_s: float,
                  unsafe_no_sandbox: bool = False) -> None:
@@ -78,6 +88,8 @@ class Hub:
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.sessions: set[Session] = set()
         self.http: dict[str, Session] = {}
+        self.connections: set[Connection] = set()
+        self._expired: OrderedDict[str, str] = OrderedDict()   # HTTP episode id -> why
         self.loop: asyncio.AbstractEventLoop | None = None
         self._pools: dict[SandboxLimits, EnvPool] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -116,9 +128,7 @@ class Hub:
         ServeError 503 at capacity or when no sandbox could start."""
         if self._closed:
             raise ServeError(503, "the server is shutting down")
-        self.loop = asyncio.get_running_loop()
-        if self._reaper is None:
-            self._reaper = self.loop.create_task(self._reap())
+        self._start_reaper()
         if self.live() >= self.max_sessions:
             raise ServeError(503, f"the server is at --max-sessions {self.max_sessions}: end "
                                   "another episode or session, or try again later")
@@ -136,16 +146,54 @@ class Hub:
         finally:
             self._opening -= 1
 
+    def connect(self, connection: Connection) -> None:
+        """Track a new WebSocket `connection` (reaped when idle, reset or not)."""
+        self._start_reaper()
+        self.connections.add(connection)
+
+    def disconnect(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+
+    def expired(self, episode_id: str) -> str | None:
+        """Why the HTTP episode `episode_id` was reaped, if it was (and is remembered)."""
+        return self._expired.get(episode_id)
+
+    def forget_expired(self, episode_id: str) -> None:
+        self._expired.pop(episode_id, None)
+
+    def remember_expired(self, episode_id: str, why: str) -> None:
+        self._expired[episode_id] = why
+        self._expired.move_to_end(episode_id)
+        while len(self._expired) > EXPIRED_REMEMBERED:
+            self._expired.popitem(last=False)
+
+    def _start_reaper(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        if self._reaper is None:
+            self._reaper = self.loop.create_task(self._reap())
+
     async def _reap(self) -> None:
-        """End sessions idle past the timeout (their sandbox is killed; the client is told on
-        its next call)."""
+        """End what has been idle past the timeout: a WebSocket connection (its session's
+        sandbox killed, the socket closed with the reason) and an HTTP session (its sandbox
+        killed; its next `/step` hears why)."""
         interval = max(0.2, min(self.idle_timeout_s / 4, 10.0))
+        why = f"it was idle for more than {self.idle_timeout_s:g} s"
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
+            on_socket = {s.connection: s for s in self.sessions if s.connection is not None}
+            for connection in list(self.connections):
+                session = on_socket.get(connection)
+                last = max(connection.last_active, session.last_active if session else 0.0)
+                if now - last > self.idle_timeout_s and not (session and session.busy):
+                    if session is not None:
+                        await session.expire(why)
+                    connection.expire(f"session expired: {why}; reconnect and reset to "
+                                      "start another")
             for session in list(self.sessions):
-                if now - session.last_active > self.idle_timeout_s and not session.busy:
-                    await session.expire(f"it was idle for more than {self.idle_timeout_s:g} s")
+                if session.connection is None and not session.busy \
+                        and now - session.last_active > self.idle_timeout_s:
+                    await session.expire(why)
 
     async def aclose(self) -> None:
         """Kill every sandbox; the hub refuses new ones."""
@@ -165,9 +213,11 @@ class Session:
     requests and ended episodes raise ServeError with one line naming the problem and the fix.
     """
 
-    def __init__(self, hub: Hub, *, episode_id: str | None = None) -> None:
+    def __init__(self, hub: Hub, *, episode_id: str | None = None,
+                 connection: Connection | None = None) -> None:
         self.hub = hub
         self.episode_id = episode_id
+        self.connection = connection   # its WebSocket; None over HTTP
         self.instance: EnvInstance | None = None
         self.episode: Episode | None = None
         self.served: Served | None = None
@@ -270,10 +320,12 @@ class Session:
 
     async def expire(self, why: str) -> None:
         """End this session from outside (idle reaping): a running episode ends, its sandbox
-        is killed, and the client's next step hears why."""
+        is killed, and the client's next step hears why (over HTTP, from the hub)."""
         if self.episode is not None and not self.episode.done:
             self.episode.end(Outcome.FAILURE, f"session ended: {why}")
             self.ended = why
+        if self.connection is None and self.episode_id is not None:
+            self.hub.remember_expired(self.episode_id, why)
         await self.close()
 
     async def _close_instance(self) -> None:

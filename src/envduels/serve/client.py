@@ -16,12 +16,18 @@ class DuelClient:
     """One session (one WebSocket, one sandbox at a time) on the server at `base_url`.
 
     Episodes follow the duel's rules on the server (`envduels.duel.protocol`). A server error
-    (a bad row, an environment fault) raises RuntimeError with the server's one line.
+    (a bad row, an environment fault) raises RuntimeError with the server's one line; so does a
+    step after the server closed the session for idleness (its reason). A `reset` after such a
+    close opens a new session: a trainer idle between episodes longer than the server's
+    `--idle-timeout` goes on.
     """
 
     def __init__(self, base_url: str, *, message_timeout_s: float = 120.0) -> None:
+        # the serve extra's: imported here so that `envduels.serve.client` imports without it
         from openenv.core.generic_client import GenericEnvClient
+        from websockets.exceptions import ConnectionClosed
 
+        self._closed_by_server = ConnectionClosed
         self._client = GenericEnvClient(base_url=base_url,
                                         message_timeout_s=message_timeout_s).sync()
         self.text = ""
@@ -38,7 +44,11 @@ class DuelClient:
         duel's first user turn (`Hint: ...` first when hinted); `system` holds the duel's
         solver system prompt."""
         kwargs = {k: v for k, v in row.items() if k in RESET_COLUMNS and v is not None}
-        result = self._client.reset(**kwargs)
+        try:
+            result = self._client.reset(**kwargs)
+        except self._closed_by_server:   # reaped while idle: a new connection is a new session
+            self._client.disconnect()
+            result = self._client.reset(**kwargs)
         self.observation = dict(result.observation)
         self.system = str(self.observation.get("system", ""))
         self.text, self.reward, self.done, self.success = (str(self.observation["text"]), 0.0,
@@ -56,7 +66,20 @@ class DuelClient:
         """
         if self.done:
             return "The episode is over; no more actions are taken."
-        result = self._client.step({"message": reply})
+        try:
+            result = self._client.step({"message": reply})
+        except self._closed_by_server as err:
+            self.done, self.success = True, False
+            why = err.rcvd.reason if err.rcvd is not None and err.rcvd.reason else str(err)
+            raise RuntimeError(f"the server closed the session: {why}") from None
+        except RuntimeError as err:
+            # OpenEnv's client (0.10) reconnects by itself after the server closed the socket,
+            # so a reaped session shows as a fresh connection with no episode
+            if "no episode is running" not in str(err):
+                raise
+            self.done, self.success = True, False
+            why = str(err).removeprefix("Server error: ")
+            raise RuntimeError(f"the server closed the session: {why}") from None
         self.observation = dict(result.observation)
         self.text = str(self.observation["text"])
         self.reward = float(result.reward or 0.0)

@@ -19,7 +19,7 @@ def serve_command(names: list[str], *, host: str = "127.0.0.1", port: int = 0,
     try:
         import openenv.core.env_server  # noqa: F401  (the server is OpenEnv's)
     except ImportError as err:
-        raise UserError(f"envduels serve needs openenv-core ({err}): pip install "
+        raise UserError(f"envduels serve needs OpenEnv, package openenv ({err}): pip install "
                         "'envduels[serve]'") from None
     import uvicorn
 

@@ -5,7 +5,11 @@ It speaks just enough HTTP/1.1 (keep-alive, Content-Length bodies) to serve the 
 tests exercise real sockets, real retries and real parsing instead of mocked clients.
 
 Routes: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` (Anthropic),
-``GET /v1/models`` and ``GET /health``. Token usage counts whitespace-separated words.
+``GET /v1/models`` and ``GET /health``. Token usage counts whitespace-separated words. An OpenAI
+request with ``"stream": true`` is answered as server-sent events, as OpenAI streams: one chunk
+with the whole reply, one with its ``finish_reason``, one with the usage when
+``stream_options.include_usage`` asks for it, then ``data: [DONE]`` (whole, with a
+Content-Length).
 
 With ``prompt_cache=True`` it also bills like a provider with a prompt cache, in each wire
 format's own usage fields: OpenAI-style, a request whose leading messages were all sent before
@@ -75,6 +79,7 @@ class _Reply:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     mode: str = "normal"  # normal | hang | drop
+    content_type: str = "application/json"
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
@@ -287,7 +292,7 @@ class ScriptedServer:
     @staticmethod
     def _encode(reply: _Reply) -> bytes:
         head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}",
-                "content-type: application/json",
+                f"content-type: {reply.content_type}",
                 f"content-length: {len(reply.body)}"]
         head += [f"{k}: {v}" for k, v in reply.headers.items()]
         return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + reply.body
@@ -365,6 +370,8 @@ class ScriptedServer:
                          else (0, 0))
             answer = _billed(answer, cache, self.reasoning_words, anthropic)
         entry["usage"] = answer["usage"]   # what this answer billed, for hand computations
+        if request.get("stream") is True and not anthropic:
+            return _stream(answer, bool((request.get("stream_options") or {}).get("include_usage")))
         return _json(200, answer)
 
     def _bill_cache(self, model: str, request: dict, anthropic: bool) -> tuple[int, int]:
@@ -523,6 +530,23 @@ def _billed(normal: dict, cache: tuple[int, int], reasoning: int, anthropic: boo
     usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     return normal
+
+
+def _stream(answer: dict, include_usage: bool) -> _Reply:
+    """A chat completion as OpenAI's server-sent events (`chat.completion.chunk`s)."""
+    head = {k: answer[k] for k in ("id", "created", "model")}
+    choice = answer["choices"][0]
+    chunks = [
+        {**head, "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": choice["message"], "finish_reason": None}]},
+        {**head, "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+    ]
+    if include_usage:
+        chunks.append({**head, "object": "chat.completion.chunk", "choices": [],
+                       "usage": answer["usage"]})
+    events = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+    return _Reply(200, "".join(events).encode(), content_type="text/event-stream")
 
 
 def _completion(model: str, text: str, n_in: int, n_out: int, anthropic: bool) -> dict:

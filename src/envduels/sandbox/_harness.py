@@ -1,0 +1,417 @@
+"""HarnessPool: the sandbox harness spread over worker processes, one per core by default.
+
+Interface (the same as `EnvPool`'s, so every caller runs unchanged): `open(source, *,
+class_name, max_turns, replay)` returns an instance with `reset`, `step`, `oracle_action`,
+`close(wait=)`, `alive`, `pid`, `class_name`, `max_turns`, `has_oracle`
+(`RemoteEnvInstance`); `expect(n)`, `ready`, `aclose()`, and `async with`. Faults are the
+same classes as in-process: `EnvFault` (the environment's), `SandboxStartError` (the host's),
+its subclasses `SandboxLost` (the worker holding the instance died) and `HarnessCapacity`
+(the harness ran out of something), `SandboxUnavailable` (no sandbox can run here).
+
+Design (docs/workers.md): each harness worker (`_harness_worker.py`) is a process with its own
+event loop holding an ordinary `EnvPool` (templates, instances, their channels) behind an
+`InstanceHost`, as a Ray node's host does (`ray_pool.py`). The caller's process only routes:
+one framed request per call over a socketpair (4-byte length, a JSON array), replies matched by
+id, so any number of calls are in flight per worker.
+
+Routing: an episode lives in one worker (every call of an instance goes to the worker that
+opened it). An open goes to the worker with the fewest open instances among those its source
+and role may use: with `replays_apart` (the default) and more than one worker, the workers are
+split per source into two disjoint sets, starting at a place drawn from the source's hash, one
+for its plays and one for its replays, so a replay never runs in a worker that played its
+source. Sources spread over the workers; templates stay per worker. Where nothing is ever
+replayed (serve, Gym, training), `replays_apart=False` lets plays use every worker.
+
+A worker that dies (killed, a harness bug) ends only the instances it held: each of their calls
+raises `SandboxLost` naming the harness, never the environment; a new worker takes its place
+for later opens. A worker exits when the caller's process does (its socket closes; a SIGKILL of
+the caller reaches it as PR_SET_PDEATHSIG), killing its sandboxes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from ._launcher import require_runtime
+from ._limits import DEFAULT_LIMITS, SandboxLimits, SandboxLost, SandboxStartError
+from ._remote import RemoteEnvInstance, raise_reply
+
+if TYPE_CHECKING:
+    from ._pool import EnvPool
+
+log = logging.getLogger("envduels.sandbox")
+
+FRAME_MAX_BYTES = 64 << 20     # a reply holds at most an observation, an info and output
+_HEADER = struct.Struct(">I")
+_SHUTDOWN_S = 10.0             # a worker closes its sandboxes, then exits
+
+
+def cores() -> int:
+    """The cores this process may run on: the default number of harness workers."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def encode(message: list[Any]) -> bytes:
+    data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8",
+                                                                               "surrogatepass")
+    return _HEADER.pack(len(data)) + data
+
+
+async def read_frame(reader: asyncio.StreamReader) -> list[Any] | None:
+    """The next message, or None at the end of the stream. ValueError for a broken frame."""
+    try:
+        header = await reader.readexactly(_HEADER.size)
+    except asyncio.IncompleteReadError:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > FRAME_MAX_BYTES:
+        raise ValueError(f"a frame of {size} bytes")
+    try:
+        data = await reader.readexactly(size)
+    except asyncio.IncompleteReadError:
+        return None
+    message = json.loads(data.decode("utf-8", "surrogatepass"))
+    if not isinstance(message, list):
+        raise ValueError("a frame that is not a list")
+    return message
+
+
+@dataclass(eq=False)
+class HarnessWorker:
+    """One harness worker process, as the caller sees it."""
+
+    index: int
+    process: subprocess.Popen[bytes]
+    writer: asyncio.StreamWriter
+    open: int = 0                 # instances it holds for this pool
+    ready: int = 0                # warm sandboxes it last reported
+    dead: str | None = None       # why it is gone
+    answered: bool = False        # it has replied at least once
+    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    reading: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+class HarnessPool:
+    """`EnvPool`'s surface over `workers` harness worker processes (default: one per core);
+    see the module docstring. `pool_options` (warm, max_warm, parallel_starts, templates) go
+    to each worker's `EnvPool`. Bound to the event loop of its first use. Raises
+    SandboxUnavailable at construction when the runtime is missing, as `EnvPool` does."""
+
+    def __init__(self, limits: SandboxLimits = DEFAULT_LIMITS, *,
+                 unsafe_no_sandbox: bool = False, workers: int | None = None,
+                 replays_apart: bool = True, **pool_options: Any) -> None:
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                    or workers < 1):
+            raise ValueError(f"workers must be a positive int, got {workers!r}")
+        if not unsafe_no_sandbox:
+            require_runtime(limits.runtime)
+        self.limits = limits
+        self.unsafe_no_sandbox = unsafe_no_sandbox
+        self.workers = workers or cores()
+        self.replays_apart = replays_apart
+        self._options = pool_options
+        self._slots: list[HarnessWorker | None] = [None] * self.workers
+        self._starting: dict[int, asyncio.Task[HarnessWorker]] = {}
+        self._ids = 0
+        self._closed = False
+        self._expected: int | None = None
+        self._broken: str | None = None   # a worker died before it ever answered
+        self.replaced = 0         # workers started in place of one that died
+
+    async def __aenter__(self) -> HarnessPool:
+        await self.start()
+        return self
+
+    async def start(self) -> None:
+        """Start the workers now (else the first `open` or `expect` does)."""
+        await self._start_all()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    # ----- workers --------------------------------------------------------------------------
+    async def _start_all(self) -> None:
+        """Every worker slot holds a live worker (started now where none does).
+        SandboxStartError once a worker died before it ever answered: starting another would
+        only fail the same way, in a loop."""
+        if self._broken is not None:
+            raise SandboxStartError(self._broken)
+        starts = []
+        for index, worker in enumerate(self._slots):
+            if worker is None or worker.dead is not None:
+                if index not in self._starting:
+                    task = asyncio.get_running_loop().create_task(self._start(index))
+                    self._starting[index] = task
+                    task.add_done_callback(functools.partial(self._started, index))
+                starts.append(self._starting[index])
+        if starts:
+            await asyncio.gather(*starts)
+
+    def _started(self, index: int, _task: asyncio.Task[HarnessWorker]) -> None:
+        self._starting.pop(index, None)
+
+    async def _start(self, index: int) -> HarnessWorker:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH"))
+                                            if p)
+        config = {"limits": asdict(self.limits), "unsafe": self.unsafe_no_sandbox,
+                  "pool": self._options, "parent": os.getpid()}
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "envduels.sandbox._harness_worker",
+                 str(theirs.fileno()), json.dumps(config)],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        except OSError as err:
+            mine.close()
+            raise SandboxStartError(f"the harness could not start a worker process: {err}") \
+                from None
+        finally:
+            theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=mine, limit=FRAME_MAX_BYTES)
+        worker = HarnessWorker(index, process, writer)
+        worker.reading = asyncio.get_running_loop().create_task(self._read(worker, reader))
+        if self._expected:
+            self._send(worker, "expect", [self._share(self._expected)])
+        self._slots[index] = worker
+        if self._closed:   # closed while it started
+            await self._stop(worker)
+        return worker
+
+    async def _read(self, worker: HarnessWorker, reader: asyncio.StreamReader) -> None:
+        why = "its connection closed"
+        try:
+            while (message := await read_frame(reader)) is not None:
+                rid, reply = message
+                worker.answered = True
+                future = worker.pending.pop(rid, None)
+                if future is not None and not future.done():
+                    future.set_result(reply)
+        except (ValueError, TypeError, OSError) as err:
+            why = f"it sent a broken frame ({err})"
+        await self._lost(worker, why)
+
+    async def _lost(self, worker: HarnessWorker, why: str) -> None:
+        """`worker` is gone: fail its calls in flight, replace it (unless closing)."""
+        if worker.dead is not None:
+            return
+        end = time.monotonic() + 1.0
+        while worker.process.poll() is None and time.monotonic() < end:
+            await asyncio.sleep(0.01)
+        rc = worker.process.poll()
+        if rc is None:
+            worker.process.kill()   # speaking garbage or silent: it cannot be trusted
+            how = why
+        elif rc < 0:
+            how = f"was killed by {_signal_name(-rc)}"
+        else:
+            how = f"exited with status {rc}"
+        worker.dead = (f"the harness worker process {worker.pid} that held this sandbox "
+                       f"{how}: the harness's fault, not the environment's")
+        with contextlib.suppress(Exception):
+            worker.writer.close()
+        for future in worker.pending.values():
+            if not future.done():
+                future.set_exception(SandboxLost(worker.dead))
+        worker.pending.clear()
+        if not worker.answered and not self._closed:
+            self._broken = (f"the harness could not start a worker process: it {how} before "
+                            "it answered (see its output above)")
+            log.error("%s", self._broken)
+            return
+        if not self._closed and self._slots[worker.index] is worker:
+            log.warning("harness worker process %d %s (%d instance(s) ended with it); a new "
+                        "worker takes its place", worker.pid, how, worker.open)
+            self.replaced += 1
+            await self._start_all()
+
+    def _send(self, worker: HarnessWorker, method: str, args: list[Any],
+              future: asyncio.Future[Any] | None = None) -> None:
+        rid = 0
+        if future is not None:
+            self._ids += 1
+            rid = self._ids
+            worker.pending[rid] = future
+        worker.writer.write(encode([rid, method, args]))
+
+    async def _request(self, worker: HarnessWorker, method: str, *args: Any) -> Any:
+        """`method(*args)` on `worker`'s InstanceHost; SandboxLost when the worker is gone."""
+        if worker.dead is not None:
+            raise SandboxLost(worker.dead)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        try:
+            self._send(worker, method, list(args), future)
+        except (OSError, RuntimeError) as err:   # its socket is closing: it is dying
+            worker.pending.pop(self._ids, None)
+            raise SandboxLost(f"the harness worker process {worker.pid} is gone ({err})") \
+                from None
+        reply = await future
+        if isinstance(reply, list) and reply and reply[0] == "error":
+            raise SandboxStartError(f"harness worker error in {method}: {reply[1]}")
+        return reply
+
+    # ----- the Transport of RemoteEnvInstance ------------------------------------------------
+    async def stats(self) -> list[dict[str, Any]]:
+        """Each live worker's own CPU seconds (its sandboxes' processes not counted unless
+        reaped by it) and open instances, in worker order: for benches."""
+        await self._start_all()
+        return [await self._request(w, "stats") for w in self._slots
+                if w is not None and w.dead is None]
+
+    async def host_call(self, holder: HarnessWorker, iid: int, op: str,
+                        arg: int | str | None) -> tuple[Any, ...]:
+        return tuple(await self._request(holder, "call", iid, op, arg))
+
+    async def host_close(self, holder: HarnessWorker, iid: int, *, wait: bool) -> None:
+        if holder.dead is not None:
+            return
+        if wait:   # as EnvInstance.close: no process of it left on return
+            with contextlib.suppress(SandboxLost):
+                await self._request(holder, "close", iid, True)
+        else:
+            with contextlib.suppress(OSError, RuntimeError):
+                self._send(holder, "close", [iid])
+
+    def slot_freed(self) -> None:
+        pass   # opens never wait for room: each worker's pool decides
+
+    # ----- the EnvPool surface ---------------------------------------------------------------
+    @property
+    def worker_pids(self) -> list[int]:
+        """Host pids of the live workers, in worker order (diagnostics, tests)."""
+        return [w.pid for w in self._slots if w is not None and w.dead is None]
+
+    @property
+    def ready(self) -> int:
+        """Warm sandboxes the workers held at their last open (templates keep none)."""
+        return sum(w.ready for w in self._slots if w is not None and w.dead is None)
+
+    def _share(self, opens: int) -> int:
+        return -(-opens // self.workers)
+
+    def expect(self, opens: int | None) -> None:
+        """As `EnvPool.expect`: each worker is told its share of the batch."""
+        if self._closed:
+            return
+        self._expected = None if opens is None else max(0, opens)
+        for worker in self._slots:
+            if worker is not None and worker.dead is None:
+                share = None if self._expected is None else self._share(self._expected)
+                with contextlib.suppress(OSError, RuntimeError):
+                    self._send(worker, "expect", [share])
+
+    def route(self, source: str, replay: bool) -> list[int]:
+        """The worker indexes an open of `source` in this role may use (see the module
+        docstring), in order of preference when equally loaded."""
+        n = self.workers
+        home = int.from_bytes(hashlib.sha256(source.encode("utf-8", "surrogatepass"))
+                              .digest()[:8], "big") % n
+        if not self.replays_apart or n == 1:
+            return [(home + k) % n for k in range(n)]
+        return [(home + k) % n for k in range(1 if replay else 0, n, 2)]
+
+    async def open(self, source: str, *, class_name: str | None = None,
+                   max_turns: int | None = None, replay: bool = False) -> RemoteEnvInstance:
+        """As `EnvPool.open`, in the least busy worker this source and role may use."""
+        if self._closed:
+            raise SandboxStartError("the sandbox pool is closed")
+        if not isinstance(source, str):
+            raise TypeError(f"source must be a str, got {type(source).__name__}")
+        if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
+                                      or max_turns <= 0):
+            raise ValueError(f"max_turns must be a positive int, got {max_turns!r}")
+        await self._start_all()
+        if self._expected:
+            self._expected -= 1
+        order = self.route(source, replay)
+        rank = {index: place for place, index in enumerate(order)}
+        worker = min((w for w in self._slots if w is not None and w.index in rank),
+                     key=lambda w: (w.open, rank[w.index]))
+        worker.open += 1
+        try:
+            reply = await self._request(worker, "open", source, class_name, max_turns, replay)
+        except BaseException:
+            worker.open -= 1
+            raise
+        if reply[0] != "ok":
+            worker.open -= 1
+            raise_reply(reply)
+        _, iid, name, turns, oracle, pid, ready = reply
+        worker.ready = ready
+        return RemoteEnvInstance(self, worker, iid, class_name=name, max_turns=turns,
+                                 has_oracle=oracle, pid=pid)
+
+    async def aclose(self) -> None:
+        """Close every worker's sandboxes (open instances included) and stop the workers."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._starting:
+            await asyncio.gather(*self._starting.values(), return_exceptions=True)
+        workers = [w for w in self._slots if w is not None]
+        await asyncio.gather(*(self._stop(w) for w in workers), return_exceptions=True)
+
+    async def _stop(self, worker: HarnessWorker) -> None:
+        if worker.dead is None:
+            with contextlib.suppress(SandboxLost, SandboxStartError):
+                await asyncio.wait_for(self._request(worker, "shutdown"), _SHUTDOWN_S)
+            with contextlib.suppress(Exception):
+                worker.writer.close()   # the worker exits at the end of its stream
+        end = time.monotonic() + _SHUTDOWN_S
+        while worker.process.poll() is None and time.monotonic() < end:
+            await asyncio.sleep(0.01)
+        if worker.process.poll() is None:
+            worker.process.kill()
+            worker.process.wait()
+        if worker.reading is not None:
+            await asyncio.gather(worker.reading, return_exceptions=True)
+
+
+SandboxPool: TypeAlias = "HarnessPool | EnvPool"
+"""A pool on this machine: in harness workers, or in the caller's process."""
+
+
+def sandbox_pool(limits: SandboxLimits = DEFAULT_LIMITS, *, workers: int | None = None,
+                 unsafe_no_sandbox: bool = False, replays_apart: bool = True,
+                 **pool_options: Any) -> HarnessPool | EnvPool:
+    """The pool a command uses: `HarnessPool` over `workers` harness worker processes (None:
+    one per core, `sandbox.workers`), or with `workers=0` an `EnvPool` in this process (all
+    sandbox work on the caller's event loop, as before harness workers). `pool_options` go to
+    the `EnvPool`(s)."""
+    if workers == 0:
+        from ._pool import EnvPool
+        return EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, **pool_options)
+    return HarnessPool(limits, workers=workers, unsafe_no_sandbox=unsafe_no_sandbox,
+                       replays_apart=replays_apart, **pool_options)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
