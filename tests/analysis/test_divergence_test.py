@@ -142,3 +142,26 @@ def test_a_clear_reversal_on_many_environments_is_a_certain_crossing():
     assert d["claim"] is True and len(d["crossings"]) >= 5
     assert d["clearest_crossing"]["better_solver"] == "m05" and d["clearest_crossing"]["better_author"] == "m00"
     assert all(c["certain"] for c in d["crossings"]) and d["crossings"][0] == d["clearest_crossing"]
+
+
+def test_each_solvers_uptake_of_hints_is_scaled_out_and_an_environment_nobody_solves_stays_at_zero():
+    """Lifts that are an environment's effect times a solver's uptake of hints, each environment
+    without its own author's column, as in a run: the scaled fit gives every environment its
+    effect (up to one common factor), so authors who wrote the same environments get the same
+    strength whoever lacks which column, and one nobody solves stays at exactly 0. The additive
+    fit (γ_e + β_s, before this) moved every environment of an author by that author's missing
+    β, which made alike authors' environments unlike and the test claim in 0.053–0.056 of
+    tournaments of alike authors (docs/analysis.md)."""
+    effect = np.tile([0.0, 0.1, 0.3, 0.6], 3)
+    author = np.repeat(np.arange(3), 4)
+    uptake = np.array([1.6, 1.0, 0.4])  # the strongest solver, last, gains least from hints
+    den = np.ones((12, 3))
+    den[np.arange(12), author] = 0.0
+    lifts = EnvironmentLifts(["m0", "m1", "m2"], ["m0", "m1", "m2"], author, effect[:, None] * uptake * den, den)
+    gamma, has = lifts.solver_adjusted()
+    assert has.all() and np.all(gamma[effect == 0] == 0.0)
+    scale = gamma[effect > 0] / effect[effect > 0]
+    assert np.allclose(scale, scale[0], rtol=1e-8) and scale[0] > 0
+    test = divergence_test(lifts, {"m0": 0.0, "m1": 1.0, "m2": 2.0}, ["m0", "m1", "m2"], min_environments=4)
+    strength = np.array(list(test.author_strength.values()))
+    assert np.allclose(strength, strength[0], rtol=1e-8)

@@ -3,7 +3,7 @@ the rank claims certify.
 
 **The null** is that authoring and solving rank the models the same way: author strength is a
 non-decreasing function of solver strength (equal authors included). Author strength here is
-the mean lift of a model's environments with each solver's general gain from hints taken out
+the mean lift of a model's environments with each solver's uptake of hints scaled out
 (`EnvironmentLifts.solver_adjusted`), solver strength its solver rating.
 
 **The statistic** is a studentized trend: with c_a the model's solver rank (ties averaged)
@@ -57,7 +57,7 @@ _CHUNK = 1_000
 @dataclass(frozen=True)
 class TrendTest:
     """The divergence test of one run: its one-sided p-value, its statistic and each model's
-    author strength (mean solver-adjusted environment lift) and solver rank."""
+    author strength (mean environment lift, each solver's uptake of hints scaled out) and solver rank."""
 
     p_value: float
     statistic: float

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SOLVER_SWEEPS = 200
-"""Alternating sweeps of the two-way fit in `solver_adjusted` (it converges in a few dozen)."""
+SOLVER_SWEEPS = 500
+"""Most alternating sweeps of the scaled fit in `solver_adjusted` (it converges in a few dozen)."""
 
 
 @dataclass(frozen=True)
@@ -49,32 +49,47 @@ class EnvironmentLifts:
         return num[den > 0] / den[den > 0]
 
     def solver_adjusted(self) -> tuple[np.ndarray, np.ndarray]:
-        """(lift, has): each environment's lift with every solver's general tendency to gain from
-        hints taken out, and whether it has pairs at all. The lift of environment e on solver s
-        is fitted as γ_e + β_s (weighted by pairs, Σ β = 0, alternating weighted means), and γ_e
-        is returned: an environment is then not scored up or down by which solvers happened to
-        play it. Its author never does, so without β an author whose own solving gains little
-        from hints (a strong model: it solves most puzzles without them) would see higher mean
-        lifts on its environments than the others, a bias that follows solving skill."""
+        """(lift, has): each environment's lift with every solver's uptake of hints taken out,
+        and whether it has pairs at all. The lift of environment e on solver s is fitted as
+        γ_e · α_s (least squares weighted by pairs, the leading pair of the lift matrix with its
+        missing cells left out; α has root mean square 1 over the solvers that played, and
+        Σ α ≥ 0), and γ_e is returned: the environment's lift on a solver of typical uptake,
+        whichever solvers happened to play it. Its author never does, so a plain mean over its
+        panel would score a strong model's environments up (its own solving, which needs hints
+        least, is the column they lack), a bias that follows solving skill.
+
+        Scaled, not shifted: an environment that nobody solves, with or without a hint, has lift 0
+        on every solver and keeps γ = 0 whoever wrote it. The additive fit γ_e + β_s moved such
+        an environment by its author's missing β (different for every author, and following
+        solving skill), so alike authors' environments were no longer exchangeable, and the
+        divergence test claimed in 0.053–0.056 of tournaments where every author wrote alike
+        (docs/analysis.md, "The divergence test")."""
         den = self.den
         with np.errstate(invalid="ignore", divide="ignore"):
             y = np.where(den > 0, self.num / np.where(den > 0, den, 1.0), 0.0)
         has = den.sum(axis=1) > 0
-        env_w, solver_w = den.sum(axis=1), den.sum(axis=0)
-        beta = np.zeros(len(self.solvers))
-        gamma = np.zeros(len(y))
+        played = den.sum(axis=0) > 0
+        alpha = np.ones(len(self.solvers))
         for _ in range(SOLVER_SWEEPS):
-            gamma = np.where(has, (den * (y - beta)).sum(axis=1) / np.where(has, env_w, 1.0), 0.0)
-            new = np.where(solver_w > 0, (den * (y - gamma[:, None])).sum(axis=0) / np.where(solver_w > 0, solver_w, 1.0),
-                           0.0)
-            played = solver_w > 0
-            new[played] -= new[played].mean() if played.any() else 0.0
-            done = np.max(np.abs(new - beta)) < 1e-12
-            beta = new
+            gamma = _scaled_mean(den, y, alpha)
+            weight = den.T @ (gamma * gamma)
+            new = np.where(weight > 0, (den * y).T @ gamma / np.where(weight > 0, weight, 1.0), alpha)
+            size = np.sqrt(np.mean(new[played] ** 2)) if played.any() else 0.0
+            if size == 0.0:  # no environment has any lift: nothing to scale
+                break
+            new = new / size * (1.0 if new[played].sum() >= 0 else -1.0)
+            done = np.max(np.abs(new - alpha)) < 1e-10
+            alpha = new
             if done:
                 break
-        gamma = np.where(has, (den * (y - beta)).sum(axis=1) / np.where(has, env_w, 1.0), np.nan)
+        gamma = np.where(has, _scaled_mean(den, y, alpha), np.nan)
         return gamma, has
+
+
+def _scaled_mean(den: np.ndarray, y: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """γ_e = Σ_s w α_s y / Σ_s w α_s² for each environment (0 where no solver with α ≠ 0 played)."""
+    top, bottom = (den * y) @ alpha, den @ (alpha * alpha)
+    return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), 0.0)
 
 
 def environment_lifts(authors: list[str], solvers: list[str], env_author: list[int], num: np.ndarray,
