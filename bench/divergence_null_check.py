@@ -2,9 +2,10 @@
 shipped statistic beside three variants on the same tournaments, and each model's mean author
 strength with and without the solver adjustment (docs/analysis.md, "The divergence test").
 
-Variants: *unadjusted* (each environment's pooled lift over its panel, no β_s), *plain* (the
-adjusted means unstudentized: Σ c_a m_a), *true order* (the shipped statistic with the solver
-ranks of the simulated abilities in place of the estimated ones). 1,999 rearrangements each.
+Variants: *unadjusted* (each environment's pooled lift over its panel, no solver's uptake of
+hints scaled out), *plain* (the adjusted means unstudentized: Σ c_a m_a), *true order* (the
+shipped statistic with the solver ranks of the simulated abilities in place of the estimated
+ones). 1,999 rearrangements each.
 
 Run: `python bench/divergence_null_check.py --cell steps:constant:9x10x1 --reps 400
 [--seed-offset 0]` (cells as in bench/divergence_table.py; the abilities of its generators are
