@@ -99,12 +99,29 @@ def test_an_episodes_report_validates_against_the_schema_with_its_source_and_no_
     assert doc["costs"] is None and doc["run"]["cost_usd"] is None and doc["convergence"] is None
 
 
+ADDED_SINCE = {".divergence.p_value": ["float", "null"], ".divergence.claim": ["bool"],
+               ".divergence.test_note": ["null", "str"], ".divergence.crossings": ["array"],
+               ".divergence.clearest_crossing": ["null", "object"]}
+"""Keys added to the report after 1984d2f, each last in its object, with the JSON types they may
+take (issue 34: the divergence test). A crossing's own keys (`.divergence.crossings[].*`,
+`.divergence.clearest_crossing.*`) appear only in runs that have one."""
+
+
 def test_report_json_keeps_the_keys_key_order_and_number_types_main_wrote(reports):
     on_main = json.loads(SHAPE_ON_MAIN.read_text(encoding="utf-8"))
     for name, text in reports.items():
         now = shape(json.loads(text))
-        assert list(now) == list(on_main[name]), name  # the same key paths, in the same order
-        assert now == on_main[name], name  # and the same JSON types at each
+        added = {k: v for k, v in now.items() if k.split("[")[0] in ADDED_SINCE
+                 or k.startswith((".divergence.crossings[]", ".divergence.clearest_crossing."))}
+        for k, types in added.items():
+            assert k not in on_main[name] and set(types) <= set(ADDED_SINCE.get(k, types)), (name, k, types)
+        # the added keys come right after the divergence keys main had, in their declared order
+        keys = list(now)
+        last = keys.index(".divergence.reliability_solver")
+        assert [k for k in keys[last + 1:last + 1 + len(added)] if k in ADDED_SINCE] == list(ADDED_SINCE), name
+        kept = {k: v for k, v in now.items() if k not in added}
+        assert list(kept) == list(on_main[name]), name  # the same key paths, in the same order
+        assert kept == on_main[name], name  # and the same JSON types at each
     costs = json.loads(reports["leak"])["costs"]
     assert [(c["input_tokens"], c["output_tokens"], c["cost_usd"]) for c in costs] == [
         (1000, 200, 0.25), (2000, 200, 0.5), (3000, 200, 0.75), (4000, 200, 1.0)]  # ints stay ints

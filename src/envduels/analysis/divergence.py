@@ -13,18 +13,32 @@ bootstrap draws from the estimate / variance of the ratings, below `MIN_RELIABIL
 interval holds its level (0.73 or less at ±0.4 logits in the coverage table; 0.68 on uneven
 environments when only the draws' variance was counted), so none is given and `ci_note` says
 why; likewise without author intervals (no within-author replication).
+
+Whether authoring and solving rank the models differently is not read off that interval, which
+on environments like real ones is withheld at every design measured, but tested
+(`divergence_test`): the entry's `p_value`, `claim`, `crossings` and `clearest_crossing`.
 """
 
 from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
 
 from envduels.analysis._ties import snap
-from envduels.analysis.ratings import Rating
+from envduels.analysis.divergence_test import (
+    TEST_LEVEL,
+    TEST_PERMUTATIONS,
+    crossings,
+    divergence_test,
+)
+from envduels.analysis.ratings import MIN_AUTHOR_ENVS, Rating
 
-DivergenceEntry = dict[str, float | str | bool | None]
-"""The divergence's JSON entry: numbers (ρ, bounds, reliabilities, model count), names, flags, notes."""
+DivergenceEntry = dict[str, Any]
+"""The divergence's JSON entry: numbers (ρ, bounds, reliabilities, model count, the test's
+p-value), names, flags, notes and the crossings (`analysis.result.Divergence` types each key)."""
 
 MIN_RELIABILITY = 0.90
 """Both ratings' reliability must reach this for a divergence interval (docs/analysis.md)."""
@@ -64,16 +78,26 @@ def reliability(theta: np.ndarray, draws: np.ndarray, *, shift: bool = True) -> 
 
 
 def divergence(author: Rating, solver: Rating, *, min_reliability: float = MIN_RELIABILITY,
-               shift: bool = True) -> DivergenceEntry:
+               shift: bool = True, seed: int = 0, permutations: int = TEST_PERMUTATIONS,
+               min_environments: int = MIN_AUTHOR_ENVS) -> DivergenceEntry:
     """Spearman ρ over models rated as both author and solver, with a 95% bootstrap interval,
     and whether the best solver is also the best author. Fewer than 3 common models: nulls.
-    `min_reliability` and `shift` are the gate (the coverage bench measures others beside it)."""
+    `min_reliability` and `shift` are the gate (the coverage bench measures others beside it),
+    `min_environments` the test's (bench/divergence_table.py measures below it).
+
+    Then the divergence test (`divergence_test`, from the author rating's environment lifts):
+    `p_value`, and `claim`, True exactly when p < `TEST_LEVEL` (the report then states that
+    authoring and solving rank these models differently); `test_note` says why there is no test;
+    `crossings` lists the pairs that both rank rules order oppositely (a certain crossing: A
+    certainly the better solver, B certainly the better author), `clearest_crossing` the pair
+    the two ratings order oppositely with the most evidence (a certain one when there is one)."""
     common = [m for i, m in enumerate(author.players) if author.rated[i] and m in solver.players
               and solver.rated[solver.players.index(m)]]
     out: DivergenceEntry = {"spearman": None, "ci_low": None, "ci_high": None, "models": len(common),
                            "best_solver": None, "best_author": None, "best_solver_is_best_author": None,
                            "spearman_bias_corrected": None, "ci_method": None, "ci_note": None,
                            "reliability_author": None, "reliability_solver": None}
+    out |= _test_entry(author, solver, common, seed=seed, permutations=permutations, min_environments=min_environments)
     if len(common) < 2:
         return out
     ai = [author.players.index(m) for m in common]
@@ -112,4 +136,27 @@ def divergence(author: Rating, solver: Rating, *, min_reliability: float = MIN_R
         out["ci_high"] = float(min(1.0, max(q_hi, 2 * rho - q_lo)))
         out["spearman_bias_corrected"] = float(np.clip(2 * rho - reps.mean(), -1.0, 1.0))
         out["ci_method"] = "bootstrap, basic ∪ percentile (attenuation-aware)"
+    return out
+
+
+def _test_entry(author: Rating, solver: Rating, common: list[str], *, seed: int, permutations: int,
+                min_environments: int) -> DivergenceEntry:
+    """The divergence test's keys of the entry: p_value, claim, test_note, crossings,
+    clearest_crossing."""
+    out: DivergenceEntry = {"p_value": None, "claim": False, "test_note": None, "crossings": [],
+                            "clearest_crossing": None}
+    if author.lifts is None:
+        out["test_note"] = "no divergence test: the author rating carries no environment lifts"
+        return out
+    solver_theta = {m: float(solver.theta[solver.players.index(m)]) for m in common}
+    test = divergence_test(author.lifts, solver_theta, common, permutations=permutations, seed=seed,
+                           min_environments=min_environments)
+    if isinstance(test, str):
+        out["test_note"] = f"no divergence test: {test}"
+        return out
+    out["p_value"] = test.p_value
+    out["claim"] = bool(test.p_value < TEST_LEVEL)
+    found = crossings(common, author, solver)
+    out["crossings"] = [asdict(c) for c in found if c.certain]
+    out["clearest_crossing"] = asdict(found[0]) if found else None
     return out

@@ -16,7 +16,8 @@ by `env_spread` around their author. Three truths per spread:
   truly best two come out in the right order, and the false-alarm rate of a divergence claim
   and of a significant 3-cycle;
 - *reversed*: hint-writing skill in the opposite order (true author–solver Spearman −1): the
-  power to detect a divergence (the 95% interval of ρ excludes 1);
+  power of the divergence test (its claim, p < 0.05, that authoring and solving rank the
+  models differently; its false alarm is its claim under the same order);
 - *cycle*: a planted 3-cycle among the three best (each of them does `cycle` logits worse on
   the environments of the one it should beat): the power to find that cycle significant.
 
@@ -199,9 +200,8 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
                       "open_interval": open_ended / cells if cells else None,
                       "top_two_ordered": _mean(ordered)}
 
-    def diverges(rep: dict[str, Any]) -> bool:
-        hi = rep["divergence"]["ci_high"]
-        return hi is not None and hi < 1.0 - 1e-9
+    def claims(rep: dict[str, Any]) -> bool:
+        return bool(rep["divergence"]["claim"])
 
     enough = design.players >= 3
     ordered_truth = enough and spread > 0  # identical players: no order for ranks to agree on
@@ -214,9 +214,12 @@ def summarize(design: SimDesign, spread: float, truth: dict[str, dict[str, float
         "spread": spread,
         "ratings": ratings,
         "divergence": {
-            "power": _mean([diverges(r) for r in raw["reversed"]]) if ordered_truth else None,
-            "false_alarm": _mean([diverges(r) for r in raw["same"]]) if ordered_truth else None,
-            # the run's divergence gives no interval when a rating is too noisy to correct for
+            # the divergence test's claim (p < 0.05) that authoring and solving rank the models differently
+            "power": _mean([claims(r) for r in raw["reversed"]]) if ordered_truth else None,
+            "false_alarm": _mean([claims(r) for r in raw["same"]]) if ordered_truth else None,
+            "no_test": _mean([r["divergence"]["p_value"] is None for r in raw["reversed"] + raw["same"]])
+            if ordered_truth else None,
+            # the Spearman interval is withheld when a rating is too noisy to correct for
             "no_interval": _mean([r["divergence"]["ci_high"] is None for r in raw["reversed"] + raw["same"]])
             if ordered_truth else None,
             "truth": "hint-writing skill in the reverse order of solving skill (Spearman -1)",

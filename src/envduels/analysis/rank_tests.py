@@ -3,16 +3,15 @@ for each pair of models, which `ratings.holm_above` turns into family-wise rank 
 
 The bootstrap z of a strength difference, used before, was optimistic in the far tail that Holm
 needs (0.05/36 at 9 models): identical solvers were ordered in 8% of runs at 9 × 10 × 1, and
-identical authors in 16–53% (so author ranks were withheld). Both tests here are exact when the
+identical authors in 16–53% (so author ranks were withheld). Every test here is exact when the
 two models are alike, whatever the environments' values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
+from envduels.analysis.lifts import EnvironmentLifts
 from envduels.analysis.randomization import sign_flip_pvalue
 
 AUTHOR_PERMUTATIONS = 999
@@ -20,45 +19,17 @@ AUTHOR_PERMUTATIONS = 999
 REFINE_BELOW = 0.05
 
 
-def _points_against(lifts: np.ndarray, ref: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """Twice the points of each row's lifts against the other authors' lifts (1 if higher, ½ if
-    equal, 0 if lower). `ref` holds the other authors' lifts of column q offset by `offset[q]`
-    (lifts lie in [−1, 1]), sorted, NaN dropped, so one sorted search covers every column. NaN
-    lifts (no pairs) score 0."""
-    x = lifts + offset[None, :]
-    start = np.searchsorted(ref, offset - 2.0, side="left")[None, :]  # where column q begins
-    pts = np.searchsorted(ref, x - 1e-12, side="left") + np.searchsorted(ref, x + 1e-12, side="right") - 2 * start
-    return np.where(np.isnan(lifts), 0, pts).sum(axis=1)
-
-
-def _split_statistic(first: np.ndarray, num: np.ndarray, den: np.ndarray, rest: np.ndarray) -> np.ndarray:
-    """Per split (rows of the boolean `first`, over the pooled environments): twice the first
-    author's points minus the second's, against each other and against the other authors' lifts
-    `rest` (others × panel solvers), on each panel solver."""
-    f = first.astype(float)
-    da, na = f @ den, f @ num
-    db, nb = den.sum(axis=0) - da, num.sum(axis=0) - na
-    with np.errstate(invalid="ignore", divide="ignore"):
-        la = np.where(da > 0, na / np.where(da > 0, da, 1.0), np.nan)
-        lb = np.where(db > 0, nb / np.where(db > 0, db, 1.0), np.nan)
-    diff = la - lb  # NaN compares False: no comparison
-    t = 2.0 * ((diff > 1e-12).sum(axis=1) - (diff < -1e-12).sum(axis=1))
-    if len(rest):
-        offset = 4.0 * np.arange(rest.shape[1])
-        ref = rest + offset[None, :]
-        ref = np.sort(ref[~np.isnan(ref)])
-        t = t + _points_against(la, ref, offset) - _points_against(lb, ref, offset)
-    return t
-
-
-def _split_pvalue(pooled: int, first: int, num: np.ndarray, den: np.ndarray, rest: np.ndarray, observed: float,
-                  count: int, rng: np.random.Generator) -> float:
-    """(1 + #{|T*| ≥ observed}) / (1 + count) over `count` random splits, in chunks of 2,000."""
-    hits = 0
+def _split_pvalue(values: np.ndarray, first: int, observed: float, count: int, rng: np.random.Generator) -> float:
+    """(1 + #{|T*| ≥ |T|}) / (1 + count) over `count` random splits of `values` into a group of
+    `first` and the rest, T the difference of the two groups' means; in chunks of 2,000."""
+    hits, total = 0, float(values.sum())
+    rest = len(values) - first
     for start in range(0, count, 2000):
         k = min(2000, count - start)
-        split = np.argsort(rng.random((k, pooled)), axis=1) < first
-        hits += int(np.sum(np.abs(_split_statistic(split, num, den, rest)) >= observed))
+        split = np.argsort(rng.random((k, len(values))), axis=1) < first
+        inside = split.astype(float) @ values
+        t = inside / first - (total - inside) / rest
+        hits += int(np.sum(np.abs(t) >= observed))
     return (1 + hits) / (1 + count)
 
 
@@ -90,43 +61,25 @@ def solver_pair_pvalues(points: np.ndarray, n: int, *, seed: int = 0) -> np.ndar
     return p
 
 
-def author_pair_pvalues(
-    num: np.ndarray,
-    den: np.ndarray,
-    authors: Sequence[str],
-    solvers: Sequence[str],
-    env_authors: Sequence[str | None],
-    *,
-    seed: int = 0,
-    level: float = 0.95,
-) -> np.ndarray:
+def author_pair_pvalues(lifts: EnvironmentLifts, *, seed: int = 0, level: float = 0.95) -> np.ndarray:
     """Two-sided p-value that authors i and j differ, in p[i, j] where the statistic favours i and
     in p[j, i] where it favours j (NaN in the other), by a permutation test of environments
-    between them. When the two write alike, their environments (rounds pooled) are exchangeable:
-    any split of the pooled environments into groups of their sizes is as likely as the observed
-    one. The statistic is i's author points minus j's on every panel solver other than the two
-    (against each other and against every other author, whose lifts stay as observed), from
-    each environment's own lift numerators and denominators. Monte Carlo: `AUTHOR_PERMUTATIONS`
-    random splits, and max(1,999, 2 · pairs / 0.05) fresh ones (to resolve Holm's smallest level) for pairs whose first
-    p-value is ≤ `REFINE_BELOW` (still a valid p-value: below any level < 0.05 only when the
-    second, independent one is). NaN for a pair with fewer than one environment each.
+    between them. The statistic is the difference of the two authors' **mean environment lift**:
+    each environment's lift (Σ (yh − y0) / matched pairs) over the panel solvers other than the
+    two, averaged over each author's environments (rounds pooled). When the two write alike,
+    their environments are exchangeable and so are these values (every one is measured on the
+    same panel): any split of the pooled environments into groups of their sizes is as likely as
+    the observed one, and the test is exact. An environment without pairs on that panel says
+    nothing and is left out. Monte Carlo: `AUTHOR_PERMUTATIONS` random splits, and max(1,999,
+    2 · pairs / 0.05) fresh ones (to resolve Holm's smallest level) for pairs whose first p-value
+    is ≤ `REFINE_BELOW` (still a valid p-value: below any level < 0.05 only when the second,
+    independent one is). NaN for a pair without an environment each.
 
-    `num`, `den` are the author builder's (n_env, n_authors · n_solvers) lift sums and matched
-    pairs at (author, solver); `env_authors` the author of each row."""
-    n, m = len(authors), len(solvers)
-    num3, den3 = num.reshape(-1, n, m), den.reshape(-1, n, m)
-    index = {a: k for k, a in enumerate(authors)}
-    own = np.array([index.get(a, -1) if a is not None else -1 for a in env_authors])
-    rows = np.flatnonzero(own >= 0)
-    env_num = np.zeros((len(own), m))
-    env_den = np.zeros((len(own), m))
-    env_num[rows] = num3[rows, own[rows]]
-    env_den[rows] = den3[rows, own[rows]]
-    tot_den = den3.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lift = np.where(tot_den > 0, num3.sum(axis=0) / tot_den, np.nan)  # (author, solver)
-    solver_is = np.array([[s == a for s in solvers] for a in authors], dtype=bool).reshape(n, m)
-    lift = np.where(solver_is, np.nan, lift)  # an author's own solving is never compared
+    The statistic was each author's points against the other and the other authors, solver by
+    solver (the sign of each lift difference): the same exact test, with a fifth to a third
+    fewer claims at 9 models × 10–20 environments per author (docs/analysis.md, "How much the
+    author statistic matters")."""
+    n = len(lifts.authors)
     pairs = n * (n - 1) // 2
     # p can reach half of Holm's smallest level, 0.05/pairs
     refine = max(1_999, int(np.ceil(2.0 * pairs / (1.0 - level))))
@@ -134,21 +87,18 @@ def author_pair_pvalues(
     p = np.full((n, n), np.nan)
     for i in range(n):
         for j in range(i + 1, n):
-            pi, pj = np.flatnonzero(own == i), np.flatnonzero(own == j)
-            if not len(pi) or not len(pj):
+            panel = lifts.panel_without(i, j)
+            g_i, g_j = lifts.environment_lift(i, panel), lifts.environment_lift(j, panel)
+            if not len(g_i) or not len(g_j):
                 continue
-            pool = np.concatenate([pi, pj])
-            panel = ~solver_is[i] & ~solver_is[j]
-            pn, pd = env_num[pool][:, panel], env_den[pool][:, panel]
-            rest = lift[[k for k in range(n) if k not in (i, j)]][:, panel]  # NaN: no comparison
-
-            first = np.arange(len(pool)) < len(pi)
-            signed = float(_split_statistic(first[None], pn, pd, rest)[0])
+            pooled = np.concatenate([g_i, g_j])
+            signed = float(g_i.mean() - g_j.mean())
+            # lifts are ratios of counts: a rearrangement that equals the observed difference
+            # up to rounding counts as "as extreme"
             observed = abs(signed) - 1e-9
-            p[i, j] = _split_pvalue(len(pool), len(pi), pn, pd, rest, observed, AUTHOR_PERMUTATIONS, rng)
-            if p[i, j] <= REFINE_BELOW:
-                p[i, j] = _split_pvalue(len(pool), len(pi), pn, pd, rest, observed, refine, rng)
-            value = p[i, j]
+            value = _split_pvalue(pooled, len(g_i), observed, AUTHOR_PERMUTATIONS, rng)
+            if value <= REFINE_BELOW:
+                value = _split_pvalue(pooled, len(g_i), observed, refine, rng)
             p[i, j] = value if signed >= 0 else np.nan
             p[j, i] = value if signed <= 0 else np.nan
     return p

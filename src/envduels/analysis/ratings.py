@@ -16,6 +16,7 @@ tests (`rank_tests.duel_pair_pvalues`).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
 
 from envduels.analysis._ties import RATING_TOLERANCE, snap
+from envduels.analysis.lifts import EnvironmentLifts, environment_lifts
 from envduels.analysis.metrics import TablesLike, author_names, solver_names
 from envduels.analysis.rank_tests import author_pair_pvalues, duel_pair_pvalues, solver_pair_pvalues
 from envduels.analysis.transitivity import duel_edge_pvalues
@@ -596,7 +598,8 @@ class Rating:
     above: np.ndarray | None = None
     rank_note: str | None = None  # why ranks are withheld while intervals are given (`duel_rank_note`)
     edge_p: np.ndarray | None = None  # duel only: one-sided p that i beats j (`duel_edge_pvalues`)
-    pair_p: np.ndarray | None = None  # duel only: the rank test's p-values (`duel_pair_pvalues`)
+    pair_p: np.ndarray | None = None  # the rank test's p-values, as `holm_above` reads them (None: no test)
+    lifts: EnvironmentLifts | None = None  # author only: each environment's lift per solver (`analysis.lifts`)
     overdispersion: float = 1.0  # duel only: the factor its profile intervals were widened by
     tie_rate: float = 0.0  # duel only: share of matches that ended level
 
@@ -726,6 +729,7 @@ def _rate(
         lo = rating.elo(np.minimum(theta, theta - inflation * (theta - q_lo)) - shift)
         hi = rating.elo(np.maximum(theta, theta + inflation * (q_hi - theta)) + shift)
         rating.above = holm_above(theta[:, None] - theta[None, :], se, keep, p=pair_p)
+        rating.pair_p = pair_p
     rating.interval = "bootstrap" if note is None else "none"
     rating.note = note
     rating.rows = _rows(rating, lo, hi, [None] * n, note is None) if len(keep) >= 2 else []
@@ -841,6 +845,7 @@ def compute_ratings(
     bootstrap: int = 1000,
     seed: int = 0,
     ridge: float = RIDGE,
+    kinds: tuple[str, ...] = ("duel", "author", "solver"),
 ) -> dict[str, Rating]:
     """The duel, author and solver ratings with `bootstrap` environment-resampling draws each.
 
@@ -849,17 +854,18 @@ def compute_ratings(
     intervals over matches (`_rate_duel`); author and solver intervals come from the draws.
     Author intervals need every rated author to have `MIN_AUTHOR_ENVS` environments, and carry a
     bias allowance (each bound moved out by |draws' mean − estimate|). Solver ranks come from
-    exact sign-flip tests over common environments (`solver_pair_pvalues`), duel ranks from Wald
-    tests of the Firth fit, author ranks from permutation tests of environments between the two
-    authors (`author_pair_pvalues`), all under Holm.
+    exact sign-flip tests over common environments (`solver_pair_pvalues`), duel ranks from
+    environment rearrangement tests (`duel_pair_pvalues`), author ranks from permutation tests of
+    environments between the two authors on their mean environment lift (`author_pair_pvalues`),
+    all under Holm. The author rating carries its environments' lifts (`Rating.lifts`), which
+    the divergence test reads. `kinds` limits the ratings built (the same draws either way: a
+    simulation that needs only the author and solver ratings skips the duel's rank test).
     """
     design = make_strata(tables)
     w = design.weights(bootstrap, np.random.default_rng(seed))
-    builders: dict[str, DuelBuilder | AuthorBuilder | SolverBuilder] = {
-        "duel": duel_builder(tables, pairs, design),
-        "author": author_builder(tables, pairs, design),
-        "solver": solver_builder(tables, pairs, design),
-    }
+    make: dict[str, Callable[[TablesLike, pd.DataFrame, Design], DuelBuilder | AuthorBuilder | SolverBuilder]] = {
+        "duel": duel_builder, "author": author_builder, "solver": solver_builder}
+    builders = {k: make[k](tables, pairs, design) for k in kinds}
     out = {}
     for kind, b in builders.items():
         if not b.players:
@@ -892,12 +898,16 @@ def compute_ratings(
                         f"than {MIN_AUTHOR_ENVS} environments with results: an author's lift cannot vary within its "
                         "own work, so no honest interval or rank exists; write more environments per author")
         pair_p = None
+        lifts = None
+        if isinstance(b, AuthorBuilder):
+            env_author = dict(zip(tables.environments["env_id"], tables.environments["author"], strict=False))
+            index = {a: k for k, a in enumerate(b.players)}
+            lifts = environment_lifts(b.players, b.solvers, [index.get(str(env_author.get(e)), -1) for e in design.env_ids],
+                                      b.num, b.den)
         if isinstance(b, SolverBuilder) and note is None and design.resamplable:
             pair_p = solver_pair_pvalues(b.points, len(b.players), seed=seed)
-        elif isinstance(b, AuthorBuilder) and note is None and design.resamplable:
-            env_author = dict(zip(tables.environments["env_id"], tables.environments["author"], strict=False))
-            pair_p = author_pair_pvalues(b.num, b.den, b.players, b.solvers,
-                                         [env_author.get(e) for e in design.env_ids], seed=seed)
+        elif lifts is not None and note is None and design.resamplable:
+            pair_p = author_pair_pvalues(lifts, seed=seed)
         # an author comparison keeps only the sign of a noisy lift difference, and the BT fit of
         # such signs is moved by the noise: at 9 x 10 x 1, +-1.5 logits the draws sat up to ~0.45
         # logits (about one standard error) inside the estimate, the estimate up to ~0.3 outside
@@ -905,4 +915,5 @@ def compute_ratings(
         # on each side brought it to 0.95 (docs/analysis.md, coverage table)
         out[kind] = _rate(kind, b.players, stacked, ridge, design.inflation, note=note, pair_p=pair_p,
                           bias_allowance=kind in ("author", "solver"))
+        out[kind].lifts = lifts
     return out

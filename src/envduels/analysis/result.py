@@ -258,6 +258,19 @@ class Transitivity(_Record):
     """The same rates under a transitive model; None without triads or a fit."""
 
 
+class Crossing(_Record):
+    """A pair the author and solver ratings order oppositely."""
+
+    better_solver: str
+    better_author: str
+    p_solver: Real
+    """The solver rank test's two-sided p-value for this pair (it favours `better_solver`)."""
+    p_author: Real
+    """The author rank test's two-sided p-value for this pair (it favours `better_author`)."""
+    certain: bool
+    """Both orders are rank claims under the ratings' family-wise rule (Holm at 0.05)."""
+
+
 class Divergence(_Record):
     """Whether good solvers are good authors: author vs solver ratings over common models."""
 
@@ -276,6 +289,23 @@ class Divergence(_Record):
     """Why there is no interval, in words."""
     reliability_author: Real | None
     reliability_solver: Real | None
+    p_value: Real | None = None
+    """The divergence test's one-sided p-value (null: authoring and solving rank the models the
+    same way, author strength a non-decreasing function of solver strength; small when author
+    strength falls as solver strength rises); None without a test (`test_note` says why).
+    Absent from reports written before the test existed, and read back as None."""
+    claim: bool = False
+    """True exactly when the report states that authoring and solving rank these models
+    differently: p_value < 0.05."""
+    test_note: str | None = None
+    """Why there is no test, in words; None when there is one."""
+    crossings: list[Crossing] = []
+    """Pairs where one model is certainly the better solver and the other certainly the better
+    author (both rank claims hold under the ratings' family-wise rule), clearest first."""
+    clearest_crossing: Crossing | None = None
+    """The pair the two ratings order most clearly oppositely: the first certain crossing, else
+    the pair whose rank tests together give the smallest p-value; None when the ratings order
+    no pair oppositely (or have no rank tests)."""
 
 
 class EnvironmentRow(_Record):

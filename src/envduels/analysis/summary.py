@@ -217,7 +217,7 @@ def rating_entries(tables: TablesLike, pairs: pd.DataFrame, *, bootstrap: int = 
     return (ratings,
             transitivity(duel.scores, duel.players, duel.theta, draws=duel.score_draws,
                          edge_p=duel.edge_p, tie_rate=duel.tie_rate, seed=seed),
-            divergence(ratings["author"], ratings["solver"]))
+            divergence(ratings["author"], ratings["solver"], seed=seed))
 
 
 def analyze(

@@ -18,7 +18,7 @@ from envduels.analysis.result import RatingRow, RunReport
 from envduels.analysis.summary import Analysis
 from envduels.duel.outcomes import Flag, Outcome
 from envduels.report import plots
-from envduels.report.story import GLOSSARY, findings, unrated_reason
+from envduels.report.story import GLOSSARY, divergence_headline, findings, unrated_reason
 
 TEMPLATES = Path(__file__).parent / "templates"
 MESSAGE_CHARS = 1500
@@ -252,6 +252,7 @@ def run_view(a: Analysis, prefix: str) -> dict[str, Any]:
                             for src, cap, miss in s["plots"]]} for s in sections]
     return {
         "prefix": prefix, "json": j, "headline": headline(j), "sections": shown,
+        "divergence_headline": divergence_headline(j),
         "solvers": _in_rating_order(j.solvers, j.ratings.solver),
         "authors": _in_rating_order(j.authors, j.ratings.author),
         "gallery": _gallery(a), "fmt": _fmt, "pct": _pct,

@@ -165,10 +165,11 @@ def _print_plan(cfg: RunConfig, cost: DesignCost, doc: dict[str, Any]) -> None:
         if d["power"] is None:
             console.print("  divergence: identical players have no order to agree or disagree on", style="dim")
         else:
-            console.print(f"  divergence (author vs solver ranks, interval excludes ρ = 1): power "
+            console.print(f"  divergence test (authoring and solving rank the models differently, p < 0.05): power "
                           f"{d['power']:.2f} when hint-writing skill runs in reverse; false alarm "
-                          f"{d['false_alarm']:.2f} when it runs in the same order; no interval in "
-                          f"{d['no_interval']:.2f} of runs")
+                          f"{d['false_alarm']:.2f} when it runs in the same order"
+                          + (f"; no test in {d['no_test']:.2f} of runs" if d["no_test"] else "")
+                          + f" (ρ's interval withheld in {d['no_interval']:.2f})")
         console.print(f"  significant 3-cycle: power {c['power']:.2f} for a planted cycle of {c['size']:g} "
                       f"logits among the best three; false alarm {c['false_alarm']:.2f} with none")
     error = 0.5 / sim["replicates"] ** 0.5  # the widest binomial standard error, at a share of ½

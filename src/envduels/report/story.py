@@ -261,6 +261,41 @@ def _unrated_authors(j: RunReport) -> str | None:
     return "Not in the author rating: " + "; ".join(f"{u.model}: {u.reason}" for u in out) + "."
 
 
+def _p(p: float) -> str:
+    return f"{p:.2g}"
+
+
+def divergence_headline(report: RunReport | Mapping[str, object]) -> str | None:
+    """The paper's headline, in one sentence: when the divergence test rejects (`claim`), that
+    authoring and solving rank these models differently, naming the clearest crossing; when it
+    does not, that nothing was found. None without a test (a report from before it existed, or
+    too few models or environments: the ρ sentence then says why)."""
+    j = as_report(report)
+    d = j.divergence
+    if d.p_value is None:
+        return None
+    why = (f"divergence test p = {_p(d.p_value)}: author strength, the mean hint lift of a model's environments, "
+           f"falls as solver strength rises {'by more' if d.claim else 'by no more'} than the environments' noise "
+           "explains")
+    certain = d.crossings
+    if not d.claim:
+        s = f"No evidence that authoring and solving rank these models differently ({why})"
+        if certain:
+            s += (f"; yet the rank claims cross: {certain[0].better_solver} is certainly the better solver and "
+                  f"{certain[0].better_author} certainly the better author")
+        return s + "."
+    s = f"Authoring and solving rank these models differently ({why})"
+    c = d.clearest_crossing
+    if c is None:
+        return s + "."
+    if c.certain:
+        more = f" ({plural(len(certain) - 1, 'more such pair')})" if len(certain) > 1 else ""
+        return (f"{s}: {c.better_solver} is certainly the better solver and {c.better_author} certainly the better "
+                f"author{more}.")
+    return (f"{s}: the clearest crossing is {c.better_solver}, the better solver, and {c.better_author}, the better "
+            f"author (rank tests p = {_p(c.p_solver)} and {_p(c.p_author)}; not certain as a pair on its own).")
+
+
 def _divergence(j: RunReport) -> str | None:
     d = j.divergence
     if d.spearman is None:
@@ -273,6 +308,8 @@ def _divergence(j: RunReport) -> str | None:
             s += "; the interval includes 0, so this run cannot say whether good solvers are good authors"
     else:
         s += f"; {d.ci_note or 'no interval'}, so this is a description of this run, not a finding"
+    if d.p_value is None and d.test_note:
+        s += f"; {d.test_note}"
     return s.rstrip(".") + "."
 
 
@@ -310,6 +347,8 @@ def findings(report: RunReport | Mapping[str, object]) -> list[str]:
             out.append(u)
         if kind == "duel" and (f := _flagged_lead(j)):
             out.append(f)
+    if (h := divergence_headline(j)) is not None:
+        out.append(h)
     if (d := _divergence(j)) is not None:
         out.append(d)
     envs = j.environments
