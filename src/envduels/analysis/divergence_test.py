@@ -66,9 +66,10 @@ class TrendTest:
 
 
 @dataclass(frozen=True)
-class Crossing:
+class CrossedPair:
     """A pair where `better_solver` is ahead as a solver and `better_author` as an author, with the
-    two rank tests' p-values (each favouring that side) and whether both are family-wise claims."""
+    two rank tests' p-values (each favouring that side) and whether both are family-wise claims
+    (a certain one is reported as `result.Crossing`)."""
 
     better_solver: str
     better_author: str
@@ -134,7 +135,7 @@ def divergence_test(lifts: EnvironmentLifts, solver_theta: dict[str, float], mod
                      solver_rank={m: float(rank[k]) for k, m in enumerate(models)})
 
 
-def crossings(models: list[str], author: Rating, solver: Rating) -> list[Crossing]:
+def crossings(models: list[str], author: Rating, solver: Rating) -> list[CrossedPair]:
     """Every pair of `models` (A, B) that the two ratings order oppositely, A ahead as a solver and
     B as an author, in their estimates and in their rank tests' directions, clearest first:
     certain ones first, then by the larger of the two tests' p-values (the p-value of "A is the
@@ -143,7 +144,7 @@ def crossings(models: list[str], author: Rating, solver: Rating) -> list[Crossin
     rating without rank tests (`pair_p` None) gives no crossing."""
     if author.pair_p is None or solver.pair_p is None:
         return []
-    found: list[tuple[Crossing, float]] = []
+    found: list[tuple[CrossedPair, float]] = []
     for x in models:
         for y in models:
             if x == y:
@@ -158,7 +159,7 @@ def crossings(models: list[str], author: Rating, solver: Rating) -> list[Crossin
             certain = bool(solver.above is not None and author.above is not None
                            and solver.above[si, sj] and author.above[ai, aj])
             gap = float(solver.theta[si] - solver.theta[sj] + author.theta[ai] - author.theta[aj])
-            found.append((Crossing(x, y, float(p_solver), float(p_author), certain), gap))
+            found.append((CrossedPair(x, y, float(p_solver), float(p_author), certain), gap))
     # Monte Carlo p-values of clear pairs sit at the same floor: then the wider gap is clearer
     found.sort(key=lambda f: (not f[0].certain, max(f[0].p_solver, f[0].p_author), -f[1], f[0].better_solver,
                               f[0].better_author))

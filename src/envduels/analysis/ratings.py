@@ -863,7 +863,7 @@ def compute_ratings(
     """
     design = make_strata(tables)
     w = design.weights(bootstrap, np.random.default_rng(seed))
-    make: dict[str, Callable[[TablesLike, pd.DataFrame, Design], DuelBuilder | AuthorBuilder | SolverBuilder]] = {
+    make: dict[str, Callable[[TablesLike, pd.DataFrame, Strata], DuelBuilder | AuthorBuilder | SolverBuilder]] = {
         "duel": duel_builder, "author": author_builder, "solver": solver_builder}
     builders = {k: make[k](tables, pairs, design) for k in kinds}
     out = {}

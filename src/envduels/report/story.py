@@ -289,7 +289,7 @@ def divergence_headline(report: RunReport | Mapping[str, object]) -> str | None:
     if c is None:
         return s + "."
     if c.certain:
-        more = f" ({plural(len(certain) - 1, 'more such pair')})" if len(certain) > 1 else ""
+        more = f" ({_plural(len(certain) - 1, 'more such pair')})" if len(certain) > 1 else ""
         return (f"{s}: {c.better_solver} is certainly the better solver and {c.better_author} certainly the better "
                 f"author{more}.")
     return (f"{s}: the clearest crossing is {c.better_solver}, the better solver, and {c.better_author}, the better "
