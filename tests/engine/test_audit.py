@@ -242,3 +242,30 @@ def test_two_runs_of_one_config_draw_different_orders_and_probes_and_a_resume_th
     assert secret not in "".join(p for p in drawn_a[1])   # the probes do not carry it
     resumed.writer.close()
     second.writer.close()
+
+
+def test_a_damaged_stored_transcript_leaves_its_episode_unaudited_and_blames_no_environment(
+        tmp_path, monkeypatch, caplog):
+    # The resume audits what the database holds; a transcript there that is not a list of turns
+    # (a damaged or edited file) once raised out of the replay and ended the session with a
+    # traceback (and before issue 31 it flagged the environment nondeterministic)
+    monkeypatch.setenv("ENVDUELS_TEST_KEY", KEY)
+    pool = _pool(tmp_path / "pool", (CONTROL,), seeds=2)
+    with ScriptedServer(solver, api_key=KEY) as server:
+        path = _config(tmp_path, server.base_url, pool)
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 0
+        db = sqlite3.connect(tmp_path / "run" / "run.db")
+        keys = [k for (k,) in db.execute("SELECT episode_key FROM episodes ORDER BY episode_key")]
+        db.execute("DELETE FROM audits")
+        db.execute("UPDATE episodes SET transcript = ? WHERE episode_key = ?", ('[1, "junk"]', keys[0]))
+        db.commit()
+        db.close()
+        assert run_command(path, unsafe_no_sandbox=False, quiet=True) == 4   # errors: run again
+    store = RunWriter(tmp_path / "run", create=False)
+    counts = store.reader.audit_counts()
+    assert (counts.passed, counts.mismatch, counts.pending) == (len(keys) - 1, 0, 1)
+    assert store.reader.nondeterministic_environments() == {}
+    store.close()
+    assert [r.getMessage() for r in caplog.records if "not audited" in r.getMessage()] == [
+        f"episode {keys[0]} not audited: its stored transcript is not a list of turns (the run "
+        "database may be damaged; `envduels status` counts the pending audits)"]

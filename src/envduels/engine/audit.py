@@ -22,8 +22,9 @@ from envduels.engine.solving import Entry, EnvLike, first_turn
 
 
 class ReplayHostError(Exception):
-    """The replay could not run for a reason that is the host's (no sandbox could start): the
-    episode stays unaudited and is audited again on resume."""
+    """The replay could not run for a reason that is the host's (no sandbox could start, or the
+    stored transcript is unreadable): the episode stays unaudited and is audited again on
+    resume."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ async def replay_episode(transcript: list[Entry], *, seed: int, hint: str | None
     during the replay is a difference (the play had none at that point) unless `duel.faults`
     says it is the host's: then `ReplayHostError` (the sandbox could not start, or was lost).
     """
+    if not isinstance(transcript, list) or not all(isinstance(e, dict) for e in transcript):
+        # the run database's own record, damaged or edited: no verdict on the environment
+        raise ReplayHostError("its stored transcript is not a list of turns (the run database "
+                              "may be damaged; `envduels status` counts the pending audits)")
     first_user = next((e for e in transcript if e.get("role") == "user"), None)
     steps = [e for e in transcript if e.get("role") == "env"]
     if first_user is None or any("fault" in e for e in steps):

@@ -534,6 +534,10 @@ class Tournament:
             log.error("episode %s not audited: %s", key, err)
             self._errors += 1
             return
+        except Exception as err:   # last resort: a harness bug ends no session, blames no one
+            log.error("episode %s not audited: %s", key, describe(err))
+            self._errors += 1
+            return
         try:
             self.writer.put_audit(key, env.id, passed=verdict.passed, detail=verdict.detail)
         except Exception as err:
