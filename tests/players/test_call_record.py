@@ -13,6 +13,7 @@ import pytest
 from run_records import call
 
 from envduels.duel.usage import Usage
+from envduels.errors import UserError
 from envduels.players import CallRecord, MemoryCache
 from envduels.store.writer import RunWriter
 
@@ -101,3 +102,28 @@ def test_the_bare_dict_check_finds_one(tmp_path):
     probe.write_text("def put(key: str, record: dict) -> dict | None: ...\n"
                      "x: dict[str, dict] = {}\n")
     assert _bare_dicts(probe) == ["probe.py:1", "probe.py:1", "probe.py:2"]
+
+
+@pytest.mark.parametrize("stored", ["null", "[]", "3", '"text"', "{not json",
+                                    '{"reply": "x", "usage": {}}'])
+def test_an_unreadable_stored_call_is_one_line_naming_the_fix(tmp_path, stored):
+    # a damaged run database: every shape is the one-line UserError (a non-object record once
+    # escaped as AttributeError, which an episode recorded as a solver error on every resume)
+    with RunWriter(tmp_path) as writer:
+        writer.put("key", call("alice", "solver", "c1"))
+    db = sqlite3.connect(tmp_path / "run.db")
+    db.execute("UPDATE calls SET record = ? WHERE key = 'key'", (stored,))
+    db.commit()
+    db.close()
+    with RunWriter(tmp_path, create=False) as writer, pytest.raises(UserError) as raised:
+        writer.get("key")
+    assert str(raised.value).startswith("the run database's record of call key is unreadable (")
+    assert str(raised.value).endswith("); run with --no-cache to ask the provider again")
+    assert "\n" not in str(raised.value)
+
+
+def test_counts_that_are_no_finite_number_read_as_zero():
+    # 1e400 is JSON's infinity to Python, 10**400 has no float: neither may stop a resume
+    record = CallRecord.from_json({"reply": {"text": "x"}, "cost_usd": float("nan"),
+                                   "usage": {"input_tokens": 1e400, "output_tokens": 10**400}})
+    assert (record.usage.input_tokens, record.usage.output_tokens, record.usage.cost_usd) == (0, 0, 0.0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -62,7 +63,10 @@ class CallRecord:
     @classmethod
     def from_json(cls, record: Mapping[str, object]) -> CallRecord:
         """The record `to_json` wrote (by this or an earlier envduels: a count it lacks reads
-        as 0). ValueError when it holds no answer."""
+        as 0, as does one that is not a finite number). ValueError when it is no mapping or holds
+        no answer."""
+        if not isinstance(record, Mapping):
+            raise ValueError("the call record is not a JSON object")
         reply, tokens = record.get("reply"), record.get("usage")
         if not isinstance(reply, Mapping) or not isinstance(reply.get("text"), str):
             raise ValueError("the call record holds no answer")
@@ -80,7 +84,13 @@ class CallRecord:
 
 
 def _number(value: object) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:   # an integer too large for a float
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 @runtime_checkable

@@ -90,7 +90,7 @@ class RunWriter:
             return None
         try:
             return CallRecord.from_json(json.loads(cast(str, rows[0][0])))
-        except ValueError as err:
+        except (ValueError, TypeError) as err:   # not JSON text, not a record of a call
             raise UserError(f"the run database's record of call {key[:16]} is unreadable "
                             f"({err}); run with --no-cache to ask the provider again") from None
 
