@@ -534,6 +534,8 @@ class Tournament:
             log.error("episode %s not audited: %s", key, err)
             self._errors += 1
             return
+        except UserError:
+            raise   # the user's input or machine: the run stops with its one line
         except Exception as err:   # last resort: a harness bug ends no session, blames no one
             log.error("episode %s not audited: %s", key, describe(err))
             self._errors += 1
