@@ -49,7 +49,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._launcher import require_runtime
-from ._limits import DEFAULT_LIMITS, SandboxLimits, SandboxLost, SandboxStartError
+from ._limits import DEFAULT_LIMITS, SandboxLimits, SandboxLost, SandboxStartError, check_open
 from ._remote import RemoteEnvInstance, raise_reply
 
 if TYPE_CHECKING:
@@ -338,13 +338,7 @@ class HarnessPool:
     async def open(self, source: str, *, class_name: str | None = None,
                    max_turns: int | None = None, replay: bool = False) -> RemoteEnvInstance:
         """As `EnvPool.open`, in the least busy worker this source and role may use."""
-        if self._closed:
-            raise SandboxStartError("the sandbox pool is closed")
-        if not isinstance(source, str):
-            raise TypeError(f"source must be a str, got {type(source).__name__}")
-        if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
-                                      or max_turns <= 0):
-            raise ValueError(f"max_turns must be a positive int, got {max_turns!r}")
+        check_open(self._closed, source, max_turns)
         await self._start_all()
         if self._expected:
             self._expected -= 1

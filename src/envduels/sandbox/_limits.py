@@ -135,6 +135,18 @@ def start_error(err: OSError) -> SandboxStartError:
     return SandboxStartError(f"the sandbox failed to start: {err}")
 
 
+def check_open(closed: bool, source: object, max_turns: object) -> None:
+    """What every pool's `open` refuses before any work: a closed pool (SandboxStartError), a
+    source that is no str (TypeError), a `max_turns` that is no positive int (ValueError)."""
+    if closed:
+        raise SandboxStartError("the sandbox pool is closed")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str, got {type(source).__name__}")
+    if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
+                                  or max_turns <= 0):
+        raise ValueError(f"max_turns must be a positive int, got {max_turns!r}")
+
+
 class SandboxUnavailable(UserError):
     """bubblewrap (or, with runtime gvisor, runsc) is missing or cannot sandbox here."""
 

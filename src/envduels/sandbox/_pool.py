@@ -20,6 +20,7 @@ from ._limits import (
     SandboxLimits,
     SandboxStartError,
     SandboxUnavailable,
+    check_open,
     start_error,
 )
 from ._template import (
@@ -234,13 +235,7 @@ class EnvPool:
         the host's fault) when no worker could be started or the pool is closed.
         SandboxUnavailable when bubblewrap is installed but cannot create namespaces here.
         """
-        if self._closed:
-            raise SandboxStartError("the sandbox pool is closed")
-        if not isinstance(source, str):
-            raise TypeError(f"source must be a str, got {type(source).__name__}")
-        if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
-                                      or max_turns <= 0):
-            raise ValueError(f"max_turns must be a positive int, got {max_turns!r}")
+        check_open(self._closed, source, max_turns)
         self._live = {c for c in self._live if not c.reaped}
         if self._start_error is not None:
             error, self._start_error = self._start_error, None

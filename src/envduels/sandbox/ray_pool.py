@@ -27,7 +27,14 @@ import os
 from types import ModuleType
 from typing import Any
 
-from ._limits import EnvFault, SandboxLimits, SandboxLost, SandboxStartError, SandboxUnavailable
+from ._limits import (
+    EnvFault,
+    SandboxLimits,
+    SandboxLost,
+    SandboxStartError,
+    SandboxUnavailable,
+    check_open,
+)
 from ._remote import InstanceHost, RemoteEnvInstance, raise_reply
 
 __all__ = ["RayEnvPool", "RemoteEnvInstance", "SandboxHost", "SandboxLost", "connect"]
@@ -249,10 +256,7 @@ class RayEnvPool:
     async def open(self, source: str, *, class_name: str | None = None,
                    max_turns: int | None = None, replay: bool = False) -> RemoteEnvInstance:
         """As `EnvPool.open` (`replay` included), on the host with the most free room."""
-        if self._closed:
-            raise SandboxStartError("the sandbox pool is closed")
-        if not isinstance(source, str):
-            raise TypeError(f"source must be a str, got {type(source).__name__}")
+        check_open(self._closed, source, max_turns)
         await self.start()
         if self._room is None:
             self._room = asyncio.Condition()
