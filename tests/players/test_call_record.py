@@ -105,7 +105,9 @@ def test_the_bare_dict_check_finds_one(tmp_path):
 
 
 @pytest.mark.parametrize("stored", ["null", "[]", "3", '"text"', "{not json",
-                                    '{"reply": "x", "usage": {}}'])
+                                    '{"reply": "x", "usage": {}}', "[" * 100_000, "9" * 5_000],
+                         ids=["null", "array", "number", "string", "not-json", "no-answer",
+                              "nested-100000-deep", "5000-digits"])
 def test_an_unreadable_stored_call_is_one_line_naming_the_fix(tmp_path, stored):
     # a damaged run database: every shape is the one-line UserError (a non-object record once
     # escaped as AttributeError, which an episode recorded as a solver error on every resume)

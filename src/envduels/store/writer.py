@@ -90,7 +90,7 @@ class RunWriter:
             return None
         try:
             return CallRecord.from_json(json.loads(cast(str, rows[0][0])))
-        except (ValueError, TypeError) as err:   # not JSON text, not a record of a call
+        except (ValueError, TypeError, RecursionError) as err:   # not JSON, not a call record
             raise UserError(f"the run database's record of call {key[:16]} is unreadable "
                             f"({err}); run with --no-cache to ask the provider again") from None
 
