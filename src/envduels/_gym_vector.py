@@ -189,7 +189,7 @@ class LocalVectorEnv(PoolVectorEnv):
 
         self._harness = HarnessPool(self._options.get("limits") or SandboxLimits(),
                                     unsafe_no_sandbox=self._options.get("unsafe_no_sandbox", False),
-                                    workers=self._workers, replays_apart=False, warm=0)
+                                    workers=self._workers, warm=0)
         return self._harness
 
     async def _start_pool(self) -> None:

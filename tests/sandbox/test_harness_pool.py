@@ -1,8 +1,9 @@
 """HarnessPool: sandbox work in harness worker processes (docs/workers.md).
 
 Real workers, real bubblewrap sandboxes: what a caller relies on is that the number of workers
-changes nothing about results, that a replay never shares a worker with its source's plays,
-and that a dead worker ends only its own instances, blamed on the harness."""
+changes nothing about results, that a replay never runs in the worker of its play, that
+workers started early (`spawn`, `prepare`) start templates and leave nothing behind, and that
+a dead worker ends only its own instances, blamed on the harness."""
 
 from __future__ import annotations
 
@@ -74,30 +75,69 @@ async def test_results_are_the_same_with_one_worker_two_workers_and_none() -> No
     assert len({str(t) for t in expected}) == len(seeds)
 
 
-async def test_a_replay_never_runs_in_a_worker_that_plays_its_source() -> None:
+async def test_a_replay_never_runs_in_the_worker_of_its_play() -> None:
     async with HarnessPool(FAST, workers=2) as pool:
-        played: dict[int, set[int]] = {}
-        replayed: dict[int, set[int]] = {}
-        instances = []
         for tag in range(4):
-            for replay in (False, True, False, True):
-                inst = await pool.open(_other(tag), replay=replay)
-                instances.append(inst)
-                (replayed if replay else played).setdefault(tag, set()).add(inst.holder.index)
-        for tag in range(4):
-            assert played[tag].isdisjoint(replayed[tag]), (tag, played, replayed)
-        # the sources spread over both workers: neither is idle
-        assert {i.holder.index for i in instances} == {0, 1}
-        for inst in instances:
-            await inst.close()
+            play = await pool.open(_other(tag))
+            # the play's worker is the less busy one now: the replay still goes to the other
+            busy = [await pool.open(TRIVIAL, apart_from=play.holder) for _ in range(2)]
+            assert all(b.holder is not play.holder for b in busy)
+            replay = await pool.open(_other(tag), replay=True, apart_from=play.holder)
+            assert replay.holder is not play.holder, tag
+            for inst in (play, replay, *busy):
+                await inst.close()
 
 
-async def test_without_replays_apart_plays_spread_over_every_worker() -> None:
-    async with HarnessPool(FAST, workers=2, replays_apart=False) as pool:
+async def test_plays_spread_over_every_worker() -> None:
+    async with HarnessPool(FAST, workers=2) as pool:
         instances = [await pool.open(TRIVIAL) for _ in range(4)]
         assert sorted(i.holder.index for i in instances) == [0, 0, 1, 1]
-        for inst in instances:
+        replays = [await pool.open(TRIVIAL, replay=True) for _ in range(2)]
+        assert sorted(i.holder.index for i in replays) == [0, 1]   # no play named: anywhere
+        for inst in instances + replays:
             await inst.close()
+
+
+def _wait_for(predicate, timeout_s: float = 20.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_spawned_workers_start_the_prepared_templates_before_any_open() -> None:
+    pool = HarnessPool(FAST, workers=2)
+    pool.prepare([_other(1)])
+    pool.prepare([_other(2)], replay=True)
+    pool.spawn()   # no event loop yet: a command's imports and checks run meanwhile
+    pids = [process.pid for process, _ in pool._spawned.values()]
+    assert len(pids) == 2
+    # each worker starts both templates (a bwrap sandbox each) with no open asked of it
+    assert _wait_for(lambda: all(len(descendants(pid)) >= 4 for pid in pids)), \
+        [descendants(pid) for pid in pids]
+
+    async def use() -> list[int]:
+        async with pool:
+            inst = await pool.open(_other(1))
+            assert await inst.reset(0)
+            await inst.close()
+            return pool.worker_pids
+
+    assert sorted(asyncio.run(use())) == sorted(pids)   # the spawned workers, taken over
+    assert _wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids))
+
+
+def test_discarded_spawned_workers_leave_no_process() -> None:
+    pool = HarnessPool(FAST, workers=2)
+    pool.prepare([_other(3)])
+    pool.spawn()
+    pids = [process.pid for process, _ in pool._spawned.values()]
+    assert _wait_for(lambda: all(descendants(pid) for pid in pids))
+    tree = [p for pid in pids for p in descendants(pid)]
+    pool.discard()
+    assert _wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids + tree))
 
 
 async def test_an_environment_fault_stays_the_environments() -> None:
@@ -119,7 +159,7 @@ async def test_an_environment_fault_stays_the_environments() -> None:
 
 @pytest.mark.slow
 async def test_a_dead_worker_ends_only_its_instances_blamed_on_the_harness() -> None:
-    async with HarnessPool(FAST, workers=2, replays_apart=False) as pool:
+    async with HarnessPool(FAST, workers=2) as pool:
         instances = [await pool.open(TRIVIAL) for _ in range(4)]
         for inst in instances:
             await inst.reset(1)
@@ -195,7 +235,7 @@ from sandbox_helpers import FAST, env_source
 from envduels.sandbox import HarnessPool
 
 async def main():
-    pool = HarnessPool(FAST, workers=2, replays_apart=False)
+    pool = HarnessPool(FAST, workers=2)
     insts = [await pool.open(env_source("time.sleep(600)", prelude="import time"))
              for _ in range(2)]
     for inst in insts:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,14 @@ from envduels.engine._keys import changed_setting, fingerprint, result_settings
 from envduels.engine.checks import check_estimate, check_players, load_fixed_envs
 from envduels.engine.progress import LiveView, Progress
 from envduels.errors import UserError
-from envduels.sandbox import SandboxLimits, check_sandbox, sandbox_pool
+from envduels.sandbox import (
+    HarnessPool,
+    SandboxLimits,
+    SandboxStartError,
+    SandboxUnavailable,
+    check_sandbox,
+    sandbox_pool,
+)
 from envduels.store.writer import RunWriter
 
 if TYPE_CHECKING:
@@ -78,10 +85,44 @@ def _nothing(*_: object) -> None:
 class Checked:
     """What `check_run` found, which the run takes from it: the config's fixed-pool
     environments, loaded, and the sandbox limits its `sandbox:` section asks for, built once
-    (every sandbox of the run, on this machine or a Ray cluster, gets these)."""
+    (every sandbox of the run, on this machine or a Ray cluster, gets these); and the harness
+    pool whose workers `check_run` started while it checked (`take_pool`)."""
 
     fixed_envs: list[EnvSpec]
     limits: SandboxLimits
+    _pools: list[HarnessPool] = field(default_factory=list, repr=False, compare=False)
+
+    def take_pool(self) -> HarnessPool | None:
+        """The harness pool started by `check_run`, to the first session that asks (None
+        after, or where the run's sandboxes are not harness workers on this machine)."""
+        return self._pools.pop() if self._pools else None
+
+
+def _early_pool(cfg: RunConfig, limits: SandboxLimits, fixed_envs: list[EnvSpec], *,
+                unsafe_no_sandbox: bool) -> HarnessPool | None:
+    """The run's harness pool with its worker processes started now, the fixed pool's
+    templates starting in them, so the checks and imports that follow overlap their start
+    (docs/engine.md). None where the run's sandboxes are elsewhere (Ray, `workers: 0`) or no
+    sandbox can run here (the sandbox check says why, in its turn)."""
+    if cfg.executor.kind != "local" or cfg.sandbox.workers == 0:
+        return None
+    concurrency = cfg.concurrency
+    try:
+        pool = sandbox_pool(limits, workers=cfg.sandbox.workers,
+                            unsafe_no_sandbox=unsafe_no_sandbox,
+                            warm=concurrency.warm_sandboxes,
+                            max_warm=concurrency.max_warm_sandboxes)
+    except SandboxUnavailable:
+        return None
+    if not isinstance(pool, HarnessPool):
+        return None
+    pool.prepare([spec.source for spec in fixed_envs])
+    try:
+        pool.spawn()
+    except SandboxStartError:
+        pool.discard()
+        return None   # the run's own start reports it
+    return pool
 
 
 def check_run(cfg: RunConfig, *, unsafe_no_sandbox: bool,
@@ -91,15 +132,21 @@ def check_run(cfg: RunConfig, *, unsafe_no_sandbox: bool,
     them at once), the estimated cost against the budget (its one line goes to `say`), the
     sandbox (or the Ray cluster). Raises one UserError."""
     fixed_envs = load_fixed_envs(cfg)
-    check_players(cfg)
-    check_estimate(cfg, fixed_envs, say=say)
     limits = SandboxLimits.from_config(cfg.sandbox)
-    if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
-        check_sandbox(limits, unsafe_no_sandbox=unsafe_no_sandbox)
-    else:
-        from envduels.sandbox.ray_pool import connect
-        connect(cfg.executor.address)   # an unreachable cluster fails before any write
-    return Checked(fixed_envs, limits)
+    pool = _early_pool(cfg, limits, fixed_envs, unsafe_no_sandbox=unsafe_no_sandbox)
+    try:
+        check_players(cfg)
+        check_estimate(cfg, fixed_envs, say=say)
+        if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
+            check_sandbox(limits, unsafe_no_sandbox=unsafe_no_sandbox)
+        else:
+            from envduels.sandbox.ray_pool import connect
+            connect(cfg.executor.address)   # an unreachable cluster fails before any write
+    except BaseException:
+        if pool is not None:
+            pool.discard()
+        raise
+    return Checked(fixed_envs, limits, [pool] if pool is not None else [])
 
 
 def run_session(cfg: RunConfig, checked: Checked, *, unsafe_no_sandbox: bool = False,
@@ -119,13 +166,19 @@ async def run_session_async(cfg: RunConfig, checked: Checked, *,
                             on_start: Callable[[], None] = _nothing) -> Session:
     """`run_session` in the running event loop (cancelling it stops the run as Ctrl-C does)."""
     progress = Progress(rounds=cfg.tournament.rounds)
-    with RunWriter.locked(cfg.run_dir) as writer:
-        fp = record_config(writer, cfg)
-        players = _players(cfg, writer, no_cache=no_cache)
-        on_start()
-        result = await _play(cfg, checked, writer=writer, fp=fp, players=players,
-                             progress=progress, unsafe_no_sandbox=unsafe_no_sandbox, quiet=quiet)
-        counts = writer.reader.episode_counts()
+    pool = checked.take_pool()
+    try:
+        with RunWriter.locked(cfg.run_dir) as writer:
+            fp = record_config(writer, cfg)
+            players = _players(cfg, writer, no_cache=no_cache)
+            on_start()
+            result = await _play(cfg, checked, writer=writer, fp=fp, players=players,
+                                 progress=progress, unsafe_no_sandbox=unsafe_no_sandbox,
+                                 quiet=quiet, pool=pool)
+            counts = writer.reader.episode_counts()
+    finally:
+        if pool is not None:   # closed by the play already, unless it never began
+            await pool.aclose()
     return Session(name=cfg.name, run_dir=cfg.run_dir, outcomes=counts, tokens=progress.tokens,
                    cost_usd=progress.cost_usd, budget_reached=result.budget_reached,
                    errors=result.errors)
@@ -142,7 +195,7 @@ def _players(cfg: RunConfig, writer: RunWriter, *, no_cache: bool) -> dict[str, 
 
 async def _play(cfg: RunConfig, checked: Checked, *, writer: RunWriter, fp: str,
                 players: dict[str, AnsweredGuard], progress: Progress, unsafe_no_sandbox: bool,
-                quiet: bool) -> RunResult:
+                quiet: bool, pool: HarnessPool | None = None) -> RunResult:
     from envduels.engine.scheduler import Tournament
 
     concurrency = cfg.concurrency
@@ -153,6 +206,8 @@ async def _play(cfg: RunConfig, checked: Checked, *, writer: RunWriter, fp: str,
         sandboxes = cluster = RayEnvPool(checked.limits, unsafe_no_sandbox=unsafe_no_sandbox,
                                          address=cfg.executor.address,
                                          sandboxes_per_cpu=cfg.executor.sandboxes_per_cpu)
+    elif pool is not None:
+        sandboxes = pool
     else:
         sandboxes = sandbox_pool(checked.limits, workers=cfg.sandbox.workers,
                                  unsafe_no_sandbox=unsafe_no_sandbox,

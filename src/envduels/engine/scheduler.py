@@ -111,6 +111,7 @@ class PendingAudit:
     seed: int
     hinted: bool
     transcript: list[Entry]
+    played_in: object | None = None   # the harness process that held its play (this session)
 
 
 class Executor(Protocol):
@@ -446,6 +447,10 @@ class Tournament:
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         # the plays now, their replays after them: no worker started for nothing
         self.sandboxes.expect(len(todo))
+        if self.audit and todo:
+            # the replays' templates start while the plays wait on the models, not after the
+            # last play (a template runs no environment code: no play can reach it)
+            self.sandboxes.prepare([task.env.source for task in todo], replay=True)
         async for _ in self.executor.map(self._episode, todo):
             pass
         pending, self._pending = self._pending, []
@@ -454,8 +459,9 @@ class Tournament:
     async def _episode(self, task: EpisodeTask) -> EpisodeResult | None:
         """Play and record one episode, and queue its replay for the round's audit batch.
         Raises only `UserError` (the run must stop) and cancellation."""
+        placed: list[object | None] = []
         try:
-            result = await self._play_one(task)
+            result = await self._play_one(task, placed)
         except Exception as err:  # last resort, the host's (`faults`: a UserError stops the run)
             result = EpisodeResult(*ending(err, Phase.HARNESS), 0)
             log.error("episode %s failed unexpectedly: %s", task.key, describe(err))
@@ -468,10 +474,11 @@ class Tournament:
             return result
         if result is not None and self.audit and result.outcome in (Outcome.SUCCESS, Outcome.FAILURE):
             self._pending.append(PendingAudit(task.key, task.env, task.seed, task.hinted,
-                                              result.transcript))
+                                              result.transcript, placed[-1] if placed else None))
         return result
 
-    async def _play_one(self, task: EpisodeTask) -> EpisodeResult | None:
+    async def _play_one(self, task: EpisodeTask,
+                        placed: list[object | None]) -> EpisodeResult | None:
         async with self._player_slots[task.solver], self._env_slots:
             if self.budget_reached():
                 return None
@@ -481,7 +488,8 @@ class Tournament:
             elif flag := self._battery_flag(env.id):   # its author's fault already: no token spent
                 result = EpisodeResult(*not_played(Flag(flag)), 0)
             else:
-                result = await play_episode(task, self.players[task.solver], self._opener(env))
+                result = await play_episode(task, self.players[task.solver],
+                                            self._opener(env, placed=placed))
         self._record(task, result)
         if result.outcome == Outcome.ERROR:
             self._errors += 1
@@ -499,12 +507,19 @@ class Tournament:
             self._battery_flags.setdefault(env_id, None)
         return self._battery_flags[env_id]
 
-    def _opener(self, env: EnvSpec, *, replay: bool = False) -> Callable[[], Awaitable[EnvLike]]:
+    def _opener(self, env: EnvSpec, *, replay: bool = False, apart_from: object | None = None,
+                placed: list[object | None] | None = None) -> Callable[[], Awaitable[EnvLike]]:
         """Opens an instance of `env`; `replay=True` for the audit: an instance that shares no
-        template, process or tmpfs with any play (`EnvPool.open`)."""
+        template, process or tmpfs with any play (`EnvPool.open`), and in a harness worker
+        other than `apart_from`, the one that held its play (`HarnessPool.open`). `placed`
+        collects the `holder` of what it opens (None: held by this process)."""
         async def open_env() -> EnvLike:
-            return await self.sandboxes.open(env.source, class_name=env.class_name,
-                                             max_turns=env.max_turns, replay=replay)
+            instance = await self.sandboxes.open(env.source, class_name=env.class_name,
+                                                 max_turns=env.max_turns, replay=replay,
+                                                 apart_from=apart_from)
+            if placed is not None:
+                placed.append(getattr(instance, "holder", None))
+            return instance
         return open_env
 
     def _record(self, task: EpisodeTask, result: EpisodeResult) -> None:
@@ -516,20 +531,21 @@ class Tournament:
             self_play=task.self_play, transcript=result.transcript))
 
     async def _audit(self, key: str, env: EnvSpec, *, seed: int, hinted: bool,
-                     transcript: list[Entry]) -> None:
+                     transcript: list[Entry], played_in: object | None = None) -> None:
         """Replay one played episode and record the verdict; a sandbox that cannot start
         leaves it unaudited (an error, retried on resume)."""
+        opener = self._opener(env, replay=True, apart_from=played_in)
         try:
             async with self._env_slots:
                 verdict = await replay_episode(transcript, seed=seed,
                                                hint=env.hint if hinted else None,
-                                               open_env=self._opener(env, replay=True))
+                                               open_env=opener)
                 if verdict.faulted:
                     # a fault where the play had none may be the host's (a deadline missed
                     # under load): condemn the environment only if a second replay agrees
                     verdict = await replay_episode(transcript, seed=seed,
                                                    hint=env.hint if hinted else None,
-                                                   open_env=self._opener(env, replay=True))
+                                                   open_env=opener)
         except ReplayHostError as err:   # the host's: no verdict, audited again on resume
             log.error("episode %s not audited: %s", key, err)
             self._errors += 1
@@ -562,7 +578,7 @@ class Tournament:
 
         async def one(item: PendingAudit) -> None:
             await self._audit(item.key, item.env, seed=item.seed, hinted=item.hinted,
-                              transcript=item.transcript)
+                              transcript=item.transcript, played_in=item.played_in)
 
         # the executor starts them in this order; the sandbox slots let them in first come,
         # first served

@@ -78,6 +78,6 @@ async def first_observations(pairs: Sequence[tuple[EnvSpec, int]], limits: Sandb
             return valid_text(observation)
 
     async with sandbox_pool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
-                            max_warm=concurrency, replays_apart=False) as pool:
+                            max_warm=concurrency) as pool:
         got = await asyncio.gather(*(reset(pool, spec, seed) for spec, seed in pairs))
     return {(spec.id, seed): result for (spec, seed), result in zip(pairs, got, strict=True)}

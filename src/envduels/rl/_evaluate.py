@@ -63,7 +63,7 @@ def evaluate(specs: Sequence[EnvSpec], policy: TokenPolicy, *, max_turns: int | 
 
     async def play(chunk: list[EpisodeRequest]) -> list[Rollout]:
         async with sandbox_pool(lim, unsafe_no_sandbox=unsafe_no_sandbox, warm=0,
-                                max_warm=len(chunk), replays_apart=False) as pool:
+                                max_warm=len(chunk)) as pool:
             pool.expect(len(chunk))
             return await play_episodes(chunk, policy, pool, max_turns=max_turns,
                                        episode_wall_s=episode_wall_s)

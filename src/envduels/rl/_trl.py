@@ -207,7 +207,7 @@ class EpisodeRollouts:
 
         limits = self.limits if self.limits is not None else SandboxLimits()
         async with sandbox_pool(limits, unsafe_no_sandbox=self.unsafe_no_sandbox, warm=0,
-                                max_warm=len(requests), replays_apart=False) as pool:
+                                max_warm=len(requests)) as pool:
             pool.expect(len(requests))
             return await play_episodes(requests, policy, pool, max_turns=self.max_turns,
                                        episode_wall_s=self.episode_wall_s)

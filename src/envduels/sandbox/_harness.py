@@ -15,12 +15,12 @@ one framed request per call over a socketpair (4-byte length, a JSON array), rep
 id, so any number of calls are in flight per worker.
 
 Routing: an episode lives in one worker (every call of an instance goes to the worker that
-opened it). An open goes to the worker with the fewest open instances among those its source
-and role may use: with `replays_apart` (the default) and more than one worker, the workers are
-split per source into two disjoint sets, starting at a place drawn from the source's hash, one
-for its plays and one for its replays, so a replay never runs in a worker that played its
-source. Sources spread over the workers; templates stay per worker. Where nothing is ever
-replayed (serve, Gym, training), `replays_apart=False` lets plays use every worker.
+opened it). An open goes to the worker with the fewest open instances, ties to the first from
+a place drawn from the source's hash (so a source's templates stay in few workers when the
+load allows). A replay is opened with `apart_from=` the holder of its play
+(`RemoteEnvInstance.holder`) and never runs in that worker while another lives: every worker
+plays and every worker replays, so neither role waits on one core. A replay of an episode
+played in an earlier session may run anywhere: that session's workers are gone.
 
 A worker that dies (killed, a harness bug) ends only the instances it held: each of their calls
 raises `SandboxLost` naming the harness, never the environment; a new worker takes its place
@@ -43,6 +43,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -122,7 +123,7 @@ class HarnessPool:
 
     def __init__(self, limits: SandboxLimits = DEFAULT_LIMITS, *,
                  unsafe_no_sandbox: bool = False, workers: int | None = None,
-                 replays_apart: bool = True, **pool_options: Any) -> None:
+                 **pool_options: Any) -> None:
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                     or workers < 1):
             raise ValueError(f"workers must be a positive int, got {workers!r}")
@@ -131,7 +132,6 @@ class HarnessPool:
         self.limits = limits
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self.workers = workers or cores()
-        self.replays_apart = replays_apart
         self._options = pool_options
         self._slots: list[HarnessWorker | None] = [None] * self.workers
         self._starting: dict[int, asyncio.Task[HarnessWorker]] = {}
@@ -139,6 +139,9 @@ class HarnessPool:
         self._closed = False
         self._expected: int | None = None
         self._broken: str | None = None   # a worker died before it ever answered
+        self._spawned: dict[int, tuple[subprocess.Popen[bytes], socket.socket]] = {}
+        self._prepared: list[list[Any]] = []   # `prepare` calls made before the workers started
+        self._started_once = [False] * self.workers
         self.replaced = 0         # workers started in place of one that died
 
     async def __aenter__(self) -> HarnessPool:
@@ -174,7 +177,29 @@ class HarnessPool:
     def _started(self, index: int, _task: asyncio.Task[HarnessWorker]) -> None:
         self._starting.pop(index, None)
 
-    async def _start(self, index: int) -> HarnessWorker:
+    def spawn(self) -> None:
+        """Start the worker processes now, before any event loop runs (a command's imports
+        and checks then overlap their start-up); the pool takes them over on first use.
+        Templates asked for with `prepare` before this start at once in each worker.
+        `discard()` ends them if the pool is never used."""
+        for index, worker in enumerate(self._slots):
+            if worker is None and index not in self._spawned:
+                self._spawned[index] = self._spawn_process(index)
+                for args in self._prepared:
+                    self._spawned[index][1].sendall(encode([0, "prepare", args]))
+
+    def discard(self) -> None:
+        """End the workers `spawn` started that no event loop took over (no loop needed)."""
+        spawned, self._spawned = self._spawned, {}
+        for process, mine in spawned.values():
+            mine.close()   # the worker ends at the end of its stream
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(_SHUTDOWN_S)
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    def _spawn_process(self, index: int) -> tuple[subprocess.Popen[bytes], socket.socket]:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
@@ -193,11 +218,20 @@ class HarnessPool:
                 from None
         finally:
             theirs.close()
+        return process, mine
+
+    async def _start(self, index: int) -> HarnessWorker:
+        spawned = self._spawned.pop(index, None)
+        process, mine = spawned if spawned is not None else self._spawn_process(index)
         reader, writer = await asyncio.open_unix_connection(sock=mine, limit=FRAME_MAX_BYTES)
         worker = HarnessWorker(index, process, writer)
         worker.reading = asyncio.get_running_loop().create_task(self._read(worker, reader))
         if self._expected:
             self._send(worker, "expect", [self._share(self._expected)])
+        if spawned is None and not self._started_once[index]:
+            for args in self._prepared:
+                self._send(worker, "prepare", args)
+        self._started_once[index] = True
         self._slots[index] = worker
         if self._closed:   # closed while it started
             await self._stop(worker)
@@ -325,27 +359,43 @@ class HarnessPool:
                 with contextlib.suppress(OSError, RuntimeError):
                     self._send(worker, "expect", [share])
 
-    def route(self, source: str, replay: bool) -> list[int]:
-        """The worker indexes an open of `source` in this role may use (see the module
-        docstring), in order of preference when equally loaded."""
+    def prepare(self, sources: Iterable[str], *, replay: bool = False) -> None:
+        """As `EnvPool.prepare`, in every worker (those not started yet start them first
+        thing; a worker that replaces a dead one does not)."""
+        if self._closed:
+            return
+        args = [list(dict.fromkeys(sources)), bool(replay)]
+        if not any(self._started_once):
+            self._prepared.append(args)
+        for _, mine in self._spawned.values():
+            with contextlib.suppress(OSError):
+                mine.sendall(encode([0, "prepare", args]))
+        for worker in self._slots:
+            if worker is not None and worker.dead is None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    self._send(worker, "prepare", args)
+
+    def route(self, source: str) -> list[int]:
+        """Every worker index, in the order an open of `source` prefers them when equally
+        loaded: from a place drawn from the source's hash."""
         n = self.workers
         home = int.from_bytes(hashlib.sha256(source.encode("utf-8", "surrogatepass"))
                               .digest()[:8], "big") % n
-        if not self.replays_apart or n == 1:
-            return [(home + k) % n for k in range(n)]
-        return [(home + k) % n for k in range(1 if replay else 0, n, 2)]
+        return [(home + k) % n for k in range(n)]
 
     async def open(self, source: str, *, class_name: str | None = None,
-                   max_turns: int | None = None, replay: bool = False) -> RemoteEnvInstance:
-        """As `EnvPool.open`, in the least busy worker this source and role may use."""
+                   max_turns: int | None = None, replay: bool = False,
+                   apart_from: object | None = None) -> RemoteEnvInstance:
+        """As `EnvPool.open`, in the least busy worker; `apart_from` (the `holder` of an
+        instance: a replay's play) is never chosen while another worker lives."""
         check_open(self._closed, source, max_turns)
         await self._start_all()
         if self._expected:
             self._expected -= 1
-        order = self.route(source, replay)
-        rank = {index: place for place, index in enumerate(order)}
-        worker = min((w for w in self._slots if w is not None and w.index in rank),
-                     key=lambda w: (w.open, rank[w.index]))
+        rank = {index: place for place, index in enumerate(self.route(source))}
+        live = [w for w in self._slots if w is not None]
+        others = [w for w in live if w is not apart_from]
+        worker = min(others or live, key=lambda w: (w.open, rank[w.index]))
         worker.open += 1
         try:
             reply = await self._request(worker, "open", source, class_name, max_turns, replay)
@@ -367,6 +417,7 @@ class HarnessPool:
         self._closed = True
         if self._starting:
             await asyncio.gather(*self._starting.values(), return_exceptions=True)
+        self.discard()
         workers = [w for w in self._slots if w is not None]
         await asyncio.gather(*(self._stop(w) for w in workers), return_exceptions=True)
 
@@ -391,7 +442,7 @@ SandboxPool: TypeAlias = "HarnessPool | EnvPool"
 
 
 def sandbox_pool(limits: SandboxLimits = DEFAULT_LIMITS, *, workers: int | None = None,
-                 unsafe_no_sandbox: bool = False, replays_apart: bool = True,
+                 unsafe_no_sandbox: bool = False,
                  **pool_options: Any) -> HarnessPool | EnvPool:
     """The pool a command uses: `HarnessPool` over `workers` harness worker processes (None:
     one per core, `sandbox.workers`), or with `workers=0` an `EnvPool` in this process (all
@@ -401,7 +452,7 @@ def sandbox_pool(limits: SandboxLimits = DEFAULT_LIMITS, *, workers: int | None 
         from ._pool import EnvPool
         return EnvPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, **pool_options)
     return HarnessPool(limits, workers=workers, unsafe_no_sandbox=unsafe_no_sandbox,
-                       replays_apart=replays_apart, **pool_options)
+                       **pool_options)
 
 
 def _signal_name(number: int) -> str:

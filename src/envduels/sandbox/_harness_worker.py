@@ -25,7 +25,7 @@ from ._limits import SandboxLimits
 from ._remote import InstanceHost
 
 _PR_SET_PDEATHSIG = 1
-_METHODS = ("open", "call", "close", "expect", "shutdown", "stats")
+_METHODS = ("open", "call", "close", "expect", "prepare", "shutdown", "stats")
 
 
 class _Worker(InstanceHost):

@@ -60,6 +60,10 @@ class EnvInstance:
         self._channel.drain_output()
         return self._channel.output.decode("utf-8", "replace")
 
+    holder = None
+    """The harness process holding it, other than the caller's (`RemoteEnvInstance.holder`):
+    none, it is held by this one."""
+
     @property
     def pid(self) -> int:
         """Host pid of the outer sandbox process (bwrap; for an instance forked from a

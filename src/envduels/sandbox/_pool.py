@@ -9,6 +9,7 @@ import hashlib
 import logging
 import threading
 from collections import deque
+from collections.abc import Iterable
 from types import TracebackType
 
 from ._channel import Frame, WorkerChannel
@@ -221,14 +222,16 @@ class EnvPool:
         return None
 
     async def open(self, source: str, *, class_name: str | None = None,
-                   max_turns: int | None = None, replay: bool = False) -> EnvInstance:
+                   max_turns: int | None = None, replay: bool = False,
+                   apart_from: object | None = None) -> EnvInstance:
         """Load `source` in a worker, find its one environment class (or `class_name`) and
         construct it, with `max_turns` when given and accepted by its __init__.
 
         `replay=True` (the replay audit) guarantees an instance that shares no template,
         process or tmpfs with any instance opened without it: with templates, replays are
         forked from a separate template sandbox of the source (its own uid and pid
-        namespace); fresh sandboxes share nothing anyway.
+        namespace); fresh sandboxes share nothing anyway. `apart_from` (the play's `holder`)
+        means nothing here: every instance of this pool is held by this process.
 
         EnvFault when it does not compile, raises while loading, has no or several
         environment classes, or its constructor raises. SandboxStartError (an EnvFault, but
@@ -253,6 +256,25 @@ class EnvPool:
             channel = await self._wait_for_worker()
         self._in_use.add(channel)
         return await self._load(channel, source, class_name, max_turns)
+
+    def prepare(self, sources: Iterable[str], *, replay: bool = False) -> None:
+        """Start the templates of `sources` for this role now, in the background, so the
+        first opens find them running (a template compiles its source and runs none of it).
+        Nothing where instances come from fresh sandboxes; a template that fails to start is
+        left for the open that meets it to report. Call it from the pool's event loop."""
+        templates = self._templates
+        if self._closed or templates is None:
+            return
+        loop = asyncio.get_running_loop()
+        for source in dict.fromkeys(sources):
+            task = loop.create_task(self._prepare_one(templates, source, replay))
+            self._starts.add(task)
+            task.add_done_callback(self._starts.discard)
+
+    @staticmethod
+    async def _prepare_one(templates: Templates, source: str, replay: bool) -> None:
+        with contextlib.suppress(Exception):   # the open that meets it reports it
+            await templates.start(source, replay=replay)
 
     async def _fork(self, source: str, replay: bool) -> WorkerChannel | None:
         """A greeted instance of `source`'s template for this role: a spare one forked ahead

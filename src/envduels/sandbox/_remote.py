@@ -89,6 +89,10 @@ class InstanceHost:
     def expect(self, opens: int | None) -> None:
         self._env_pool().expect(opens)
 
+    async def prepare(self, sources: list[str], replay: bool = False) -> None:
+        """`EnvPool.prepare`: start these templates in the background."""
+        self._env_pool().prepare(sources, replay=bool(replay))
+
     async def open(self, source: str, class_name: str | None,
                    max_turns: int | None, replay: bool = False) -> tuple[Any, ...]:
         """("ok", id, class name, max turns, has oracle, pid, ready workers) or a fault."""

@@ -103,8 +103,7 @@ async def _shared_pool(limits: SandboxLimits, unsafe_no_sandbox: bool) -> Harnes
     if key not in _SHARED:
         if not _SHARED:
             atexit.register(_close_shared)
-        _SHARED[key] = HarnessPool(limits, unsafe_no_sandbox=unsafe_no_sandbox,
-                                   replays_apart=False, warm=0)
+        _SHARED[key] = HarnessPool(limits, unsafe_no_sandbox=unsafe_no_sandbox, warm=0)
     return _SHARED[key]
 
 

@@ -621,6 +621,11 @@ class Templates:
         self._retired: list[Template] = []   # full: forking no more, closed when unused
         self.retirements = 0
 
+    async def start(self, source: str, *, replay: bool) -> None:
+        """`source`'s template for this role, started now if it is not (`EnvPool.prepare`)."""
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), replay)
+        await self._template(key, source)
+
     async def fork(self, source: str, *, replay: bool) -> Launched:
         """A forked instance of `source`'s template for this role (started on first use).
         TemplateUnavailable when templates cannot run here; SandboxStartError when this

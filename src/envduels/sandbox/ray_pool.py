@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -253,9 +254,18 @@ class RayEnvPool:
             share = None if opens is None else -(-opens * h.capacity // total)
             h.actor.expect.remote(share)
 
+    def prepare(self, sources: Iterable[str], *, replay: bool = False) -> None:
+        """As `EnvPool.prepare`, on every live host."""
+        args = list(dict.fromkeys(sources))
+        for h in self._hosts:
+            if h.dead is None:
+                h.actor.prepare.remote(args, replay)
+
     async def open(self, source: str, *, class_name: str | None = None,
-                   max_turns: int | None = None, replay: bool = False) -> RemoteEnvInstance:
-        """As `EnvPool.open` (`replay` included), on the host with the most free room."""
+                   max_turns: int | None = None, replay: bool = False,
+                   apart_from: object | None = None) -> RemoteEnvInstance:
+        """As `EnvPool.open` (`replay` included), on the host with the most free room;
+        `apart_from` (a replay's play's `holder`) is never chosen while another host lives."""
         check_open(self._closed, source, max_turns)
         await self.start()
         if self._room is None:
@@ -265,6 +275,7 @@ class RayEnvPool:
                 live = [h for h in self._hosts if h.dead is None]
                 if not live:
                     raise SandboxLost("every node of the Ray cluster that held sandboxes is lost")
+                live = [h for h in live if h is not apart_from] or live
                 host = max(live, key=lambda h: h.capacity - h.open)
                 if host.open < host.capacity:
                     host.open += 1

@@ -161,7 +161,7 @@ class Hub:
             pool = self._pools.get(served.limits)
             if pool is None:
                 pool = self._pools[served.limits] = sandbox_pool(
-                    served.limits, workers=self.harness_workers, replays_apart=False,
+                    served.limits, workers=self.harness_workers,
                     unsafe_no_sandbox=self.unsafe_no_sandbox, warm=min(2, self.max_sessions),
                     max_warm=self.max_sessions)
             self.sessions.add(session)
