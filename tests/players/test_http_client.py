@@ -102,3 +102,20 @@ def test_clients_made_in_another_thread_get_their_own_tls_context(sdk) -> None:
     worker.join()
     contexts = [c._transport._pool._ssl_context for c in (here, *made)]
     assert contexts[1] is contexts[2] and contexts[1] is not contexts[0]
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_a_plain_http_endpoint_loads_no_ca_bundle_and_its_client_refuses_tls(
+        sdk, tmp_path, monkeypatch) -> None:
+    # a local server over http:// needs no trust store (loading one held up a run's first
+    # call by 20-80 ms); a TLS connection through that client fails, never goes unverified
+    module = pytest.importorskip(sdk)
+    cert, key = _https_server_cert(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", cert)   # even a trust store naming the server
+    plain = sdk_http_client(module.DefaultAsyncHttpxClient, player_config("http://127.0.0.1:9"))
+    context = plain._transport._pool._ssl_context
+    assert context.cert_store_stats()["x509_ca"] == 0
+    assert context.verify_mode.name == "CERT_REQUIRED" and context.check_hostname
+    trusting = sdk_http_client(module.DefaultAsyncHttpxClient, player_config("https://127.0.0.1:9"))
+    assert asyncio.run(_get_over_tls([plain, trusting], cert, key)) == [
+        "certificate verify failed", "ok"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -116,7 +117,10 @@ def _early_pool(cfg: RunConfig, limits: SandboxLimits, fixed_envs: list[EnvSpec]
         return None
     if not isinstance(pool, HarnessPool):
         return None
-    pool.prepare([spec.source for spec in fixed_envs])
+    # and the first wave's instances, forked while this process imports and checks (on a
+    # resume with nothing left to play they are closed unused: a fork each)
+    share = -(-concurrency.max_warm_sandboxes // max(1, len(fixed_envs)))
+    pool.prepare([spec.source for spec in fixed_envs], instances=share)
     try:
         pool.spawn()
     except SandboxStartError:
@@ -134,11 +138,17 @@ def check_run(cfg: RunConfig, *, unsafe_no_sandbox: bool,
     fixed_envs = load_fixed_envs(cfg)
     limits = SandboxLimits.from_config(cfg.sandbox)
     pool = _early_pool(cfg, limits, fixed_envs, unsafe_no_sandbox=unsafe_no_sandbox)
+    # the test sandbox starts in a thread while the players are checked (it mostly waits on
+    # its process); its verdict is read after theirs, so the errors keep their order
+    checking = ThreadPoolExecutor(1, thread_name_prefix="envduels-check")
     try:
+        sandbox = None
+        if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
+            sandbox = checking.submit(check_sandbox, limits, unsafe_no_sandbox=unsafe_no_sandbox)
         check_players(cfg)
         check_estimate(cfg, fixed_envs, say=say)
-        if cfg.executor.kind == "local":   # on Ray, every node's host checks its own on start
-            check_sandbox(limits, unsafe_no_sandbox=unsafe_no_sandbox)
+        if sandbox is not None:
+            sandbox.result()
         else:
             from envduels.sandbox.ray_pool import connect
             connect(cfg.executor.address)   # an unreachable cluster fails before any write
@@ -146,6 +156,8 @@ def check_run(cfg: RunConfig, *, unsafe_no_sandbox: bool,
         if pool is not None:
             pool.discard()
         raise
+    finally:
+        checking.shutdown(wait=True)
     return Checked(fixed_envs, limits, [pool] if pool is not None else [])
 
 

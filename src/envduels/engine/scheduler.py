@@ -46,6 +46,7 @@ import functools
 import logging
 import random
 import secrets
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
@@ -447,10 +448,16 @@ class Tournament:
         self.progress.begin_solving(planned=len(tasks), done=len(tasks) - len(todo))
         # the plays now, their replays after them: no worker started for nothing
         self.sandboxes.expect(len(todo))
+        # the first wave's instances forked at once, not one fork per open in a queue
+        wave = todo[:self.cfg.concurrency.max_warm_sandboxes]
+        for source, count in Counter(task.env.source for task in wave).items():
+            self.sandboxes.prepare([source], instances=count)
         if self.audit and todo:
-            # the replays' templates start while the plays wait on the models, not after the
-            # last play (a template runs no environment code: no play can reach it)
-            self.sandboxes.prepare([task.env.source for task in todo], replay=True)
+            # the replays' templates and first instances are made while the plays wait on the
+            # models, not after the last play (neither has run environment code: no play can
+            # reach them)
+            for source, count in Counter(task.env.source for task in wave).items():
+                self.sandboxes.prepare([source], replay=True, instances=count)
         async for _ in self.executor.map(self._episode, todo):
             pass
         pending, self._pending = self._pending, []

@@ -359,12 +359,13 @@ class HarnessPool:
                 with contextlib.suppress(OSError, RuntimeError):
                     self._send(worker, "expect", [share])
 
-    def prepare(self, sources: Iterable[str], *, replay: bool = False) -> None:
-        """As `EnvPool.prepare`, in every worker (those not started yet start them first
-        thing; a worker that replaces a dead one does not)."""
+    def prepare(self, sources: Iterable[str], *, replay: bool = False, instances: int = 0) -> None:
+        """As `EnvPool.prepare`, in every worker, each forking its share of `instances` per
+        source (those not started yet do it first thing; a worker that replaces a dead one
+        does not)."""
         if self._closed:
             return
-        args = [list(dict.fromkeys(sources)), bool(replay)]
+        args = [list(dict.fromkeys(sources)), bool(replay), self._share(max(0, instances))]
         if not any(self._started_once):
             self._prepared.append(args)
         for _, mine in self._spawned.values():

@@ -257,24 +257,53 @@ class EnvPool:
         self._in_use.add(channel)
         return await self._load(channel, source, class_name, max_turns)
 
-    def prepare(self, sources: Iterable[str], *, replay: bool = False) -> None:
-        """Start the templates of `sources` for this role now, in the background, so the
-        first opens find them running (a template compiles its source and runs none of it).
-        Nothing where instances come from fresh sandboxes; a template that fails to start is
-        left for the open that meets it to report. Call it from the pool's event loop."""
+    def prepare(self, sources: Iterable[str], *, replay: bool = False, instances: int = 0) -> None:
+        """Start the templates of `sources` for this role now, in the background, and fork
+        `instances` instances of each ahead (spares, waiting for their `load`), so the first
+        opens find them ready: a batch's first wave then costs a round trip each, not a fork
+        each in a queue. A template compiles its source and runs none of it; a spare has run
+        nothing. Nothing where instances come from fresh sandboxes; a template that fails to
+        start is left for the open that meets it to report. Call it from the pool's loop."""
         templates = self._templates
         if self._closed or templates is None:
             return
         loop = asyncio.get_running_loop()
         for source in dict.fromkeys(sources):
-            task = loop.create_task(self._prepare_one(templates, source, replay))
+            task = loop.create_task(self._prepare_one(templates, source, replay, instances))
             self._starts.add(task)
             task.add_done_callback(self._starts.discard)
 
-    @staticmethod
-    async def _prepare_one(templates: Templates, source: str, replay: bool) -> None:
-        with contextlib.suppress(Exception):   # the open that meets it reports it
+    async def _prepare_one(self, templates: Templates, source: str, replay: bool,
+                           instances: int) -> None:
+        try:
             await templates.start(source, replay=replay)
+        except Exception:   # the open that meets it reports it
+            return
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), replay)
+        if instances <= 0 or self._closed:
+            return
+        if key not in self._spares:
+            await self._drop_oldest_spares()
+            self._spares[key] = deque()
+        wanted = instances - len(self._spares[key]) - self._forking.get(key, 0)
+        self._forking[key] = self._forking.get(key, 0) + max(0, wanted)
+
+        async def fork_one() -> None:
+            try:
+                channel = await self._fork_new(source, replay)
+            except Exception:   # the next open forks (and reports) for itself
+                return
+            finally:
+                self._forking[key] -= 1
+            if channel is None:
+                return
+            if self._closed or key not in self._spares:
+                self._live.discard(channel)
+                await channel.close(wait=False)
+            else:
+                self._spares[key].append(channel)
+
+        await asyncio.gather(*(fork_one() for _ in range(max(0, wanted))))
 
     async def _fork(self, source: str, replay: bool) -> WorkerChannel | None:
         """A greeted instance of `source`'s template for this role: a spare one forked ahead

@@ -89,9 +89,10 @@ class InstanceHost:
     def expect(self, opens: int | None) -> None:
         self._env_pool().expect(opens)
 
-    async def prepare(self, sources: list[str], replay: bool = False) -> None:
-        """`EnvPool.prepare`: start these templates in the background."""
-        self._env_pool().prepare(sources, replay=bool(replay))
+    async def prepare(self, sources: list[str], replay: bool = False, instances: int = 0) -> None:
+        """`EnvPool.prepare`: start these templates (and fork instances ahead) in the
+        background."""
+        self._env_pool().prepare(sources, replay=bool(replay), instances=int(instances))
 
     async def open(self, source: str, class_name: str | None,
                    max_turns: int | None, replay: bool = False) -> tuple[Any, ...]:

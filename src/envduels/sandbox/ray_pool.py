@@ -254,12 +254,13 @@ class RayEnvPool:
             share = None if opens is None else -(-opens * h.capacity // total)
             h.actor.expect.remote(share)
 
-    def prepare(self, sources: Iterable[str], *, replay: bool = False) -> None:
-        """As `EnvPool.prepare`, on every live host."""
+    def prepare(self, sources: Iterable[str], *, replay: bool = False, instances: int = 0) -> None:
+        """As `EnvPool.prepare`, on every live host, each forking its share of `instances`."""
         args = list(dict.fromkeys(sources))
-        for h in self._hosts:
-            if h.dead is None:
-                h.actor.prepare.remote(args, replay)
+        live = [h for h in self._hosts if h.dead is None]
+        share = -(-max(0, instances) // max(1, len(live)))
+        for h in live:
+            h.actor.prepare.remote(args, replay, share)
 
     async def open(self, source: str, *, class_name: str | None = None,
                    max_turns: int | None = None, replay: bool = False,
