@@ -37,7 +37,8 @@ Timed as a user times it: `envduels run CONFIG --quiet` as a subprocess, from it
 exit (imports, config, validation, pool start, play, audit, closing), against the bare
 `openai` client sending the same conversations; the fixed cost around the play is split into
 start to first solver call, solving, and last episode to exit, with the interpreter's import
-time measured apart (`python -c "import envduels.cli"`).
+time measured apart (`python -c "import envduels.cli"`). With `--compare-src SRC --repeats N`,
+this tree and the envduels at SRC (both as `python -m envduels.cli`) alternate, N runs each.
 
     .venv/bin/python bench/bench_engine.py --audit [--seeds 1]
 
@@ -80,7 +81,8 @@ def main() -> int:
     ap.add_argument("--audit", action="store_true",
                     help="measure the replay audit's cost at 50 and 500 ms instead")
     ap.add_argument("--repeats", type=int, default=2,
-                    help="with --audit: runs per latency and setting, alternated")
+                    help="with --audit or --compare-src: runs per latency and setting (tree), "
+                         "alternated")
     ap.add_argument("--compare-src", metavar="SRC",
                     help="at 50 and 500 ms, this tree against the envduels at SRC (e.g. "
                          "/work/main/src), alternated, side by side")
@@ -95,7 +97,7 @@ def main() -> int:
         args.concurrency = 32 if args.design == "solver-eval" else 8
     if args.audit:
         return _audit_bench(args)
-    if args.compare_src:
+    if args.compare_src and not args.cli:
         return _compare(args)
 
     server = subprocess.Popen(
@@ -311,38 +313,70 @@ def _bench(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_cli(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
-    """`envduels run` timed from spawn to exit against the bare client (module docstring)."""
+def _cli_once(base_url: str, tmp: Path, args: argparse.Namespace,
+              src: Path | None = None) -> dict[str, float] | int:
+    """One `envduels run CONFIG --quiet` from spawn to exit (the installed console script;
+    with `src`, `python -m envduels.cli` on that tree), then the bare client on its calls:
+    the timings, or the run's non-zero exit code."""
+    run_dir = tmp / "run"
+    if run_dir.exists():
+        import shutil
+        shutil.rmtree(run_dir)
     path = _write_config(base_url, tmp, args)
     script = Path(sys.executable).with_name("envduels")
-    argv = [str(script) if script.exists() else sys.executable, "run", str(path), "--quiet"]
-    if not script.exists():
-        argv[1:1] = ["-m", "envduels.cli"]
-    imports = subprocess.run([sys.executable, "-c", "import time, sys; t = time.monotonic(); "
-                              "import envduels.cli; print(time.monotonic() - t)"],
-                             capture_output=True, text=True, check=True)
+    env = dict(os.environ)
+    if src is not None or not script.exists():
+        argv = [sys.executable, "-m", "envduels.cli", "run", str(path), "--quiet"]
+        if src is not None:
+            env["PYTHONPATH"] = str(src)
+    else:
+        argv = [str(script), "run", str(path), "--quiet"]
     spawned = time.time()
     started = time.monotonic()
-    run = subprocess.run(argv, capture_output=True, text=True)
+    run = subprocess.run(argv, capture_output=True, text=True, env=env)
     wall = time.monotonic() - started
     exited = time.time()
     if run.returncode != 0:
         print(run.stdout[-2000:], run.stderr[-2000:], file=sys.stderr)
         return run.returncode
-    n, solver_calls, (_, first_call, last_episode) = _timeline(tmp / "run")
+    n, solver_calls, (_, first_call, last_episode) = _timeline(run_dir)
     bare_wall = asyncio.run(_bare_ceiling(path, _conversations(solver_calls)))
-    print(f"{args.design} as a user times it: `envduels run` {n} episodes, server latency "
-          f"{args.latency_ms:g} ms, workers {args.workers if args.workers is not None else 'cores'}"
-          f", load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"  whole command (spawn to exit)      {wall:7.2f} s")
-    print(f"    of it: spawn to first solver call {first_call - spawned:6.2f} s  "
-          f"(interpreter + `import envduels.cli` {float(imports.stdout):.2f} s of it)")
-    print(f"    of it: solving                    {last_episode - first_call:6.2f} s")
-    print(f"    of it: last episode to exit       {exited - last_episode:6.2f} s  (audit tail, "
-          "analysis, closing)")
-    print(f"  bare `openai` client, same calls   {bare_wall:7.2f} s")
-    print(f"  bare / whole command               {bare_wall / wall:7.2f}   (target >= 0.85 at "
-          "500 ms)")
+    return {"episodes": n, "wall": wall, "first_call": first_call - spawned,
+            "solving": last_episode - first_call, "tail": exited - last_episode,
+            "bare": bare_wall, "load": os.getloadavg()[0]}
+
+
+def _bench_cli(base_url: str, tmp: Path, args: argparse.Namespace) -> int:
+    """`envduels run` timed from spawn to exit against the bare client (module docstring);
+    with `--compare-src`, this tree and the other alternated, `--repeats` runs each."""
+    imports = subprocess.run([sys.executable, "-c", "import time, sys; t = time.monotonic(); "
+                              "import envduels.cli; print(time.monotonic() - t)"],
+                             capture_output=True, text=True, check=True)
+    trees: dict[str, Path | None] = {"this": None}
+    if args.compare_src:
+        trees = {"other": Path(args.compare_src).resolve(), "this": HERE.parent / "src"}
+    rows: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for _ in range(args.repeats if args.compare_src else 1):
+        for name, src in trees.items():
+            got = _cli_once(base_url, tmp, args, src)
+            if isinstance(got, int):
+                return got
+            rows[name].append(got)
+    print(f"{args.design} as a user times it: `envduels run` {rows['this'][0]['episodes']:.0f} "
+          f"episodes, server latency {args.latency_ms:g} ms, workers "
+          f"{args.workers if args.workers is not None else 'cores'}, on {os.cpu_count()} CPUs "
+          f"(interpreter + `import envduels.cli`: {float(imports.stdout):.2f} s)")
+    if args.compare_src:
+        print(f"  other = {trees['other']}; {args.repeats} run(s) each, alternated")
+    print(f"  {'tree':>5} {'whole s':>8} {'to 1st call':>11} {'solving':>8} {'tail':>6} "
+          f"{'bare s':>7} {'bare/whole':>10} {'load':>5}")
+    for name, found in rows.items():
+        for r in found:
+            print(f"  {name:>5} {r['wall']:8.2f} {r['first_call']:11.2f} {r['solving']:8.2f} "
+                  f"{r['tail']:6.2f} {r['bare']:7.2f} {r['bare'] / r['wall']:10.2f} "
+                  f"{r['load']:5.1f}")
+    print("  (to 1st call: spawn to the first solver call; tail: the last episode to exit, the "
+          "audit's replays and closing; target: bare/whole >= 0.85 at 500 ms)")
     return 0
 
 

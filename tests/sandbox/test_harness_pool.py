@@ -140,6 +140,42 @@ def test_discarded_spawned_workers_leave_no_process() -> None:
     assert _wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in pids + tree))
 
 
+async def test_run_plays_a_known_episode_in_one_call_as_reset_and_steps_do() -> None:
+    actions = ["a", "bb", "ccc", "dddd"]
+    async with EnvPool(FAST, warm=0) as local, HarnessPool(FAST, workers=2) as pool:
+        for where in (local, pool):
+            inst = await where.open(SEEDED)
+            stepwise = [await inst.reset(7)] + [await inst.step(a) for a in actions]
+            await inst.close()
+            inst = await where.open(SEEDED)
+            played = await inst.run(7, actions)
+            await inst.close()
+            assert played.fault is None
+            assert [played.start, *played.steps] == stepwise, where
+
+
+async def test_run_stops_at_the_first_fault_and_the_instance_keeps_it() -> None:
+    faulty = env_source("raise KeyError('boom')")   # its step raises
+    async with EnvPool(FAST, warm=0) as local, HarnessPool(FAST, workers=2) as pool:
+        for where in (local, pool):
+            inst = await where.open(faulty)
+            played = await inst.run(0, ["x", "y"])
+            assert played.start is not None and played.steps == []
+            assert isinstance(played.fault, EnvFault)
+            assert not isinstance(played.fault, SandboxStartError)
+            assert played.fault.reason == "step raised KeyError: 'boom' (env line 7 in step)"
+            with pytest.raises(EnvFault) as again:   # the same fault again, not a new one
+                await inst.step("z")
+            assert again.value.reason == played.fault.reason
+            await inst.close()
+        inst = await pool.open(SEEDED)
+        with pytest.raises(TypeError):
+            await inst.run(True, ["a"])
+        with pytest.raises(TypeError):
+            await inst.run(1, ["a", 2])   # type: ignore[list-item]
+        await inst.close()
+
+
 async def test_an_environment_fault_stays_the_environments() -> None:
     async with HarnessPool(FAST, workers=2) as pool:
         inst = await pool.open(env_source("raise KeyError('boom')"))

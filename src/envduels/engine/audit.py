@@ -73,22 +73,29 @@ async def replay_episode(transcript: list[Entry], *, seed: int, hint: str | None
     turn = 0
     try:
         env = await open_env()
-        observation, _info = await env.reset(seed)
+        # the whole episode in one call (one round trip to a harness worker), then compared
+        played = await env.run(seed, [str(e["action"]) for e in steps])
+        if played.start is None:
+            raise played.fault or AssertionError("a run without a start has a fault")
+        observation, _info = played.start
         if valid_text(first_turn(observation, hint=hint)) != valid_text(str(first_user["content"])):
             return AuditResult(False, "turn 0: the initial observation differs from the one played")
-        for turn, played in enumerate(steps, start=1):
-            result = await env.step(str(played["action"]))
-            if valid_text(result.observation) != valid_text(str(played.get("content", ""))):
+        for turn, played_step in enumerate(steps, start=1):
+            if turn > len(played.steps):   # the replay faulted at this turn; the play did not
+                raise played.fault or AssertionError("a short run has a fault")
+            result = played.steps[turn - 1]
+            if valid_text(result.observation) != valid_text(str(played_step.get("content", ""))):
                 return AuditResult(False, f"turn {turn}: the observation differs (played "
-                                          f"{_short(played.get('content', ''))}, replayed "
+                                          f"{_short(played_step.get('content', ''))}, replayed "
                                           f"{_short(result.observation)})")
-            if not _same_reward(played.get("reward"), result.reward):
+            if not _same_reward(played_step.get("reward"), result.reward):
                 return AuditResult(False, f"turn {turn}: the reward differs (played "
-                                          f"{played.get('reward')!r}, replayed {result.reward!r})")
+                                          f"{played_step.get('reward')!r}, replayed "
+                                          f"{result.reward!r})")
             for flag in ("terminated", "truncated"):
-                if bool(played.get(flag)) != bool(getattr(result, flag)):
+                if bool(played_step.get(flag)) != bool(getattr(result, flag)):
                     return AuditResult(False, f"turn {turn}: {flag} differs (played "
-                                              f"{bool(played.get(flag))}, replayed "
+                                              f"{bool(played_step.get(flag))}, replayed "
                                               f"{bool(getattr(result, flag))})")
         return AuditResult(True, f"{len(steps)} step(s) reproduced")
     except Exception as err:   # what it means is the vocabulary's (a UserError stops the run)

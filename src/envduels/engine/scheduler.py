@@ -98,6 +98,10 @@ AUDIT_EPISODES = True
 """Internal switch for `bench/bench_engine.py` (the audit's cost, measured against a run
 without it): never a user setting, since a run without the audit can be gamed."""
 
+PREPARED_REPLAY_SOURCES = 8
+"""A round whose plays come from at most this many sources has its replays' templates started
+during the plays (`Tournament._play`); a larger one starts them in the audit, as they come."""
+
 _AUDIT_ORDER = random.SystemRandom()
 """Draws the order of a batch of replays: unpredictable and never derived from the run (its
 config, its secret), so nothing an environment sees tells it which replay comes when."""
@@ -452,10 +456,12 @@ class Tournament:
         wave = todo[:self.cfg.concurrency.max_warm_sandboxes]
         for source, count in Counter(task.env.source for task in wave).items():
             self.sandboxes.prepare([source], instances=count)
-        if self.audit and todo:
+        replayed = {task.env.source for task in todo}
+        if self.audit and todo and len(replayed) <= PREPARED_REPLAY_SOURCES:
             # the replays' templates and first instances are made while the plays wait on the
             # models, not after the last play (neither has run environment code: no play can
-            # reach them)
+            # reach them); not for many sources, whose replay templates would push the plays'
+            # out of a worker's 32 while the plays still need them
             for source, count in Counter(task.env.source for task in wave).items():
                 self.sandboxes.prepare([source], replay=True, instances=count)
         async for _ in self.executor.map(self._episode, todo):

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from envduels.config import PlayerConfig
     from envduels.envs import EnvSpec
     from envduels.players import ChatResult
-    from envduels.sandbox import StepResult
+    from envduels.sandbox import Played, StepResult
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,7 @@ class EnvLike(Protocol):
 
     async def reset(self, seed: int | None) -> tuple[str, dict]: ...
     async def step(self, action: str) -> StepResult: ...
+    async def run(self, seed: int | None, actions: list[str]) -> Played: ...
     async def close(self, *, wait: bool = True) -> None: ...
 
 

@@ -1,13 +1,13 @@
 """Running untrusted environment code: one sandboxed worker process per environment instance.
 
 Public surface (docs/architecture.md): SandboxLimits, EnvFault, SandboxStartError (and its
-SandboxLost, HarnessCapacity), SandboxUnavailable, StepResult, EnvInstance, EnvPool,
+SandboxLost, HarnessCapacity), SandboxUnavailable, StepResult, Played, EnvInstance, EnvPool,
 HarnessPool (the same surface over harness worker processes, docs/workers.md),
 RemoteEnvInstance, sandbox_pool, check_sandbox, open_env_sync, SyncEnvInstance. Design and what each layer stops: docs/sandbox.md.
 """
 
 from ._harness import HarnessPool, SandboxPool, sandbox_pool
-from ._instance import EnvInstance, StepResult, truncate_observation
+from ._instance import EnvInstance, Played, StepResult, truncate_observation
 from ._limits import (
     EnvFault,
     HarnessCapacity,
@@ -26,6 +26,7 @@ __all__ = [
     "EnvPool",
     "HarnessCapacity",
     "HarnessPool",
+    "Played",
     "RemoteEnvInstance",
     "SandboxLost",
     "SandboxPool",

@@ -318,7 +318,7 @@ class HarnessPool:
                 if w is not None and w.dead is None]
 
     async def host_call(self, holder: HarnessWorker, iid: int, op: str,
-                        arg: int | str | None) -> tuple[Any, ...]:
+                        arg: int | str | list[Any] | None) -> tuple[Any, ...]:
         return tuple(await self._request(holder, "call", iid, op, arg))
 
     async def host_close(self, holder: HarnessWorker, iid: int, *, wait: bool) -> None:

@@ -21,6 +21,17 @@ class StepResult:
     info: dict[str, JSON] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Played:
+    """What `run(seed, actions)` got: the reset's (observation, info), None if it faulted;
+    the steps that ran, in order; and the fault that ended it early (returned, not raised),
+    or None when every action was played."""
+
+    start: tuple[str, dict[str, JSON]] | None
+    steps: list[StepResult]
+    fault: EnvFault | None = None
+
+
 def truncate_observation(text: str, cap: int, total: int | None = None) -> str:
     """Keep the first `cap` characters and say visibly how many of `total` were cut."""
     total = len(text) if total is None or total < len(text) else total
@@ -157,6 +168,22 @@ class EnvInstance:
         if total is not None:   # a forged count of 4,000 digits would lengthen the marker by that
             total = min(total, self._limits.memory_mb << 20)   # no str inside is longer
         return truncate_observation(value, self._limits.observation_max_chars, total)
+
+    async def run(self, seed: int | None, actions: list[str]) -> Played:
+        """`reset(seed)`, then `step` each action in order, up to the first fault: a whole
+        known episode in one call (the replay audit's; through a harness worker or a Ray node
+        it is one round trip instead of one per step)."""
+        try:
+            start = await self.reset(seed)
+        except EnvFault as fault:
+            return Played(None, [], fault)
+        steps: list[StepResult] = []
+        for action in actions:
+            try:
+                steps.append(await self.step(action))
+            except EnvFault as fault:
+                return Played(start, steps, fault)
+        return Played(start, steps)
 
     async def close(self, *, wait: bool = True) -> None:
         """Kill the worker and everything it started; safe to call more than once.

@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
-from ._instance import StepResult
+from ._instance import Played, StepResult
 from ._limits import (
     EnvFault,
     HarnessCapacity,
@@ -49,12 +49,17 @@ def fault_reply(fault: EnvFault) -> tuple[str, str, str, str]:
     return ("fault", fault.reason, fault.detail, kind)
 
 
+def fault_of(reply: tuple[Any, ...] | list[Any]) -> EnvFault:
+    """The fault a "fault" reply (`fault_reply`'s) names, as its own class."""
+    _, reason, detail, fault_kind = reply
+    return FAULT_KINDS.get(fault_kind, SandboxStartError)(reason, detail)
+
+
 def raise_reply(reply: tuple[Any, ...] | list[Any]) -> None:
     """Raise what a non-"ok" reply says (nothing for "ok")."""
     kind = reply[0]
     if kind == "fault":
-        _, reason, detail, fault_kind = reply
-        raise FAULT_KINDS.get(fault_kind, SandboxStartError)(reason, detail)
+        raise fault_of(reply)
     if kind == "lost":
         raise SandboxLost(reply[1])
     if kind == "unavailable":
@@ -110,13 +115,13 @@ class InstanceHost:
         return ("ok", iid, instance.class_name, instance.max_turns, instance.has_oracle,
                 instance.pid, pool.ready)
 
-    async def call(self, iid: int, op: str, arg: int | str | None) -> tuple[Any, ...]:
+    async def call(self, iid: int, op: str, arg: int | str | list[Any] | None) -> tuple[Any, ...]:
         instance = self._instances.get(iid)
         if instance is None:   # a restarted host: the instance died with its predecessor
             return ("lost", "the sandbox's host was restarted")
         try:
             # the caller's RemoteEnvInstance checked the argument's type already
-            if op == "reset" and not isinstance(arg, str):
+            if op == "reset" and (arg is None or isinstance(arg, int)):
                 obs, info = await instance.reset(arg)
                 return ("ok", obs, info)
             if op == "step" and isinstance(arg, str):
@@ -125,6 +130,11 @@ class InstanceHost:
                 return ("ok", await instance.oracle_action())
             if op == "output":
                 return ("ok", instance.output, instance.alive)
+            if op == "run" and _run_arg(arg):
+                played = await instance.run(arg[0], arg[1])
+                return ("ok", None if played.start is None else list(played.start),
+                        [dataclasses.astuple(step) for step in played.steps],
+                        None if played.fault is None else fault_reply(played.fault))
         except EnvFault as fault:
             return fault_reply(fault)
         raise ValueError(f"unknown op {op!r} (or a wrong argument for it: {type(arg).__name__})")
@@ -142,6 +152,13 @@ class InstanceHost:
             await pool.aclose()
 
 
+def _run_arg(arg: object) -> TypeGuard[list[Any]]:
+    """Whether `arg` is `run`'s [seed, actions]: an int or None, and a list of str."""
+    return (isinstance(arg, list) and len(arg) == 2
+            and (arg[0] is None or (isinstance(arg[0], int) and not isinstance(arg[0], bool)))
+            and isinstance(arg[1], list) and all(isinstance(a, str) for a in arg[1]))
+
+
 class Holder(Protocol):
     """What a `RemoteEnvInstance` knows of the process holding it."""
 
@@ -153,7 +170,7 @@ class Transport(Protocol):
     """The pool side of a `RemoteEnvInstance`: how calls reach the holder."""
 
     async def host_call(self, holder: Any, iid: int, op: str,
-                        arg: int | str | None) -> tuple[Any, ...]: ...
+                        arg: int | str | list[Any] | None) -> tuple[Any, ...]: ...
 
     async def host_close(self, holder: Any, iid: int, *, wait: bool) -> None: ...
 
@@ -190,7 +207,7 @@ class RemoteEnvInstance:
         """What the environment printed so far, as of its last `fetch_output()`."""
         return self._output
 
-    async def _call(self, op: str, arg: int | str | None) -> tuple[Any, ...]:
+    async def _call(self, op: str, arg: int | str | list[Any] | None) -> tuple[Any, ...]:
         async with self._lock:
             if self._dead is not None:
                 raise_reply(self._dead)   # the same fault again: the host's stays the host's
@@ -215,6 +232,20 @@ class RemoteEnvInstance:
             raise TypeError(f"action must be a str, got {type(action).__name__}")
         _, values = await self._call("step", action)
         return StepResult(*values)
+
+    async def run(self, seed: int | None, actions: list[str]) -> Played:
+        """As `EnvInstance.run`, in one round trip to the holder."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        if not all(isinstance(a, str) for a in actions):
+            raise TypeError("actions must be strs")
+        _, start, steps, fault = await self._call("run", [seed, list(actions)])
+        played = Played(None if start is None else (start[0], start[1]),
+                        [StepResult(*values) for values in steps])
+        if fault is None:
+            return played
+        self._dead = tuple(fault)   # as after a fault of its own call: every later one raises it
+        return dataclasses.replace(played, fault=fault_of(fault))
 
     async def oracle_action(self) -> str:
         _, action = await self._call("oracle_action", None)

@@ -222,7 +222,7 @@ class RayEnvPool:
             raise SandboxLost(f"the cluster failed this call ({type(err).__name__})") from None
 
     async def host_call(self, host: _Host, iid: int, op: str,
-                        arg: int | str | None) -> tuple[Any, ...]:
+                        arg: int | str | list[Any] | None) -> tuple[Any, ...]:
         return await self._remote(host, host.actor.call, iid, op, arg)
 
     async def host_close(self, host: _Host, iid: int, *, wait: bool) -> None:
