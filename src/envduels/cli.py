@@ -13,6 +13,7 @@ command is a `_Command`, whose usage line writes `CONFIG` where Typer 0.29 write
 from __future__ import annotations
 
 import difflib
+import gc
 import logging
 import os
 import re
@@ -460,6 +461,12 @@ def main() -> None:
         if "Exit" in names:
             sys.exit(int(getattr(err, "exit_code", 0)))
         raise
+    finally:
+        # the interpreter's last collections walk every object the SDKs and pydantic made:
+        # 0.1 s after any command that imported them. Frozen, they are skipped; atexit
+        # handlers, and every close the code does itself, still run (nothing here relies on
+        # the collector to flush a file)
+        gc.freeze()
 
 
 if __name__ == "__main__":
