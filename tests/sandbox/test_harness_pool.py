@@ -107,16 +107,30 @@ def _wait_for(predicate, timeout_s: float = 20.0) -> bool:
     return False
 
 
+def _settled(pid: int) -> int:
+    """How many processes `pid` has under it once that stops changing for half a second."""
+    count, since = len(descendants(pid)), time.monotonic()
+    while time.monotonic() - since < 0.5:
+        time.sleep(0.05)
+        now = len(descendants(pid))
+        if now != count:
+            count, since = now, time.monotonic()
+    return count
+
+
 def test_spawned_workers_start_the_prepared_templates_before_any_open() -> None:
     pool = HarnessPool(FAST, workers=2)
-    pool.prepare([_other(1)])
-    pool.prepare([_other(2)], replay=True)
+    pool.prepare([_other(1)], instances=2)   # two opens coming: both workers, one fork each
     pool.spawn()   # no event loop yet: a command's imports and checks run meanwhile
-    pids = [process.pid for process, _ in pool._spawned.values()]
-    assert len(pids) == 2
-    # each worker starts both templates (a bwrap sandbox each) with no open asked of it
-    assert _wait_for(lambda: all(len(descendants(pid)) >= 4 for pid in pids)), \
+    pids = [pool._spawned[i][0].pid for i in range(2)]
+    # a template (a bwrap sandbox) and an instance forked ahead in each, no open asked
+    assert _wait_for(lambda: all(len(descendants(pid)) >= 3 for pid in pids)), \
         [descendants(pid) for pid in pids]
+    before = [_settled(pid) for pid in pids]
+    home = pool.route(_other(2))[0]
+    pool.prepare([_other(2)], replay=True)   # no instance: its first worker in route order
+    assert _wait_for(lambda: len(descendants(pids[home])) > before[home])
+    assert _settled(pids[1 - home]) == before[1 - home]
 
     async def use() -> list[int]:
         async with pool:
@@ -131,7 +145,7 @@ def test_spawned_workers_start_the_prepared_templates_before_any_open() -> None:
 
 def test_discarded_spawned_workers_leave_no_process() -> None:
     pool = HarnessPool(FAST, workers=2)
-    pool.prepare([_other(3)])
+    pool.prepare([_other(3)], instances=2)
     pool.spawn()
     pids = [process.pid for process, _ in pool._spawned.values()]
     assert _wait_for(lambda: all(descendants(pid) for pid in pids))

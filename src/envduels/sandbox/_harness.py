@@ -140,7 +140,7 @@ class HarnessPool:
         self._expected: int | None = None
         self._broken: str | None = None   # a worker died before it ever answered
         self._spawned: dict[int, tuple[subprocess.Popen[bytes], socket.socket]] = {}
-        self._prepared: list[list[Any]] = []   # `prepare` calls made before the workers started
+        self._prepared: dict[int, list[list[Any]]] = {}   # `prepare`s for workers not started
         self._started_once = [False] * self.workers
         self.replaced = 0         # workers started in place of one that died
 
@@ -180,12 +180,12 @@ class HarnessPool:
     def spawn(self) -> None:
         """Start the worker processes now, before any event loop runs (a command's imports
         and checks then overlap their start-up); the pool takes them over on first use.
-        Templates asked for with `prepare` before this start at once in each worker.
+        Templates asked for with `prepare` before this start at once in the workers chosen.
         `discard()` ends them if the pool is never used."""
         for index, worker in enumerate(self._slots):
             if worker is None and index not in self._spawned:
                 self._spawned[index] = self._spawn_process(index)
-                for args in self._prepared:
+                for args in self._prepared.pop(index, []):
                     self._spawned[index][1].sendall(encode([0, "prepare", args]))
 
     def discard(self) -> None:
@@ -228,9 +228,8 @@ class HarnessPool:
         worker.reading = asyncio.get_running_loop().create_task(self._read(worker, reader))
         if self._expected:
             self._send(worker, "expect", [self._share(self._expected)])
-        if spawned is None and not self._started_once[index]:
-            for args in self._prepared:
-                self._send(worker, "prepare", args)
+        for args in self._prepared.pop(index, []):   # those asked for while it started
+            self._send(worker, "prepare", args)
         self._started_once[index] = True
         self._slots[index] = worker
         if self._closed:   # closed while it started
@@ -360,21 +359,34 @@ class HarnessPool:
                     self._send(worker, "expect", [share])
 
     def prepare(self, sources: Iterable[str], *, replay: bool = False, instances: int = 0) -> None:
-        """As `EnvPool.prepare`, in every worker, each forking its share of `instances` per
-        source (those not started yet do it first thing; a worker that replaces a dead one
-        does not)."""
+        """As `EnvPool.prepare`, in the workers the opens of each source go to: as many as
+        `instances` asks for (at least one, the first in the source's `route` order: where
+        an open goes when the workers are equally busy), each forking its share. A worker
+        not started yet does it first thing; one that replaces a dead worker does not."""
         if self._closed:
             return
-        args = [list(dict.fromkeys(sources)), bool(replay), self._share(max(0, instances))]
-        if not any(self._started_once):
-            self._prepared.append(args)
-        for _, mine in self._spawned.values():
+        instances = max(0, instances)
+        spread = max(1, min(instances, self.workers))
+        share = -(-instances // spread)
+        chosen: dict[int, list[str]] = {}
+        for source in dict.fromkeys(sources):
+            for index in self.route(source)[:spread]:
+                chosen.setdefault(index, []).append(source)
+        for index, batch in chosen.items():
+            self._deliver(index, [batch, bool(replay), share])
+
+    def _deliver(self, index: int, args: list[Any]) -> None:
+        """Send a `prepare` to worker `index`: now if it runs or was spawned, else when it
+        first starts (never to a replacement)."""
+        worker = self._slots[index]
+        if worker is not None and worker.dead is None:
+            with contextlib.suppress(OSError, RuntimeError):
+                self._send(worker, "prepare", args)
+        elif index in self._spawned:
             with contextlib.suppress(OSError):
-                mine.sendall(encode([0, "prepare", args]))
-        for worker in self._slots:
-            if worker is not None and worker.dead is None:
-                with contextlib.suppress(OSError, RuntimeError):
-                    self._send(worker, "prepare", args)
+                self._spawned[index][1].sendall(encode([0, "prepare", args]))
+        elif not self._started_once[index]:
+            self._prepared.setdefault(index, []).append(args)
 
     def route(self, source: str) -> list[int]:
         """Every worker index, in the order an open of `source` prefers them when equally

@@ -255,12 +255,14 @@ class RayEnvPool:
             h.actor.expect.remote(share)
 
     def prepare(self, sources: Iterable[str], *, replay: bool = False, instances: int = 0) -> None:
-        """As `EnvPool.prepare`, on every live host, each forking its share of `instances`."""
-        args = list(dict.fromkeys(sources))
-        live = [h for h in self._hosts if h.dead is None]
-        share = -(-max(0, instances) // max(1, len(live)))
-        for h in live:
-            h.actor.prepare.remote(args, replay, share)
+        """As `EnvPool.prepare`, on as many live hosts as `instances` asks for (at least
+        one), those with the most free room (where opens go), each forking its share."""
+        live = sorted((h for h in self._hosts if h.dead is None),
+                      key=lambda h: h.capacity - h.open, reverse=True)
+        spread = max(1, min(max(0, instances), len(live)))
+        share = -(-max(0, instances) // spread)
+        for h in live[:spread]:
+            h.actor.prepare.remote(list(dict.fromkeys(sources)), replay, share)
 
     async def open(self, source: str, *, class_name: str | None = None,
                    max_turns: int | None = None, replay: bool = False,
