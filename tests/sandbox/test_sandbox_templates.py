@@ -373,6 +373,34 @@ async def test_an_open_cancelled_while_its_instance_forks_leaves_no_instance_beh
     assert [p.pid for p in template.instances if p.alive and p.pid not in owned] == []
 
 
+async def test_an_open_cancelled_while_its_template_starts_leaves_the_source_usable(
+        tpool: EnvPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A served session whose client goes away while its environment's template starts
+    # cancels that open. The start completes for the next open of the same source, which
+    # must not wait forever on a template nobody finishes.
+    entered, gate = threading.Event(), threading.Event()
+    original = _template.Template.start
+
+    def held(self: _template.Template, limits: object, source: str) -> None:
+        entered.set()
+        gate.wait(10)
+        original(self, limits, source)   # type: ignore[arg-type]
+
+    monkeypatch.setattr(_template.Template, "start", held)
+    source = TRIVIAL + "\n# a source of its own, started once\n"
+    loop = asyncio.get_running_loop()
+    opening = asyncio.create_task(tpool.open(source))
+    assert await loop.run_in_executor(None, entered.wait, 30)
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    gate.set()
+    inst = await asyncio.wait_for(tpool.open(source), 30)
+    assert (await inst.reset(1))[0]
+    await inst.close()
+    assert len(tpool._templates.pids()) == 1   # the one template, started once
+
+
 async def test_a_template_keeps_handles_of_its_live_instances_not_of_every_one_it_forked(
         tpool: EnvPool) -> None:
     for _ in range(80):

@@ -619,6 +619,7 @@ class Templates:
         self.max_templates = max_templates
         self._templates: OrderedDict[tuple[str, bool], asyncio.Future[Template]] = OrderedDict()
         self._retired: list[Template] = []   # full: forking no more, closed when unused
+        self._starting: set[asyncio.Task[None]] = set()
         self.retirements = 0
 
     async def start(self, source: str, *, replay: bool) -> None:
@@ -650,31 +651,50 @@ class Templates:
         raise AssertionError("unreachable")
 
     async def _template(self, key: tuple[str, bool], source: str) -> Template:
-        global _fallback_reason
         future = self._templates.get(key)
         if future is None:
             await self._evict()
-            future = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            future = loop.create_future()
             self._templates[key] = future
-            template = Template(key)
-            try:
-                await asyncio.get_running_loop().run_in_executor(
-                    launcher_threads(), template.start, self.limits, source)
-            except TemplateUnavailable as err:
-                _fallback_reason = str(err)
-                self._templates.pop(key, None)
-                future.set_exception(err)
-                future.exception()   # retrieved: waiters, if any, raise it themselves
-                raise
-            except OSError as err:
-                self._templates.pop(key, None)
-                error = start_error(err)
-                future.set_exception(error)
-                future.exception()
-                raise error from None
-            future.set_result(template)
+            # a task of its own, not the opener's: an opener cancelled while the template
+            # starts (a run stopped, a served client gone) leaves the start to finish for the
+            # next open of the source, which would otherwise wait on it forever
+            starting = loop.create_task(self._start(key, source, future))
+            self._starting.add(starting)
+            starting.add_done_callback(self._starting.discard)
         self._templates.move_to_end(key)
         return await asyncio.shield(future)
+
+    async def _start(self, key: tuple[str, bool], source: str,
+                     future: asyncio.Future[Template]) -> None:
+        """Start `key`'s template and settle `future` with it, or with why it could not."""
+        global _fallback_reason
+        template = Template(key)
+        error: BaseException
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                launcher_threads(), template.start, self.limits, source)
+        except TemplateUnavailable as err:
+            _fallback_reason = str(err)
+            error = err
+        except OSError as err:
+            error = start_error(err)
+        except BaseException:   # cancelled: the pool is closing
+            launcher_threads().submit(template.close)
+            self._forget(key, future)
+            future.cancel()
+            raise
+        else:
+            future.set_result(template)
+            return
+        self._forget(key, future)
+        future.set_exception(error)
+        future.exception()   # retrieved: waiters, if any, raise it themselves
+
+    def _forget(self, key: tuple[str, bool], future: asyncio.Future[Template]) -> None:
+        if self._templates.get(key) is future:
+            del self._templates[key]
 
     def _retire(self, key: tuple[str, bool], template: Template) -> None:
         """`template` forks no more (`Template.full`); the next fork of `key` starts a new
@@ -712,8 +732,10 @@ class Templates:
                 if f.done() and not f.exception()]
 
     async def aclose(self) -> None:
+        if self._starting:   # each settles its future: its template is closed below
+            await asyncio.gather(*self._starting, return_exceptions=True)
         templates = [f.result() for f in self._templates.values()
-                     if f.done() and not f.exception()] + self._retired
+                     if f.done() and not f.cancelled() and not f.exception()] + self._retired
         self._templates.clear()
         self._retired = []
         loop = asyncio.get_running_loop()
