@@ -122,7 +122,7 @@ def test_spawned_workers_start_the_prepared_templates_before_any_open() -> None:
     pool = HarnessPool(FAST, workers=2)
     pool.prepare([_other(1)], instances=2)   # two opens coming: both workers, one fork each
     pool.spawn()   # no event loop yet: a command's imports and checks run meanwhile
-    pids = [pool._spawned[i][0].pid for i in range(2)]
+    pids = pool.launcher.spawned_pids()
     # a template (a bwrap sandbox) and an instance forked ahead in each, no open asked
     assert _wait_for(lambda: all(len(descendants(pid)) >= 3 for pid in pids)), \
         [descendants(pid) for pid in pids]
@@ -147,7 +147,7 @@ def test_discarded_spawned_workers_leave_no_process() -> None:
     pool = HarnessPool(FAST, workers=2)
     pool.prepare([_other(3)], instances=2)
     pool.spawn()
-    pids = [process.pid for process, _ in pool._spawned.values()]
+    pids = pool.launcher.spawned_pids()
     assert _wait_for(lambda: all(descendants(pid) for pid in pids))
     tree = [p for pid in pids for p in descendants(pid)]
     pool.discard()

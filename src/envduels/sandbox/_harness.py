@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import json
 import logging
@@ -43,7 +42,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -115,6 +114,91 @@ class HarnessWorker:
         return self.process.pid
 
 
+def _forget_when_done(starting: dict[int, asyncio.Task[HarnessWorker]],
+                      index: int) -> Callable[[asyncio.Task[HarnessWorker]], None]:
+    """A done-callback that drops worker `index`'s start task from `starting`."""
+    def forget(_task: asyncio.Task[HarnessWorker]) -> None:
+        starting.pop(index, None)
+    return forget
+
+
+class WorkerLauncher:
+    """How a `HarnessPool` starts its worker processes, and those started before its event
+    loop ran (`HarnessPool.spawn`), with the `prepare` requests for workers not started yet:
+    plain processes and sockets, no event loop needed."""
+
+    def __init__(self, limits: SandboxLimits, unsafe_no_sandbox: bool,
+                 pool_options: dict[str, Any], workers: int) -> None:
+        self._config = {"limits": asdict(limits), "unsafe": unsafe_no_sandbox,
+                        "pool": pool_options}
+        self._spawned: dict[int, tuple[subprocess.Popen[bytes], socket.socket]] = {}
+        self._prepared: dict[int, list[list[Any]]] = {}
+        self._started = [False] * workers   # each index's first worker began starting
+
+    def launch(self, index: int) -> tuple[subprocess.Popen[bytes], socket.socket]:
+        """Worker `index`'s process: the one started early if there is one, else a new one.
+        SandboxStartError if it cannot start."""
+        spawned = self._spawned.pop(index, None)
+        if spawned is not None:
+            return spawned
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH"))
+                                            if p)
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "envduels.sandbox._harness_worker",
+                 str(theirs.fileno()), json.dumps({**self._config, "parent": os.getpid()})],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        except OSError as err:
+            mine.close()
+            raise SandboxStartError(f"the harness could not start a worker process: {err}") \
+                from None
+        finally:
+            theirs.close()
+        return process, mine
+
+    def spawn(self, index: int) -> None:
+        """Start worker `index`'s process now, for `launch` to hand over; the `prepare`s
+        asked of it so far are sent at once (it reads them first thing)."""
+        if index in self._spawned or self._started[index]:
+            return
+        process, mine = self._spawned[index] = self.launch(index)
+        for args in self._prepared.pop(index, []):
+            mine.sendall(encode([0, "prepare", args]))
+
+    def taken(self, index: int) -> list[list[Any]]:
+        """Worker `index` is connected to its pool: the `prepare`s kept for it, to send now.
+        Later ones go to it directly; a worker replacing it gets none."""
+        self._started[index] = True
+        return self._prepared.pop(index, [])
+
+    def deliver(self, index: int, args: list[Any]) -> None:
+        """`prepare` args for worker `index`, not connected to its pool: to its socket if it
+        was started early, else kept for its first start (a replacement goes without)."""
+        if index in self._spawned:
+            with contextlib.suppress(OSError):
+                self._spawned[index][1].sendall(encode([0, "prepare", args]))
+        elif not self._started[index]:
+            self._prepared.setdefault(index, []).append(args)
+
+    def spawned_pids(self) -> list[int]:
+        """Pids of the processes started early and not taken yet (diagnostics, tests)."""
+        return [process.pid for process, _ in self._spawned.values()]
+
+    def discard(self) -> None:
+        """End the processes started early that no pool took (no event loop needed)."""
+        spawned, self._spawned = self._spawned, {}
+        for process, mine in spawned.values():
+            mine.close()   # the worker ends at the end of its stream
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(_SHUTDOWN_S)
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 class HarnessPool:
     """`EnvPool`'s surface over `workers` harness worker processes (default: one per core);
     see the module docstring. `pool_options` (warm, max_warm, parallel_starts, templates) go
@@ -139,9 +223,7 @@ class HarnessPool:
         self._closed = False
         self._expected: int | None = None
         self._broken: str | None = None   # a worker died before it ever answered
-        self._spawned: dict[int, tuple[subprocess.Popen[bytes], socket.socket]] = {}
-        self._prepared: dict[int, list[list[Any]]] = {}   # `prepare`s for workers not started
-        self._started_once = [False] * self.workers
+        self.launcher = WorkerLauncher(limits, unsafe_no_sandbox, pool_options, self.workers)
         self.replaced = 0         # workers started in place of one that died
 
     async def __aenter__(self) -> HarnessPool:
@@ -169,13 +251,10 @@ class HarnessPool:
                 if index not in self._starting:
                     task = asyncio.get_running_loop().create_task(self._start(index))
                     self._starting[index] = task
-                    task.add_done_callback(functools.partial(self._started, index))
+                    task.add_done_callback(_forget_when_done(self._starting, index))
                 starts.append(self._starting[index])
         if starts:
             await asyncio.gather(*starts)
-
-    def _started(self, index: int, _task: asyncio.Task[HarnessWorker]) -> None:
-        self._starting.pop(index, None)
 
     def spawn(self) -> None:
         """Start the worker processes now, before any event loop runs (a command's imports
@@ -183,54 +262,22 @@ class HarnessPool:
         Templates asked for with `prepare` before this start at once in the workers chosen.
         `discard()` ends them if the pool is never used."""
         for index, worker in enumerate(self._slots):
-            if worker is None and index not in self._spawned:
-                self._spawned[index] = self._spawn_process(index)
-                for args in self._prepared.pop(index, []):
-                    self._spawned[index][1].sendall(encode([0, "prepare", args]))
+            if worker is None and index not in self._starting:
+                self.launcher.spawn(index)
 
     def discard(self) -> None:
         """End the workers `spawn` started that no event loop took over (no loop needed)."""
-        spawned, self._spawned = self._spawned, {}
-        for process, mine in spawned.values():
-            mine.close()   # the worker ends at the end of its stream
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(_SHUTDOWN_S)
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-
-    def _spawn_process(self, index: int) -> tuple[subprocess.Popen[bytes], socket.socket]:
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH"))
-                                            if p)
-        config = {"limits": asdict(self.limits), "unsafe": self.unsafe_no_sandbox,
-                  "pool": self._options, "parent": os.getpid()}
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "envduels.sandbox._harness_worker",
-                 str(theirs.fileno()), json.dumps(config)],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
-        except OSError as err:
-            mine.close()
-            raise SandboxStartError(f"the harness could not start a worker process: {err}") \
-                from None
-        finally:
-            theirs.close()
-        return process, mine
+        self.launcher.discard()
 
     async def _start(self, index: int) -> HarnessWorker:
-        spawned = self._spawned.pop(index, None)
-        process, mine = spawned if spawned is not None else self._spawn_process(index)
+        process, mine = self.launcher.launch(index)
         reader, writer = await asyncio.open_unix_connection(sock=mine, limit=FRAME_MAX_BYTES)
         worker = HarnessWorker(index, process, writer)
         worker.reading = asyncio.get_running_loop().create_task(self._read(worker, reader))
         if self._expected:
             self._send(worker, "expect", [self._share(self._expected)])
-        for args in self._prepared.pop(index, []):   # those asked for while it started
+        for args in self.launcher.taken(index):   # asked for before it was connected
             self._send(worker, "prepare", args)
-        self._started_once[index] = True
         self._slots[index] = worker
         if self._closed:   # closed while it started
             await self._stop(worker)
@@ -373,20 +420,13 @@ class HarnessPool:
             for index in self.route(source)[:spread]:
                 chosen.setdefault(index, []).append(source)
         for index, batch in chosen.items():
-            self._deliver(index, [batch, bool(replay), share])
-
-    def _deliver(self, index: int, args: list[Any]) -> None:
-        """Send a `prepare` to worker `index`: now if it runs or was spawned, else when it
-        first starts (never to a replacement)."""
-        worker = self._slots[index]
-        if worker is not None and worker.dead is None:
-            with contextlib.suppress(OSError, RuntimeError):
-                self._send(worker, "prepare", args)
-        elif index in self._spawned:
-            with contextlib.suppress(OSError):
-                self._spawned[index][1].sendall(encode([0, "prepare", args]))
-        elif not self._started_once[index]:
-            self._prepared.setdefault(index, []).append(args)
+            args = [batch, bool(replay), share]
+            worker = self._slots[index]
+            if worker is not None and worker.dead is None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    self._send(worker, "prepare", args)
+            else:
+                self.launcher.deliver(index, args)
 
     def route(self, source: str) -> list[int]:
         """Every worker index, in the order an open of `source` prefers them when equally
