@@ -73,6 +73,14 @@ def in_workers(limits: SandboxLimits, runtime: str | None = None, **options: obj
     return HarnessPool(limits, workers=WORKERS, **options)  # type: ignore[arg-type]
 
 
+async def uses_templates(pool: EnvPool | HarnessPool) -> bool:
+    """Whether `pool`'s instances come from templates now: the pool's own answer, or each of
+    its harness workers'."""
+    if isinstance(pool, HarnessPool):
+        return all(s["templates"] for s in await pool.stats())
+    return pool.uses_templates
+
+
 def needs_in_process_pool() -> None:
     """Skip a test that reads the in-process channel when the suite runs in workers."""
     if WORKERS:

@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from sandbox_helpers import FAST, env_source
+from sandbox_helpers import FAST, env_source, needs_in_process_pool, uses_templates
 
 from envduels.sandbox import EnvPool
 
@@ -101,6 +101,7 @@ async def test_ten_instances_of_one_environment_read_identical_interpreter_state
         sandbox_runtime: str) -> None:
     # On main a template's instances read rising collector counts and allocated blocks
     # (42, 44, 44, 45, 48, ... and 21231 ... 21240): episode N learned N.
+    needs_in_process_pool()   # reads each instance's uid from its in-process channel
     async with EnvPool(dataclasses.replace(WIDE, memory_mb=512,
                                            observation_max_chars=200_000), warm=1) as pool:
         reports, uids = [], []
@@ -108,7 +109,7 @@ async def test_ten_instances_of_one_environment_read_identical_interpreter_state
             # A fresh sandbox reads its `load` request in two pieces when it comes while the
             # sandbox still starts (timing, which stays open: docs/sandbox.md): each instance
             # here starts from a worker that waits for it.
-            while not pool.uses_templates and pool.ready < 1:
+            while not await uses_templates(pool) and pool.ready < 1:
                 await asyncio.sleep(0.01)
             inst = await pool.open(INTERPRETER)
             try:

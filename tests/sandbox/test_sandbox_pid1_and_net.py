@@ -12,7 +12,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from sandbox_helpers import FAST, env_source, namespace_pids, pid_namespace
+from sandbox_helpers import (
+    FAST,
+    env_source,
+    namespace_pids,
+    needs_in_process_pool,
+    pid_namespace,
+    uses_templates,
+)
 
 from envduels.sandbox import EnvPool
 
@@ -56,7 +63,7 @@ class Pid1:
 
 async def test_the_worker_is_pid_1_and_ignores_signals_it_has_no_handler_for(
         pool: EnvPool) -> None:
-    if not pool.uses_templates:
+    if not await uses_templates(pool):
         pytest.skip("platform: no templates here (a fresh sandbox's worker is not pid 1)")
     inst = await pool.open(PID1)
     await inst.reset(0)
@@ -67,7 +74,8 @@ async def test_the_worker_is_pid_1_and_ignores_signals_it_has_no_handler_for(
 
 
 async def test_orphans_are_reparented_to_pid_1_and_end_with_the_instance(pool: EnvPool) -> None:
-    if not pool.uses_templates:
+    needs_in_process_pool()   # finds the instance's pid namespace through its channel
+    if not await uses_templates(pool):
         pytest.skip("platform: no templates here (a fresh sandbox's worker is not pid 1)")
     inst = await pool.open(PID1)
     await inst.reset(0)

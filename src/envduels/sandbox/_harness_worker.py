@@ -33,6 +33,7 @@ class _Worker(InstanceHost):
         """This process's own CPU (children included) and its open instances: for benches."""
         times = os.times()
         return {"pid": os.getpid(), "instances": self.open_instances,
+                "templates": self.uses_templates(),
                 "cpu_s": times.user + times.system,
                 "children_cpu_s": times.children_user + times.children_system}
 

@@ -71,6 +71,11 @@ class EnvInstance:
         self._channel.drain_output()
         return self._channel.output.decode("utf-8", "replace")
 
+    async def fetch_output(self) -> str:
+        """`output`, as `RemoteEnvInstance.fetch_output` brings it over from its holder: one
+        call for callers that may hold either."""
+        return self.output
+
     holder = None
     """The harness process holding it, other than the caller's (`RemoteEnvInstance.holder`):
     none, it is held by this one."""

@@ -91,6 +91,10 @@ class InstanceHost:
     def open_instances(self) -> int:
         return len(self._instances)
 
+    def uses_templates(self) -> bool:
+        """Whether this host's instances come from templates now (`EnvPool.uses_templates`)."""
+        return self._env_pool().uses_templates
+
     def expect(self, opens: int | None) -> None:
         self._env_pool().expect(opens)
 
@@ -190,6 +194,7 @@ class RemoteEnvInstance:
         self.node = node
         self._lock = asyncio.Lock()
         self._dead: tuple[Any, ...] | None = None   # the reply that ended it
+        self._ending: asyncio.Task[None] | None = None   # its kill after a cancelled call
         self._output = ""
         self._closed = False
 
@@ -211,10 +216,21 @@ class RemoteEnvInstance:
         async with self._lock:
             if self._dead is not None:
                 raise_reply(self._dead)   # the same fault again: the host's stays the host's
+            if self._closed:
+                raise EnvFault("instance is closed")
             try:
                 reply = await self._transport.host_call(self._host, self._iid, op, arg)
             except SandboxLost as err:
                 self._dead = ("lost", err.reason)
+                raise
+            except asyncio.CancelledError:
+                # as in-process: the environment is somewhere inside the call, so nothing it
+                # says later can be trusted; its holder kills it now, not at its deadline
+                if self._dead is None:
+                    self._dead = ("fault", f"{op} was cancelled", "", "env")
+                if self._host.dead is None:
+                    self._ending = asyncio.get_running_loop().create_task(
+                        self._transport.host_close(self._host, self._iid, wait=False))
                 raise
             if reply[0] != "ok":
                 self._dead = tuple(reply)
