@@ -287,23 +287,8 @@ class EnvPool:
             self._spares[key] = deque()
         wanted = instances - len(self._spares[key]) - self._forking.get(key, 0)
         self._forking[key] = self._forking.get(key, 0) + max(0, wanted)
-
-        async def fork_one() -> None:
-            try:
-                channel = await self._fork_new(source, replay)
-            except Exception:   # the next open forks (and reports) for itself
-                return
-            finally:
-                self._forking[key] -= 1
-            if channel is None:
-                return
-            if self._closed or key not in self._spares:
-                self._live.discard(channel)
-                await channel.close(wait=False)
-            else:
-                self._spares[key].append(channel)
-
-        await asyncio.gather(*(fork_one() for _ in range(max(0, wanted))))
+        await asyncio.gather(*(self._spare_fork(key, source, replay)
+                               for _ in range(max(0, wanted))))
 
     async def _fork(self, source: str, replay: bool) -> WorkerChannel | None:
         """A greeted instance of `source`'s template for this role: a spare one forked ahead
@@ -343,25 +328,26 @@ class EnvPool:
                 or len(self._spares[key]) + self._forking.get(key, 0) >= SPARE_INSTANCES:
             return
         self._forking[key] = self._forking.get(key, 0) + 1
-
-        async def fork_one() -> None:
-            try:
-                channel = await self._fork_new(source, replay)
-            except Exception:   # the next open forks (and reports) for itself
-                return
-            finally:
-                self._forking[key] -= 1
-            if channel is None:
-                return
-            if self._closed or key not in self._spares:
-                self._live.discard(channel)
-                await channel.close(wait=False)
-            else:
-                self._spares[key].append(channel)
-
-        task = asyncio.get_running_loop().create_task(fork_one())
+        task = asyncio.get_running_loop().create_task(self._spare_fork(key, source, replay))
         self._starts.add(task)
         task.add_done_callback(self._starts.discard)
+
+    async def _spare_fork(self, key: tuple[str, bool], source: str, replay: bool) -> None:
+        """Fork one instance into `key`'s spares (counted in `_forking` by the caller); a
+        failure is left for the next open, which forks and reports for itself."""
+        try:
+            channel = await self._fork_new(source, replay)
+        except Exception:
+            return
+        finally:
+            self._forking[key] -= 1
+        if channel is None:
+            return
+        if self._closed or key not in self._spares:
+            self._live.discard(channel)
+            await channel.close(wait=False)
+        else:
+            self._spares[key].append(channel)
 
     async def _without_templates(self, reason: str) -> None:
         """Fresh sandboxes from now on in this pool, said once (the first of the opens that
